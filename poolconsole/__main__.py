@@ -1,0 +1,3 @@
+from poolconsole.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,172 @@
+"""Command line: status, check-config, schema, demo; no sub-command opens the console."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from poolconsole import __version__
+from poolconsole.config import ConfigError, PoolConfig, json_schema, load_config
+
+EXIT_OK, EXIT_PROBLEM, EXIT_CONFIG = 0, 1, 2
+
+
+def default_config_path() -> Path | None:
+    """--config, else $POOLCONSOLE_CONFIG, else ./hosts.toml, else the user config dir's hosts.toml."""
+    env = os.environ.get("POOLCONSOLE_CONFIG")
+    if env:
+        return Path(env)
+    from platformdirs import user_config_path
+
+    for candidate in (Path("hosts.toml"), user_config_path("poolconsole") / "hosts.toml"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _load(path: str | None) -> PoolConfig:
+    chosen = Path(path) if path else default_config_path()
+    if chosen is None:
+        raise ConfigError("(no config)", [])
+    return load_config(chosen)
+
+
+def _fmt(value: Any, kind: str = "") -> str:
+    if value is None:
+        return "n/a"
+    if kind == "pct":
+        return f"{value * 100:.0f}%"
+    if kind == "s":
+        return f"{value * 1000:.0f}ms" if value < 1 else f"{value:.2f}s"
+    if isinstance(value, float):
+        return f"{value:.1f}" if not value.is_integer() else f"{value:.0f}"
+    return str(value)
+
+
+def _table(doc: dict[str, Any]) -> str:
+    header = ["ENGINE", "KIND", "HOST", "STATE", "RUN", "WAIT", "KV", "GEN tok/s", "TTFT", "PREFIX", "MODELS"]
+    rows = [header]
+    for e in doc["engines"]:
+        rows.append([
+            e["name"], e["kind"], e["host"] or "-", e["state"], _fmt(e["requests_running"]),
+            _fmt(e["requests_waiting"]), _fmt(e["kv_cache_usage"], "pct"), _fmt(e["generation_tokens_per_s"]),
+            _fmt(e["ttft_mean_s"], "s"), _fmt(e["prefix_cache_hit_rate"], "pct"),
+            ",".join(e["models"][:3]) + ("..." if len(e["models"]) > 3 else ""),
+        ])
+    widths = [max(len(str(r[i])) for r in rows) for i in range(len(header))]
+    lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    for e in doc["engines"]:
+        if e["error"]:
+            lines.append(f"! {e['name']}: {e['error']}")
+    for h in doc.get("hosts", []):
+        lines.append(f"host {h['name']}: {h['state']}" + (f" ({h['error']})" if h.get("error") else ""))
+    return "\n".join(lines)
+
+
+async def _status_doc(config: PoolConfig, samples: int, interval: float) -> dict[str, Any]:
+    from poolconsole.collect.pool import sample_engines
+    from poolconsole.model.view import engine_view
+
+    engines = await sample_engines(config, samples, interval)
+    hosts: list[dict[str, Any]] = []
+    return {
+        "taken_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "engines": [engine_view(engines[e.name]).to_json() for e in config.engines],
+        "hosts": hosts,
+    }
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    if args.samples < 1 or args.interval < 0:
+        print("poolconsole status: --samples must be >= 1 and --interval >= 0", file=sys.stderr)
+        return EXIT_CONFIG
+    config = _load(args.config)
+    doc = asyncio.run(_status_doc(config, args.samples, args.interval))
+    if args.json:
+        print(json.dumps(doc, indent=2, allow_nan=False, default=str))
+    else:
+        print(_table(doc))
+    healthy = all(e["state"] == "ok" for e in doc["engines"]) and all(h["state"] == "ok" for h in doc["hosts"])
+    return EXIT_OK if healthy else EXIT_PROBLEM
+
+
+def cmd_check_config(args: argparse.Namespace) -> int:
+    config = _load(args.file or args.config)
+    for warning in config.warnings():
+        print(f"warning: {warning}", file=sys.stderr)
+    print(f"ok: {len(config.hosts)} host(s), {len(config.engines)} engine(s)")
+    return EXIT_OK
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    print(json_schema())
+    return EXIT_OK
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from poolconsole.sim.run import run_demo
+
+    return run_demo(args)
+
+
+def cmd_console(args: argparse.Namespace) -> int:
+    from poolconsole.sim.run import run_console_or_demo
+
+    return run_console_or_demo(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="poolconsole", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"poolconsole {__version__}")
+    parser.add_argument("--config", metavar="FILE", help="hosts.toml (default: $POOLCONSOLE_CONFIG, ./hosts.toml)")
+    parser.add_argument("--read-only", action="store_true", help="hide and refuse every action that changes anything")
+    sub = parser.add_subparsers(dest="command")
+
+    status = sub.add_parser("status", help="poll every target and print a table or one JSON document")
+    status.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS)
+    status.add_argument("--json", action="store_true", help="print one JSON document")
+    status.add_argument("--samples", type=int, default=2, metavar="N", help="polls per target (default 2)")
+    status.add_argument("--interval", type=float, default=1.0, metavar="S", help="seconds between polls (default 1)")
+    status.set_defaults(func=cmd_status)
+
+    check = sub.add_parser("check-config", help="validate hosts.toml, listing every problem")
+    check.add_argument("file", nargs="?", metavar="FILE")
+    check.set_defaults(func=cmd_check_config)
+
+    schema = sub.add_parser("schema", help="print the JSON Schema of hosts.toml")
+    schema.set_defaults(func=cmd_schema)
+
+    demo = sub.add_parser("demo", help="run a simulated pool on 127.0.0.1 and open the console on it")
+    demo.add_argument("--serve-only", action="store_true", help="only run the pool (for tests and tools)")
+    demo.add_argument("--config-out", metavar="FILE", help="write the pool's hosts.toml here once it answers")
+    demo.add_argument("--scenario", choices=["normal", "overload", "node-down", "restart"], default="normal")
+    demo.add_argument("--nodes", type=int, default=0, metavar="N", help="extra replicated nodes (up to 256)")
+    demo.add_argument("--seed", type=int, default=1, help="random seed (repeatable runs)")
+    demo.set_defaults(func=cmd_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not hasattr(args, "config"):
+        args.config = None
+    func = getattr(args, "func", cmd_console)
+    try:
+        return int(func(args))
+    except ConfigError as exc:
+        if not exc.problems:
+            print("poolconsole: no hosts.toml found: pass --config FILE, set POOLCONSOLE_CONFIG, "
+                  "or try `poolconsole demo`", file=sys.stderr)
+        else:
+            print(exc.render(), file=sys.stderr)
+        return EXIT_CONFIG
+    except KeyboardInterrupt:
+        return 130

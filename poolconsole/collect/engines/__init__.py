@@ -1,0 +1,1 @@
+"""Engine collectors: vLLM, SGLang, llama.cpp, Ollama, LiteLLM and generic OpenAI servers."""

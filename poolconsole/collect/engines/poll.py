@@ -1,0 +1,384 @@
+"""One poll of one engine: concurrent GETs of its endpoints, parsed into an EngineSnapshot.
+
+A collector never raises: refused, timeout, 401/403, 404, 5xx, HTML, garbage, oversized bodies all
+become a state and an error in words.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+import httpx
+
+from poolconsole.collect.engines import jsonparse, specs
+from poolconsole.collect.engines.base import MetricSpec, parse_metrics
+from poolconsole.collect.http import Failure, Fetched, fetch
+from poolconsole.collect.prom import ParseError
+from poolconsole.config.models import Engine, EngineKind, Settings
+from poolconsole.model.snapshots import (
+    COUNTERS,
+    GAUGES,
+    HISTOGRAMS,
+    EngineMetrics,
+    EngineSnapshot,
+    EngineState,
+    OllamaModel,
+    SlotsInfo,
+)
+
+_SEVERITY = {EngineState.OK: 0, EngineState.DEGRADED: 1, EngineState.AUTH_FAILED: 2, EngineState.DOWN: 3}
+ALL_METRICS = (*GAUGES, *COUNTERS, *HISTOGRAMS)
+
+SPEC: dict[EngineKind, MetricSpec] = {
+    EngineKind.VLLM: specs.VLLM,
+    EngineKind.SGLANG: specs.SGLANG,
+    EngineKind.LLAMACPP: specs.LLAMACPP,
+}
+METRICS_HINT = {
+    EngineKind.SGLANG: "start SGLang with --enable-metrics",
+    EngineKind.LLAMACPP: "start llama-server with --metrics",
+    EngineKind.VLLM: "vLLM always mounts /metrics: is this really vLLM?",
+}
+
+
+@dataclass
+class _Poll:
+    """Mutable scratch of one poll; frozen into an EngineSnapshot at the end."""
+
+    state: EngineState = EngineState.OK
+    errors: list[str] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
+    missing: dict[str, str] = field(default_factory=dict)
+    metrics: EngineMetrics | None = None
+    models: tuple[str, ...] = ()
+    slots: SlotsInfo | None = None
+    ollama: tuple[OllamaModel, ...] = ()
+    extra: dict[str, Any] = field(default_factory=dict)
+    restart_marker: str | None = None
+    latency_s: float | None = None
+
+    def worse(self, state: EngineState, error: str) -> None:
+        if _SEVERITY[state] > _SEVERITY[self.state]:
+            self.state = state
+        self.errors.append(error)
+
+    def answered(self, fetched: Fetched, path: str) -> None:
+        self.sources.append(path)
+        if self.latency_s is None or fetched.elapsed_s > self.latency_s:
+            self.latency_s = fetched.elapsed_s
+
+    def all_missing(self, reason: str) -> None:
+        present = set(self.metrics.values) | set(self.metrics.histograms) if self.metrics else set()
+        for name in ALL_METRICS:
+            if name not in present:
+                self.missing.setdefault(name, reason)
+
+
+def _failure_state(fetched: Fetched) -> EngineState:
+    if fetched.failure is Failure.AUTH:
+        return EngineState.AUTH_FAILED
+    if fetched.failure in (Failure.REFUSED, Failure.TIMEOUT, Failure.SERVER_ERROR):
+        return EngineState.DOWN
+    return EngineState.DEGRADED
+
+
+class EnginePoller:
+    """Polls one engine. Keeps only what does not change between polls (its version)."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        client: httpx.AsyncClient,
+        settings: Settings | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.engine = engine
+        self.client = client
+        self.settings = settings or Settings()
+        self.clock = clock
+        self.version: str | None = None
+
+    # -- plumbing ---------------------------------------------------------------------------------
+    def _headers(self, poll: _Poll) -> dict[str, str] | None:
+        env = self.engine.api_key_env
+        if env is None:
+            return None
+        key = os.environ.get(env)
+        if not key:
+            poll.errors.append(f"environment variable {env} (api_key_env) is not set")
+            return None
+        return {"Authorization": f"Bearer {key}"}
+
+    async def _get(self, path: str, headers: dict[str, str] | None) -> Fetched:
+        return await fetch(
+            self.client,
+            self.engine.url + path,
+            timeout_s=self.settings.http_timeout_s,
+            max_bytes=self.settings.max_body_bytes,
+            headers=headers,
+        )
+
+    async def _gather(self, paths: list[str], headers: dict[str, str] | None) -> dict[str, Fetched]:
+        results = await asyncio.gather(*(self._get(p, headers) for p in paths))
+        return dict(zip(paths, results, strict=True))
+
+    # -- entry point ------------------------------------------------------------------------------
+    async def poll(self) -> EngineSnapshot:
+        poll = _Poll()
+        kind = self.engine.kind
+        handler: dict[EngineKind, Callable[[_Poll], Awaitable[None]]] = {
+            EngineKind.VLLM: self._poll_prometheus_engine,
+            EngineKind.SGLANG: self._poll_prometheus_engine,
+            EngineKind.LLAMACPP: self._poll_prometheus_engine,
+            EngineKind.OLLAMA: self._poll_ollama,
+            EngineKind.LITELLM: self._poll_litellm,
+            EngineKind.OPENAI: self._poll_openai,
+        }
+        try:
+            await handler[kind](poll)
+        except Exception as exc:  # a collector must never take the console down
+            poll.worse(EngineState.DEGRADED, f"internal error while reading this engine: {type(exc).__name__}: {exc}")
+        if poll.state is not EngineState.OK:
+            poll.all_missing(f"engine {poll.state.value}")
+        return EngineSnapshot(
+            name=self.engine.name,
+            kind=kind.value,
+            url=self.engine.url,
+            host=self.engine.host,
+            fetched_at=self.clock(),
+            monotonic=time.monotonic(),
+            state=poll.state,
+            error="; ".join(dict.fromkeys(poll.errors)) or None,
+            source="GET " + ", ".join(poll.sources) if poll.sources else "",
+            latency_s=poll.latency_s,
+            version=self.version,
+            models=poll.models,
+            metrics=poll.metrics,
+            restart_marker=poll.restart_marker,
+            missing=MappingProxyType(poll.missing),
+            slots=poll.slots,
+            ollama_models=poll.ollama,
+            extra=MappingProxyType(poll.extra),
+        )
+
+    # -- vLLM, SGLang, llama.cpp ------------------------------------------------------------------
+    async def _poll_prometheus_engine(self, poll: _Poll) -> None:
+        kind = self.engine.kind
+        headers = self._headers(poll)
+        paths = ["/health", "/metrics", "/v1/models"]
+        if kind is EngineKind.LLAMACPP:
+            paths.append("/slots")
+        if self.version is None:
+            paths.append({EngineKind.VLLM: "/version", EngineKind.SGLANG: "/server_info",
+                          EngineKind.LLAMACPP: "/props"}[kind])
+        got = await self._gather(paths, headers)
+
+        health = got["/health"]
+        if health.ok:
+            poll.answered(health, "/health")
+        elif health.status == 503 and kind is EngineKind.LLAMACPP:
+            poll.worse(EngineState.DEGRADED, "loading model (/health answers 503)")
+        elif health.status == 503:
+            poll.worse(EngineState.DOWN, "engine not healthy: /health answers 503")
+        elif health.failure in (Failure.REFUSED, Failure.TIMEOUT):
+            poll.worse(EngineState.DOWN, health.error or "unreachable")
+            poll.all_missing(f"engine down: {health.failure}")
+            return
+        elif health.failure is not Failure.NOT_FOUND:
+            poll.worse(_failure_state(health), f"/health: {health.error}")
+
+        self._read_metrics(poll, got["/metrics"])
+        self._read_models(poll, got["/v1/models"])
+        if "/slots" in got:
+            self._read_slots(poll, got["/slots"])
+        for path in ("/version", "/server_info", "/props"):
+            if path in got and got[path].ok:
+                self._read_version(path, got[path])
+
+    def _read_metrics(self, poll: _Poll, fetched: Fetched) -> None:
+        kind = self.engine.kind
+        spec = SPEC[kind]
+        if not fetched.ok:
+            if fetched.failure is Failure.NOT_FOUND:
+                poll.worse(EngineState.DEGRADED, f"/metrics not exposed (HTTP 404): {METRICS_HINT[kind]}")
+                poll.all_missing("metrics disabled on this engine (/metrics answers 404)")
+            elif fetched.failure is Failure.AUTH:
+                poll.worse(EngineState.AUTH_FAILED, f"/metrics: {fetched.error}")
+                poll.all_missing("auth required: set api_key_env")
+            else:
+                poll.worse(_failure_state(fetched), f"/metrics: {fetched.error}")
+                poll.all_missing(f"/metrics failed: {fetched.failure}")
+            return
+        try:
+            metrics, missing, exposition = parse_metrics(fetched.body, spec)
+        except ParseError as exc:
+            poll.worse(EngineState.DEGRADED, f"/metrics: {exc}")
+            poll.all_missing("/metrics body could not be parsed")
+            return
+        poll.answered(fetched, "/metrics")
+        if exposition.bad_lines:
+            poll.worse(EngineState.DEGRADED, f"/metrics: {exposition.bad_lines} line(s) could not be parsed and "
+                       f"were dropped (first: {exposition.first_bad!r})")
+        if metrics.series == 0:
+            hint = ("the engine runs with --disable-log-stats" if kind is EngineKind.VLLM
+                    else METRICS_HINT[kind])
+            poll.worse(EngineState.DEGRADED, f"/metrics has no {spec.prefix}* series ({hint})")
+            poll.all_missing(f"no {spec.prefix}* series in /metrics")
+            return
+        if kind is EngineKind.LLAMACPP:
+            metrics, missing = _llamacpp_cache_queries(metrics, missing)
+        poll.metrics = metrics
+        poll.missing.update(missing)
+        start = metrics.get("process_start_time")
+        if start is not None:
+            poll.restart_marker = f"{start:.3f}"
+        header = fetched.headers.get("process-start-time-unix")
+        if header:
+            poll.restart_marker = header
+
+    def _read_models(self, poll: _Poll, fetched: Fetched) -> None:
+        if not fetched.ok:
+            state = EngineState.AUTH_FAILED if fetched.failure is Failure.AUTH else EngineState.DEGRADED
+            poll.worse(state, f"/v1/models: {fetched.error}")
+            return
+        try:
+            poll.models = jsonparse.parse_models(fetched.body)
+            poll.answered(fetched, "/v1/models")
+        except ParseError as exc:
+            poll.worse(EngineState.DEGRADED, str(exc))
+
+    def _read_slots(self, poll: _Poll, fetched: Fetched) -> None:
+        if not fetched.ok:
+            if fetched.failure is not Failure.NOT_FOUND:
+                poll.errors.append(f"/slots: {fetched.error}")
+            poll.missing.setdefault("kv_cache_usage", "llama.cpp has no KV metric and /slots is unavailable")
+            return
+        try:
+            poll.slots = jsonparse.parse_slots(fetched.body)
+        except ParseError as exc:
+            poll.worse(EngineState.DEGRADED, str(exc))
+            return
+        poll.answered(fetched, "/slots")
+        fill = poll.slots.kv_fill
+        if poll.metrics is not None and fill is not None and poll.metrics.get("kv_cache_usage") is None:
+            values = dict(poll.metrics.values)
+            values["kv_cache_usage"] = fill
+            poll.metrics = EngineMetrics(MappingProxyType(values), poll.metrics.histograms, poll.metrics.ranks,
+                                         poll.metrics.model_names, poll.metrics.series)
+            poll.missing.pop("kv_cache_usage", None)
+            poll.extra["kv_cache_usage_source"] = "estimated from /slots (tokens held / slot context)"
+
+    def _read_version(self, path: str, fetched: Fetched) -> None:
+        try:
+            if path == "/props":
+                self.version = jsonparse.parse_props_build(fetched.body)
+            else:
+                self.version = jsonparse.parse_version(fetched.body)
+        except ParseError:
+            pass
+
+    # -- Ollama -------------------------------------------------------------------------------------
+    async def _poll_ollama(self, poll: _Poll) -> None:
+        paths = ["/api/ps", "/api/tags"] + (["/api/version"] if self.version is None else [])
+        got = await self._gather(paths, self._headers(poll))
+        ps = got["/api/ps"]
+        if not ps.ok:
+            poll.worse(_failure_state(ps), f"/api/ps: {ps.error}")
+        else:
+            try:
+                poll.ollama = jsonparse.parse_ollama_ps(ps.body)
+                poll.answered(ps, "/api/ps")
+            except ParseError as exc:
+                poll.worse(EngineState.DEGRADED, str(exc))
+        tags = got["/api/tags"]
+        if tags.ok:
+            try:
+                poll.models = jsonparse.parse_ollama_tags(tags.body)
+                poll.answered(tags, "/api/tags")
+            except ParseError as exc:
+                poll.worse(EngineState.DEGRADED, str(exc))
+        else:
+            poll.worse(_failure_state(tags), f"/api/tags: {tags.error}")
+        if "/api/version" in got and got["/api/version"].ok:
+            self._read_version("/api/version", got["/api/version"])
+        offloaded = [m.name for m in poll.ollama if m.partial_offload]
+        if offloaded:
+            poll.extra["partial_offload"] = offloaded
+        poll.all_missing("Ollama has no metrics endpoint")
+
+    # -- LiteLLM ------------------------------------------------------------------------------------
+    async def _poll_litellm(self, poll: _Poll) -> None:
+        headers = self._headers(poll)
+        paths = ["/health/liveliness", "/health/readiness"] + (["/v1/models"] if headers else [])
+        got = await self._gather(paths, headers)
+        live = got["/health/liveliness"]
+        if not live.ok:
+            poll.worse(_failure_state(live), f"/health/liveliness: {live.error}")
+        else:
+            try:
+                alive = jsonparse.parse_litellm_liveliness(live.body)
+                poll.answered(live, "/health/liveliness")
+                if not alive:
+                    poll.worse(EngineState.DEGRADED, "/health/liveliness did not say it is alive")
+            except ParseError as exc:
+                poll.worse(EngineState.DEGRADED, str(exc))
+        ready = got["/health/readiness"]
+        if ready.ok:
+            try:
+                readiness = jsonparse.parse_litellm_readiness(ready.body)
+                poll.extra["readiness"] = readiness
+                poll.answered(ready, "/health/readiness")
+                if readiness.get("status") != "healthy":
+                    poll.worse(EngineState.DEGRADED, f"readiness: {readiness.get('status')}")
+            except ParseError as exc:
+                poll.worse(EngineState.DEGRADED, str(exc))
+        else:
+            poll.worse(_failure_state(ready), f"/health/readiness: {ready.error}")
+        if "/v1/models" in got:
+            self._read_models(poll, got["/v1/models"])
+        else:
+            poll.extra["models_unknown"] = "set api_key_env to list the gateway's models"
+        poll.all_missing("LiteLLM is a gateway: per-engine metrics come from the engines")
+
+    async def deep_health(self) -> dict[str, Any]:
+        """LiteLLM `/health`: makes a real call to every deployment (spends tokens), so only on demand."""
+        poll = _Poll()
+        headers = self._headers(poll)
+        fetched = await fetch(self.client, self.engine.url + "/health",
+                              timeout_s=max(self.settings.http_timeout_s, 30.0),
+                              max_bytes=self.settings.max_body_bytes, headers=headers)
+        if not fetched.ok and fetched.status != 503:
+            return {"error": fetched.error}
+        try:
+            return jsonparse.parse_litellm_health(fetched.body)
+        except ParseError as exc:
+            return {"error": str(exc)}
+
+    # -- any OpenAI-compatible server ---------------------------------------------------------------
+    async def _poll_openai(self, poll: _Poll) -> None:
+        got = await self._gather(["/v1/models"], self._headers(poll))
+        fetched = got["/v1/models"]
+        if not fetched.ok:
+            poll.worse(_failure_state(fetched), f"/v1/models: {fetched.error}")
+        else:
+            self._read_models(poll, fetched)
+        poll.all_missing("a generic OpenAI-compatible server exposes no metrics")
+
+
+def _llamacpp_cache_queries(metrics: EngineMetrics, missing: dict[str, str]) -> tuple[EngineMetrics, dict[str, str]]:
+    """llama.cpp's prompt_tokens_total excludes cached tokens: queries = processed + cached."""
+    cached = metrics.get("prefix_cache_hits_total")
+    processed = metrics.get("prompt_tokens_total")
+    if cached is None or processed is None:
+        return metrics, missing
+    values = dict(metrics.values)
+    values["prefix_cache_queries_total"] = cached + processed
+    missing = {k: v for k, v in missing.items() if k != "prefix_cache_queries_total"}
+    return EngineMetrics(MappingProxyType(values), metrics.histograms, metrics.ranks, metrics.model_names,
+                         metrics.series), missing

@@ -1,0 +1,135 @@
+"""HTTP GET that never raises: every failure comes back as data with a reason in words."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+import httpx
+
+
+class Failure(StrEnum):
+    REFUSED = "refused"
+    TIMEOUT = "timeout"
+    AUTH = "auth"
+    NOT_FOUND = "not_found"
+    CLIENT_ERROR = "client_error"
+    SERVER_ERROR = "server_error"
+    TOO_LARGE = "too_large"
+    TRUNCATED = "truncated"
+    PROTOCOL = "protocol"
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """The outcome of one GET: a body, or a failure with its reason."""
+
+    url: str
+    status: int | None
+    body: bytes
+    elapsed_s: float
+    headers: dict[str, str] = field(default_factory=dict)
+    failure: Failure | None = None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.failure is None
+
+    @property
+    def content_type(self) -> str:
+        return self.headers.get("content-type", "")
+
+    def text(self) -> str:
+        return self.body.decode("utf-8", errors="replace")
+
+
+def make_client(timeout_s: float, *, max_connections: int = 512) -> httpx.AsyncClient:
+    """One shared client: keep-alive connections to every engine, no global connection cap in the way."""
+    return httpx.AsyncClient(
+        timeout=httpx.Timeout(timeout_s),
+        limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
+        follow_redirects=False,
+        trust_env=False,
+        headers={"User-Agent": "poolconsole"},
+    )
+
+
+def _connect_reason(exc: BaseException) -> str:
+    """The root cause of a failed connect, in words (httpx only says 'All connection attempts failed')."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ConnectionRefusedError):
+            return "connection refused (is the engine running and listening on this port?)"
+        if isinstance(seen, socket.gaierror):
+            return f"host name does not resolve ({seen.strerror})"
+        if isinstance(seen, OSError) and seen.errno is not None:
+            return f"cannot connect: {seen.strerror or seen}"
+        seen = seen.__cause__ or seen.__context__
+    return f"cannot connect: {exc}"
+
+
+def _summarise(body: bytes, limit: int = 160) -> str:
+    text = body.decode("utf-8", errors="replace").strip()
+    if text.lower().startswith(("<!doctype", "<html")):
+        return "an HTML page"
+    text = " ".join(text.split())
+    return text[:limit] + ("..." if len(text) > limit else "")
+
+
+async def fetch(
+    client: httpx.AsyncClient,
+    url: str,
+    *,
+    timeout_s: float,
+    max_bytes: int,
+    headers: dict[str, str] | None = None,
+) -> Fetched:
+    """GET `url` with an overall deadline and a body cap. Never raises for network or HTTP problems."""
+    start = time.monotonic()
+
+    def done(status: int | None, body: bytes, hdrs: dict[str, str], failure: Failure | None, error: str | None
+             ) -> Fetched:
+        return Fetched(url, status, body, time.monotonic() - start, hdrs, failure, error)
+
+    try:
+        async with asyncio.timeout(timeout_s):
+            async with client.stream("GET", url, headers=headers) as response:
+                hdrs = {k.lower(): v for k, v in response.headers.items()}
+                chunks: list[bytes] = []
+                size = 0
+                async for chunk in response.aiter_raw():
+                    size += len(chunk)
+                    if size > max_bytes:
+                        return done(response.status_code, b"", hdrs, Failure.TOO_LARGE,
+                                    f"response body is larger than the {max_bytes}-byte cap")
+                    chunks.append(chunk)
+                body = b"".join(chunks)
+                status = response.status_code
+    except TimeoutError:
+        return done(None, b"", {}, Failure.TIMEOUT, f"no answer within {timeout_s:g} s")
+    except httpx.TimeoutException:
+        return done(None, b"", {}, Failure.TIMEOUT, f"no answer within {timeout_s:g} s")
+    except httpx.ConnectError as exc:
+        return done(None, b"", {}, Failure.REFUSED, _connect_reason(exc))
+    except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
+        return done(None, b"", {}, Failure.TRUNCATED, f"connection closed mid-response ({type(exc).__name__}: {exc})")
+    except httpx.HTTPError as exc:
+        return done(None, b"", {}, Failure.PROTOCOL, f"{type(exc).__name__}: {exc}")
+    except (OSError, ValueError) as exc:
+        return done(None, b"", {}, Failure.PROTOCOL, f"{type(exc).__name__}: {exc}")
+    if status in (401, 403):
+        return done(status, body, hdrs, Failure.AUTH, f"HTTP {status}: authentication required or refused "
+                    f"(set api_key_env for this engine): {_summarise(body)}")
+    if status == 404:
+        return done(status, body, hdrs, Failure.NOT_FOUND, f"HTTP 404 for {httpx.URL(url).path}")
+    if 400 <= status < 500:
+        return done(status, body, hdrs, Failure.CLIENT_ERROR, f"HTTP {status}: {_summarise(body)}")
+    if status >= 500:
+        return done(status, body, hdrs, Failure.SERVER_ERROR, f"HTTP {status}: {_summarise(body)}")
+    if not 200 <= status < 300:
+        return done(status, body, hdrs, Failure.PROTOCOL, f"unexpected HTTP {status}")
+    return done(status, body, hdrs, None, None)

@@ -1,0 +1,41 @@
+"""Poll every engine of a pool concurrently, N times S seconds apart (the `status` command's loop)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import httpx
+
+from poolconsole.collect.engines.poll import EnginePoller
+from poolconsole.collect.http import make_client
+from poolconsole.config.models import PoolConfig
+from poolconsole.model.snapshots import EngineSnapshot
+
+
+async def _poll_engine_n(poller: EnginePoller, samples: int, interval_s: float) -> list[EngineSnapshot]:
+    out: list[EngineSnapshot] = []
+    for i in range(samples):
+        started = time.monotonic()
+        out.append(await poller.poll())
+        if i + 1 < samples:
+            await asyncio.sleep(max(0.0, interval_s - (time.monotonic() - started)))
+    return out
+
+
+async def sample_engines(
+    config: PoolConfig,
+    samples: int = 2,
+    interval_s: float = 1.0,
+    client: httpx.AsyncClient | None = None,
+) -> dict[str, list[EngineSnapshot]]:
+    """One independent loop per engine, all concurrent: a dead engine only delays itself."""
+    own = client is None
+    client = client or make_client(config.settings.http_timeout_s)
+    try:
+        pollers = [EnginePoller(e, client, config.settings) for e in config.engines]
+        results = await asyncio.gather(*(_poll_engine_n(p, samples, interval_s) for p in pollers))
+        return {p.engine.name: r for p, r in zip(pollers, results, strict=True)}
+    finally:
+        if own:
+            await client.aclose()

@@ -1,0 +1,130 @@
+"""Prometheus text exposition -> flat samples, on prometheus_client's parser.
+
+Two surprises of that parser are normalised here (shared/reference/telemetry-formats.md section 0):
+counter families lose or gain `_total`, so callers match on *sample* names; `_created` samples are
+timestamps, dropped. Re-exporters that rewrite `vllm:` to `vllm_` are mapped back to the colon form.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from prometheus_client.parser import text_string_to_metric_families
+
+ENGINE_PREFIXES = ("vllm", "sglang", "llamacpp")
+
+
+class ParseError(ValueError):
+    """The body is not Prometheus text (HTML, JSON, garbage, a line cut in half)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    name: str
+    labels: tuple[tuple[str, str], ...]
+    value: float
+
+    def label(self, key: str) -> str | None:
+        for k, v in self.labels:
+            if k == key:
+                return v
+        return None
+
+
+def _normalise_name(name: str) -> str:
+    for prefix in ENGINE_PREFIXES:
+        if name.startswith(prefix + "_") and not name.startswith(prefix + ":"):
+            return prefix + ":" + name[len(prefix) + 1 :]
+    return name
+
+
+def _decode(body: bytes | str) -> str:
+    text = body.decode("utf-8", errors="replace") if isinstance(body, bytes) else body
+    stripped = text.lstrip()
+    if stripped.startswith("<"):
+        raise ParseError("got an HTML/XML page where Prometheus text was expected (a proxy or error page?)")
+    if stripped.startswith("{") or stripped.startswith("["):
+        raise ParseError("got JSON where Prometheus text was expected")
+    if stripped.startswith('"'):
+        # llama.cpp builds around b7010-b7100 served /metrics JSON-escaped inside quotes (llama.cpp #17384).
+        try:
+            decoded = json.loads(stripped)
+        except ValueError:
+            raise ParseError("body starts with a quote but is not a JSON string") from None
+        if not isinstance(decoded, str):
+            raise ParseError("got JSON where Prometheus text was expected")
+        text = decoded
+    if "\x00" in text:
+        raise ParseError("body contains NUL bytes: not Prometheus text")
+    return text
+
+
+@dataclass(frozen=True)
+class Exposition:
+    samples: list[Sample]
+    bad_lines: int = 0
+    first_bad: str | None = None
+
+
+def _strict(text: str) -> list[Sample]:
+    samples: list[Sample] = []
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name.endswith("_created"):
+                continue
+            samples.append(Sample(_normalise_name(s.name), tuple(sorted(s.labels.items())), float(s.value)))
+    return samples
+
+
+def _lenient(text: str) -> Exposition:
+    """Line by line: keep every sample that parses, count the lines that do not."""
+    samples: list[Sample] = []
+    bad = 0
+    first_bad: str | None = None
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        try:
+            samples.extend(_strict(line + "\n"))
+        except Exception:
+            bad += 1
+            first_bad = first_bad or line[:120]
+    return Exposition(samples, bad, first_bad)
+
+
+def parse_exposition(body: bytes | str) -> Exposition:
+    """Every sample in a Prometheus text page.
+
+    A page with a few broken lines (a truncated last line, a stray log line) keeps its good samples
+    and reports how many lines were dropped. Raises ParseError, and only ParseError, when nothing
+    usable is left.
+    """
+    text = _decode(body)
+    try:
+        return Exposition(_strict(text))
+    except Exception:  # the third-party parser raises ValueError, IndexError, KeyError...
+        pass
+    result = _lenient(text)
+    if not result.samples:
+        raise ParseError(f"not valid Prometheus text (first bad line: {result.first_bad!r})")
+    if result.bad_lines > len(result.samples):
+        raise ParseError(
+            f"not Prometheus text: {result.bad_lines} lines do not parse, {len(result.samples)} do "
+            f"(first bad line: {result.first_bad!r})"
+        )
+    return result
+
+
+def by_name(samples: Iterable[Sample]) -> dict[str, list[Sample]]:
+    index: dict[str, list[Sample]] = {}
+    for s in samples:
+        index.setdefault(s.name, []).append(s)
+    return index
+
+
+def finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None

@@ -1,0 +1,166 @@
+"""Load hosts.toml with tomllib and validate it, reporting every problem at once with its key path and line."""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from poolconsole.config.models import PoolConfig
+
+SECRET_KEYS = re.compile(r"(^|_)(api_key|key|token|password|secret)$")
+
+
+@dataclass(frozen=True)
+class Problem:
+    path: str
+    message: str
+    line: int | None = None
+
+    def __str__(self) -> str:
+        where = f"line {self.line}: " if self.line else ""
+        return f"{where}{self.path}: {self.message}"
+
+
+class ConfigError(Exception):
+    """hosts.toml could not be read or is invalid; `problems` lists every one."""
+
+    def __init__(self, source: str, problems: list[Problem]) -> None:
+        self.source = source
+        self.problems = problems
+        super().__init__(self.render())
+
+    def render(self) -> str:
+        lines = [f"{self.source}: {len(self.problems)} problem(s)"]
+        lines += [f"  {p}" for p in self.problems]
+        return "\n".join(lines)
+
+
+class _LineIndex:
+    """Finds the line of a key path like ('engines', 2, 'kind') in TOML text.
+
+    tomllib keeps no positions, so this tracks `[table]` / `[[array]]` headers and `key =` lines;
+    it is good for the hand-written shape of hosts.toml, and returns None where it cannot tell.
+    """
+
+    HEADER = re.compile(r"^\s*(\[\[?)\s*([A-Za-z0-9_.\-\"' ]+?)\s*\]\]?\s*(#.*)?$")
+    KEY = re.compile(r"^\s*([A-Za-z0-9_\-]+|\"[^\"]*\")\s*=")
+
+    def __init__(self, text: str) -> None:
+        self.tables: dict[tuple[str | int, ...], int] = {}
+        self.keys: dict[tuple[str | int, ...], int] = {}
+        counters: dict[str, int] = {}
+        current: tuple[str | int, ...] = ()
+        for number, line in enumerate(text.splitlines(), start=1):
+            header = self.HEADER.match(line)
+            if header:
+                name = header.group(2).replace('"', "").replace("'", "")
+                parts: tuple[str | int, ...] = tuple(name.split("."))
+                if header.group(1) == "[[":
+                    index = counters.get(name, 0)
+                    counters[name] = index + 1
+                    parts = (*parts, index)
+                current = parts
+                self.tables.setdefault(current, number)
+                continue
+            key = self.KEY.match(line)
+            if key:
+                self.keys.setdefault((*current, key.group(1).strip('"')), number)
+
+    def line(self, loc: tuple[str | int, ...]) -> int | None:
+        for end in range(len(loc), 0, -1):
+            prefix = loc[:end]
+            if prefix in self.keys:
+                return self.keys[prefix]
+            if prefix in self.tables:
+                return self.tables[prefix]
+        return None
+
+
+def _loc_text(loc: tuple[str | int, ...], data: dict[str, Any]) -> str:
+    out: list[str] = []
+    node: Any = data
+    for part in loc:
+        if isinstance(part, int):
+            name = node[part].get("name") if isinstance(node, list) and part < len(node) else None
+            label = f"[{part}]" if not isinstance(name, str) else f"[{part}:{name}]"
+            out[-1] = out[-1] + label if out else label
+            node = node[part] if isinstance(node, list) and part < len(node) else None
+        else:
+            out.append(str(part))
+            node = node.get(part) if isinstance(node, dict) else None
+    return ".".join(out) or "(top level)"
+
+
+def _secret_problems(data: Any, loc: tuple[str | int, ...] = ()) -> list[tuple[tuple[str | int, ...], str]]:
+    found: list[tuple[tuple[str | int, ...], str]] = []
+    if isinstance(data, dict):
+        for key, value in data.items():
+            if isinstance(key, str) and SECRET_KEYS.search(key) and not key.endswith("_env"):
+                found.append(
+                    ((*loc, key), f"secrets are never written in hosts.toml: use {key}_env = \"ENV_VAR_NAME\"")
+                )
+            else:
+                found += _secret_problems(value, (*loc, key))
+    elif isinstance(data, list):
+        for index, value in enumerate(data):
+            found += _secret_problems(value, (*loc, index))
+    return found
+
+
+def parse_config(text: str, source: str = "<config>") -> PoolConfig:
+    """Parse and validate TOML text; raises ConfigError listing every problem."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        match = re.search(r"line (\d+)", str(exc))
+        raise ConfigError(
+            source, [Problem("(syntax)", str(exc), int(match.group(1)) if match else None)]
+        ) from None
+    index = _LineIndex(text)
+    problems: list[Problem] = []
+    secret_locs = set()
+    for loc, message in _secret_problems(data):
+        secret_locs.add(loc)
+        problems.append(Problem(_loc_text(loc, data), message, index.line(loc)))
+    try:
+        config = PoolConfig.model_validate(data)
+    except ValidationError as exc:
+        for error in exc.errors():
+            loc = tuple(error["loc"])
+            if loc in secret_locs:
+                continue
+            message = error["msg"]
+            if error["type"] == "extra_forbidden":
+                message = "unknown key (check the spelling; `poolconsole schema` lists every key)"
+            elif error["type"] == "missing":
+                message = "required key is missing"
+            problems.append(Problem(_loc_text(loc, data), message, index.line(loc)))
+        problems.sort(key=lambda p: (p.line is None, p.line or 0))
+        raise ConfigError(source, problems) from None
+    if problems:
+        raise ConfigError(source, problems)
+    return config
+
+
+def load_config(path: str | Path) -> PoolConfig:
+    """Read and validate a hosts.toml file; raises ConfigError (also for a missing or unreadable file)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(str(path), [Problem("(file)", f"cannot read: {exc}")]) from None
+    return parse_config(text, str(path))
+
+
+def json_schema() -> str:
+    """The JSON Schema of hosts.toml, generated from the same models that validate it."""
+    schema = PoolConfig.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "poolconsole hosts.toml"
+    return json.dumps(schema, indent=2, sort_keys=True)

@@ -1,0 +1,179 @@
+"""Pydantic models of hosts.toml.
+
+Every table forbids unknown keys, so a typo is an error rather than a silently ignored setting.
+Secrets are never written inline: a field ending in ``_env`` names the environment variable that
+holds the secret, and it is read only when a request is made.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class EngineKind(StrEnum):
+    VLLM = "vllm"
+    SGLANG = "sglang"
+    LLAMACPP = "llamacpp"
+    OLLAMA = "ollama"
+    LITELLM = "litellm"
+    OPENAI = "openai"
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+
+def _check_name(value: str) -> str:
+    if not SAFE_NAME.match(value):
+        raise ValueError(
+            "must start with a letter or digit and contain only letters, digits, '.', '_' or '-' "
+            "(at most 63 characters)"
+        )
+    return value
+
+
+def _check_env(value: str | None) -> str | None:
+    if value is not None and not ENV_NAME.match(value):
+        raise ValueError("must be the NAME of an environment variable (letters, digits, '_'), not a secret")
+    return value
+
+
+class Settings(Strict):
+    """Console-wide settings (the optional `[settings]` table)."""
+
+    poll_interval_s: Annotated[float, Field(gt=0, le=3600)] = 2.0
+    """Seconds between two polls of the same target."""
+    http_timeout_s: Annotated[float, Field(gt=0, le=120)] = 5.0
+    """Timeout of one HTTP request to an engine (connect and read)."""
+    max_body_bytes: Annotated[int, Field(ge=1024, le=256 * 1024 * 1024)] = 16 * 1024 * 1024
+    """Largest response body read from an engine; a bigger one is an error, not a hang."""
+    ssh_timeout_s: Annotated[float, Field(gt=0, le=120)] = 10.0
+    """Timeout of one SSH command or connection attempt."""
+    ssh_concurrency: Annotated[int, Field(ge=1, le=1024)] = 32
+    """At most this many hosts are polled over SSH at the same time."""
+    litellm_health_interval_s: Annotated[float, Field(ge=0)] = 0.0
+    """How often to call LiteLLM's `/health`, which makes real model calls (0 = only on demand)."""
+
+
+class Host(Strict):
+    """A machine reached over SSH (`[[hosts]]`)."""
+
+    name: str
+    """Short name shown in the console; engines refer to it with `host = "..."`."""
+    address: str
+    """DNS / Tailscale name or IP; may be a `Host` alias from ~/.ssh/config. `localhost` reads NVML locally."""
+    port: Annotated[int, Field(ge=1, le=65535)] | None = None
+    """SSH port (default: from ~/.ssh/config, else 22)."""
+    user: str | None = None
+    """SSH user (default: from ~/.ssh/config, else the local user)."""
+    identity_file: str | None = None
+    """Private key file (default: from ~/.ssh/config and the agent)."""
+    known_hosts: str | None = None
+    """known_hosts file to verify the host key against (default: ~/.ssh/known_hosts)."""
+    host_key_policy: Literal["strict", "accept-new"] = "strict"
+    """`strict` refuses unknown keys; `accept-new` records a first-seen key (never a changed one)."""
+    ssh_config: str | None = None
+    """OpenSSH client config file to read (default: ~/.ssh/config)."""
+    description: str | None = None
+    """Free text: the hardware, shown in the console."""
+    memory_kind: Literal["auto", "dedicated", "unified"] = "auto"
+    """`unified` for GB10 / Jetson / Apple Silicon; `auto` detects it."""
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        return _check_name(value)
+
+    @field_validator("address", "user")
+    @classmethod
+    def _no_shell(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"^[A-Za-z0-9._:@%\[\]-]+$", value):
+            raise ValueError("contains characters that are not allowed in a host address or user name")
+        return value
+
+
+class Engine(Strict):
+    """An inference engine endpoint (`[[engines]]`)."""
+
+    name: str
+    """Short unique name shown in the console and used on the command line."""
+    kind: EngineKind
+    """vllm, sglang, llamacpp, ollama, litellm, or openai (any other OpenAI-compatible server)."""
+    url: str
+    """Base URL of the engine, e.g. http://gpu-box:8000 (without /v1)."""
+    host: str | None = None
+    """Name of the `[[hosts]]` entry the engine runs on."""
+    api_key_env: str | None = None
+    """Environment variable holding the API key sent as a Bearer token (LiteLLM master key, --api-key)."""
+    model: str | None = None
+    """What it serves, for people: e.g. "Qwen3-Next-80B-A3B-Instruct AWQ 4-bit"."""
+    profile: str | None = None
+    """Name of the active quantization profile."""
+    gpus: list[int] | None = None
+    """GPU indices on the host this engine uses (tensor-parallel nodes list several)."""
+    container: str | None = None
+    """Container (or unit / program) name that runs the engine, for restarts."""
+    description: str | None = None
+    """Free text shown in the console."""
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        return _check_name(value)
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _env(cls, value: str | None) -> str | None:
+        return _check_env(value)
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        if not re.match(r"^https?://[^\s/?#]+(/[^\s?#]*)?$", value):
+            raise ValueError("must be an http:// or https:// base URL without query or fragment")
+        return value.rstrip("/")
+
+    @field_validator("container")
+    @classmethod
+    def _container(cls, value: str | None) -> str | None:
+        return None if value is None else _check_name(value)
+
+
+class PoolConfig(Strict):
+    """The whole hosts.toml."""
+
+    settings: Settings = Settings()
+    hosts: list[Host] = []
+    engines: list[Engine] = []
+
+    @model_validator(mode="after")
+    def _unique(self) -> PoolConfig:
+        problems: list[str] = []
+        for label, names in (("host", [h.name for h in self.hosts]), ("engine", [e.name for e in self.engines])):
+            seen: set[str] = set()
+            for name in names:
+                if name in seen:
+                    problems.append(f"duplicate {label} name {name!r}")
+                seen.add(name)
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    def host(self, name: str | None) -> Host | None:
+        return next((h for h in self.hosts if h.name == name), None)
+
+    def warnings(self) -> list[str]:
+        """Problems that do not stop the console (an engine naming a host that is not declared)."""
+        names = {h.name for h in self.hosts}
+        return [
+            f"engines.{e.name}: host {e.host!r} has no [[hosts]] entry, so its GPUs are not read"
+            for e in self.engines
+            if e.host is not None and names and e.host not in names
+        ]

@@ -1,0 +1,1 @@
+"""Snapshots, derived rates, history and pool state. Never imports Textual."""

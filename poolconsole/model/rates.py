@@ -1,0 +1,124 @@
+"""Values derived over the window between polls: rates from counter deltas that survive restarts,
+latency means and quantiles from histogram bucket deltas, hit and acceptance rates.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from poolconsole.model.snapshots import COUNTERS, EngineSnapshot, Histogram
+
+
+def counter_delta(before: float, after: float, reset: bool) -> float:
+    """Increase of a counter; after a restart (or any decrease) the new value is all increase since it."""
+    if reset or after < before:
+        return after
+    return after - before
+
+
+def histogram_delta(before: Histogram, after: Histogram, reset: bool) -> Histogram:
+    if reset or after.count < before.count:
+        return after
+    prev = dict(before.buckets)
+    buckets = tuple((le, max(0.0, count - prev.get(le, 0.0))) for le, count in after.buckets)
+    return Histogram(buckets, max(0.0, after.sum - before.sum), max(0.0, after.count - before.count))
+
+
+def add_histograms(a: Histogram | None, b: Histogram) -> Histogram:
+    if a is None:
+        return b
+    merged: dict[float, float] = dict(a.buckets)
+    for le, count in b.buckets:
+        merged[le] = merged.get(le, 0.0) + count
+    return Histogram(tuple(sorted(merged.items())), a.sum + b.sum, a.count + b.count)
+
+
+def quantile(q: float, hist: Histogram) -> float | None:
+    """Prometheus' histogram_quantile: linear interpolation inside the bucket holding the rank."""
+    if hist.count <= 0 or not hist.buckets:
+        return None
+    rank = q * hist.count
+    lower_bound, lower_count = 0.0, 0.0
+    for bound, cumulative in hist.buckets:
+        if cumulative >= rank:
+            if math.isinf(bound):
+                return lower_bound if lower_bound > 0 else None
+            span = cumulative - lower_count
+            if span <= 0:
+                return bound
+            return lower_bound + (bound - lower_bound) * (rank - lower_count) / span
+        lower_bound, lower_count = bound, cumulative
+    return None
+
+
+@dataclass(frozen=True)
+class LatencyStats:
+    mean: float | None
+    p50: float | None
+    p95: float | None
+    count: float
+    window: str
+    """'window' (requests finished between the polls) or 'lifetime' (since the engine started)."""
+
+
+def latency(hist: Histogram | None, window: str) -> LatencyStats | None:
+    if hist is None or hist.count <= 0:
+        return None
+    return LatencyStats(hist.sum / hist.count, quantile(0.5, hist), quantile(0.95, hist), hist.count, window)
+
+
+@dataclass(frozen=True)
+class Derived:
+    """What happened over a window of polls of one engine."""
+
+    seconds: float
+    resets: int
+    deltas: dict[str, float] = field(default_factory=dict)
+    histograms: dict[str, Histogram] = field(default_factory=dict)
+
+    def rate(self, counter: str) -> float | None:
+        if self.seconds <= 0 or counter not in self.deltas:
+            return None
+        return self.deltas[counter] / self.seconds
+
+
+def derive(samples: Sequence[EngineSnapshot]) -> Derived:
+    """Accumulate counter and histogram deltas over consecutive pairs of good polls."""
+    good = [s for s in samples if s.metrics is not None]
+    deltas: dict[str, float] = {}
+    hists: dict[str, Histogram] = {}
+    seconds = 0.0
+    resets = 0
+    for before, after in zip(good, good[1:], strict=False):
+        assert before.metrics is not None and after.metrics is not None
+        marker_changed = (
+            before.restart_marker is not None
+            and after.restart_marker is not None
+            and before.restart_marker != after.restart_marker
+        )
+        dropped = any(
+            name in before.metrics.values
+            and name in after.metrics.values
+            and after.metrics.values[name] < before.metrics.values[name]
+            for name in COUNTERS
+        )
+        reset = marker_changed or dropped
+        resets += int(reset)
+        seconds += max(0.0, after.monotonic - before.monotonic)
+        for name in COUNTERS:
+            if name in before.metrics.values and name in after.metrics.values:
+                d = counter_delta(before.metrics.values[name], after.metrics.values[name], reset)
+                deltas[name] = deltas.get(name, 0.0) + d
+        for name, hist in after.metrics.histograms.items():
+            prev = before.metrics.histograms.get(name)
+            if prev is not None:
+                hists[name] = add_histograms(hists.get(name), histogram_delta(prev, hist, reset))
+    return Derived(seconds, resets, deltas, hists)
+
+
+def ratio(numerator: float | None, denominator: float | None) -> float | None:
+    if numerator is None or denominator is None or denominator <= 0:
+        return None
+    return numerator / denominator

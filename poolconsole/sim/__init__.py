@@ -1,0 +1,1 @@
+"""The simulated pool of `poolconsole demo`."""

@@ -1,0 +1,296 @@
+"""Engine collectors over real HTTP on loopback: real captures served byte for byte, and every failure
+state (refused, timeout, 401/403, 404 metrics, 5xx, HTML, truncated, garbage, oversized, slow)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from poolconsole.collect.engines.poll import EnginePoller
+from poolconsole.collect.http import make_client
+from poolconsole.config.models import Engine, EngineKind, Settings
+from poolconsole.model.snapshots import EngineState
+from poolconsole.model.view import engine_view
+from tests.conftest import REAL
+from tests.helpers.rawhttp import RawHTTPServer, Reply, free_port
+
+VLLM = REAL / "vllm-0.32.0-cpu"
+LLAMA = REAL / "llamacpp-b1-0c1e570"
+LIT = REAL / "litellm-1.108.7"
+SAMPLES = REAL / "issue-samples"
+SETTINGS = Settings(http_timeout_s=1.0, max_body_bytes=64 * 1024)
+
+
+def vllm_routes(metrics: str = "metrics.load.txt") -> dict[str, Reply]:
+    return {
+        "/health": Reply(200, b""),
+        "/metrics": Reply.file(VLLM / metrics, "text/plain; version=1.0.0; charset=utf-8"),
+        "/v1/models": Reply.file(VLLM / "v1_models.json", "application/json"),
+        "/version": Reply.file(VLLM / "version.json", "application/json"),
+    }
+
+
+def llama_routes() -> dict[str, Reply]:
+    start = {"Process-Start-Time-Unix": "713367657"}
+    return {
+        "/health": Reply.file(LLAMA / "health.json", "application/json"),
+        "/metrics": Reply.file(LLAMA / "metrics-after-requests.txt", headers=start),
+        "/v1/models": Reply.file(LLAMA / "v1-models.json", "application/json"),
+        "/slots": Reply.file(LLAMA / "slots-after-requests.json", "application/json"),
+        "/props": Reply.file(LLAMA / "props.json", "application/json"),
+    }
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[RawHTTPServer]:
+    srv = await RawHTTPServer().start()
+    yield srv
+    await srv.stop()
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[httpx.AsyncClient]:
+    c = make_client(SETTINGS.http_timeout_s)
+    yield c
+    await c.aclose()
+
+
+async def poll(client: httpx.AsyncClient, url: str, kind: EngineKind, **kw: str) -> tuple[EnginePoller, object]:
+    poller = EnginePoller(Engine(name="e", kind=kind, url=url, **kw), client, SETTINGS)  # type: ignore[arg-type]
+    return poller, await poller.poll()
+
+
+async def test_vllm_capture_reads_ok(server: RawHTTPServer, client: httpx.AsyncClient) -> None:
+    server.routes = vllm_routes()
+    _, snap = await poll(client, server.url, EngineKind.VLLM)
+    view = engine_view([snap])  # type: ignore[list-item]
+    assert view.state == "ok", view.error
+    assert view.requests_running == 8 and view.requests_waiting == 8
+    assert view.models == ["tiny"] and view.version == "0.32.0"
+    assert view.ttft_mean_s == pytest.approx(1.494215965270996 / 15)
+    assert view.generation_tokens_per_s is None and "two polls" in view.unknown["generation_tokens_per_s"]
+
+
+async def test_vllm_rate_between_two_polls(server: RawHTTPServer, client: httpx.AsyncClient) -> None:
+    server.routes = vllm_routes("metrics.load.txt")
+    poller, first = await poll(client, server.url, EngineKind.VLLM)
+    server.routes = vllm_routes("metrics.after.txt")
+    second = await poller.poll()
+    view = engine_view([first, second])  # type: ignore[list-item]
+    window = second.monotonic - first.monotonic  # type: ignore[attr-defined]
+    assert view.generation_tokens_per_s == pytest.approx((1245 - 334) / window)
+    assert view.ttft_window == "window"
+    assert view.ttft_mean_s == pytest.approx((3.455411434173584 - 1.494215965270996) / (23 - 15))
+    assert view.counter_resets == 0
+
+
+async def test_counter_reset_is_not_a_negative_rate(server: RawHTTPServer, client: httpx.AsyncClient) -> None:
+    server.routes = vllm_routes("metrics.after.txt")
+    poller, first = await poll(client, server.url, EngineKind.VLLM)
+    server.routes = vllm_routes("metrics.load.txt")  # counters go down: the engine restarted
+    second = await poller.poll()
+    view = engine_view([first, second])  # type: ignore[list-item]
+    assert view.counter_resets == 1
+    assert view.generation_tokens_per_s is not None and view.generation_tokens_per_s > 0
+
+
+async def test_llamacpp_capture(server: RawHTTPServer, client: httpx.AsyncClient) -> None:
+    server.routes = llama_routes()
+    _, snap = await poll(client, server.url, EngineKind.LLAMACPP)
+    view = engine_view([snap])  # type: ignore[list-item]
+    assert view.state == "ok", view.error
+    assert view.requests_running == 0 and view.requests_waiting == 0
+    assert view.kv_cache_usage == 0.0 and "slots" in view.details["kv_cache_usage_source"]
+    assert view.prefix_cache_hit_rate == pytest.approx(169 / (169 + 50))
+    assert view.version == "b1-0c1e570"
+    assert view.ttft_mean_s is None and "latency" in view.unknown["ttft_mean_s"]
+
+
+async def test_litellm_without_key(server: RawHTTPServer, client: httpx.AsyncClient) -> None:
+    server.routes = {
+        "/health/liveliness": Reply.file(LIT / "health-liveliness.json", "application/json"),
+        "/health/readiness": Reply.file(LIT / "health-readiness.json", "application/json"),
+    }
+    _, snap = await poll(client, server.url, EngineKind.LITELLM)
+    view = engine_view([snap])  # type: ignore[list-item]
+    assert view.state == "ok", view.error
+    assert view.details["readiness"]["status"] == "healthy"
+    assert view.requests_running is None
+
+
+async def test_litellm_with_key_lists_models(server: RawHTTPServer, client: httpx.AsyncClient,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TEST_LITELLM_KEY", "sk-test-master")
+    server.routes = {
+        "/health/liveliness": Reply.file(LIT / "health-liveliness.json", "application/json"),
+        "/health/readiness": Reply.file(LIT / "health-readiness.json", "application/json"),
+        "/v1/models": Reply.file(LIT / "v1-models.json", "application/json"),
+    }
+    _, snap = await poll(client, server.url, EngineKind.LITELLM, api_key_env="TEST_LITELLM_KEY")
+    assert snap.models == ("tiny",)  # type: ignore[attr-defined]
+    assert "sk-test-master" not in json.dumps(engine_view([snap]).to_json())  # type: ignore[list-item]
+
+
+async def test_ollama(server: RawHTTPServer, client: httpx.AsyncClient) -> None:
+    server.routes = {
+        "/api/ps": Reply.json('{"models":[{"name":"nomic-embed-text:latest","size":300,"size_vram":200,'
+                              '"context_length":8192,"expires_at":"2026-11-29T12:00:00Z"}]}'),
+        "/api/tags": Reply.json('{"models":[{"name":"nomic-embed-text:latest"},{"name":"mxbai-embed-large:latest"}]}'),
+        "/api/version": Reply.json('{"version":"0.33.0"}'),
+    }
+    _, snap = await poll(client, server.url, EngineKind.OLLAMA)
+    view = engine_view([snap])  # type: ignore[list-item]
+    assert view.state == "ok" and view.version == "0.33.0"
+    assert view.models == ["nomic-embed-text:latest", "mxbai-embed-large:latest"]
+    assert view.details["partial_offload"] == ["nomic-embed-text:latest"]
+    assert view.kv_cache_usage is None and "Ollama" in view.unknown["kv_cache_usage"]
+
+
+# -- failure states ----------------------------------------------------------------------------------
+
+
+async def test_refused(client: httpx.AsyncClient) -> None:
+    _, snap = await poll(client, f"http://127.0.0.1:{free_port()}", EngineKind.VLLM)
+    assert snap.state is EngineState.DOWN and "refused" in (snap.error or "")  # type: ignore[attr-defined]
+
+
+async def test_timeout(server: RawHTTPServer, client: httpx.AsyncClient) -> None:
+    server.routes = vllm_routes()
+    server.routes["/health"] = Reply(mode="hang")
+    _, snap = await poll(client, server.url, EngineKind.VLLM)
+    assert snap.state is EngineState.DOWN and "no answer within 1 s" in (snap.error or "")  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("status", [401, 403])
+async def test_auth_required(server: RawHTTPServer, client: httpx.AsyncClient, status: int) -> None:
+    server.routes = llama_routes()
+    body = (LLAMA / "apikey-metrics-no-key.txt").read_bytes()
+    server.routes["/metrics"] = Reply(status, body, {"Content-Type": "application/json"})
+    server.routes["/v1/models"] = Reply(status, body, {"Content-Type": "application/json"})
+    _, snap = await poll(client, server.url, EngineKind.LLAMACPP)
+    view = engine_view([snap])  # type: ignore[list-item]
+    assert view.state == "auth_failed" and f"HTTP {status}" in (view.error or "")
+    assert view.requests_running is None and "auth" in view.unknown["requests_running"]
+
+
+async def test_metrics_404_is_degraded_with_the_fix(server: RawHTTPServer, client: httpx.AsyncClient) -> None:
+    server.routes = llama_routes()
+    del server.routes["/metrics"]
+    _, snap = await poll(client, server.url, EngineKind.LLAMACPP)
+    assert snap.state is EngineState.DEGRADED  # type: ignore[attr-defined]
+    assert "--metrics" in (snap.error or "")  # type: ignore[attr-defined]
+
+
+async def test_5xx_is_down(server: RawHTTPServer, client: httpx.AsyncClient) -> None:
+    server.routes = vllm_routes()
+    server.routes["/health"] = Reply(503, b"")
+    _, snap = await poll(client, server.url, EngineKind.VLLM)
+    assert snap.state is EngineState.DOWN and "503" in (snap.error or "")  # type: ignore[attr-defined]
+
+
+async def test_engine_dead_500_on_metrics(server: RawHTTPServer, client: httpx.AsyncClient) -> None:
+    server.routes = vllm_routes()
+    server.routes["/metrics"] = Reply.file(VLLM / "enginedead.completions.500.json", "application/json", status=500)
+    _, snap = await poll(client, server.url, EngineKind.VLLM)
+    assert snap.state is EngineState.DOWN and "HTTP 500" in (snap.error or "")  # type: ignore[attr-defined]
+
+
+async def test_html_page(server: RawHTTPServer, client: httpx.AsyncClient) -> None:
+    server.routes = vllm_routes()
+    server.routes["/metrics"] = Reply(200, b"<html><body><h1>Welcome to nginx</h1></body></html>",
+                                      {"Content-Type": "text/html"})
+    _, snap = await poll(client, server.url, EngineKind.VLLM)
+    assert snap.state is EngineState.DEGRADED and "HTML" in (snap.error or "")  # type: ignore[attr-defined]
+
+
+async def test_truncated_body(server: RawHTTPServer, client: httpx.AsyncClient) -> None:
+    server.routes = vllm_routes()
+    server.routes["/metrics"] = Reply.file(VLLM / "metrics.load.txt", mode="truncate")
+    _, snap = await poll(client, server.url, EngineKind.VLLM)
+    assert snap.state is not EngineState.OK  # type: ignore[attr-defined]
+    assert "closed mid-response" in (snap.error or "")  # type: ignore[attr-defined]
+
+
+async def test_garbage_body(server: RawHTTPServer, client: httpx.AsyncClient) -> None:
+    server.routes = vllm_routes()
+    server.routes["/metrics"] = Reply(200, bytes(range(256)) * 10)
+    _, snap = await poll(client, server.url, EngineKind.VLLM)
+    assert snap.state is EngineState.DEGRADED and "Prometheus" in (snap.error or "")  # type: ignore[attr-defined]
+
+
+async def test_oversized_body_is_capped(server: RawHTTPServer, client: httpx.AsyncClient) -> None:
+    server.routes = vllm_routes()
+    server.routes["/metrics"] = Reply(200, b"# padding\n" * 20_000)
+    _, snap = await poll(client, server.url, EngineKind.VLLM)
+    assert snap.state is EngineState.DEGRADED and "cap" in (snap.error or "")  # type: ignore[attr-defined]
+
+
+async def test_slow_endpoint_within_timeout_is_ok(server: RawHTTPServer, client: httpx.AsyncClient) -> None:
+    server.routes = vllm_routes()
+    server.routes["/metrics"] = Reply.file(VLLM / "metrics.idle.txt", delay_s=0.4)
+    _, snap = await poll(client, server.url, EngineKind.VLLM)
+    assert snap.state is EngineState.OK and snap.latency_s >= 0.4  # type: ignore[attr-defined]
+
+
+async def test_disable_log_stats_is_degraded_with_reason(server: RawHTTPServer, client: httpx.AsyncClient) -> None:
+    server.routes = vllm_routes("metrics.disable-log-stats.txt")
+    _, snap = await poll(client, server.url, EngineKind.VLLM)
+    assert snap.state is EngineState.DEGRADED and "--disable-log-stats" in (snap.error or "")  # type: ignore[attr-defined]
+
+
+# -- the CLI contract ------------------------------------------------------------------------------
+
+
+def _run_status(config: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "poolconsole", "status", "--config", str(config), *extra],
+                          capture_output=True, text=True, timeout=60)
+
+
+CONTRACT = ["name", "kind", "host", "url", "state", "error", "models", "requests_running", "requests_waiting",
+            "kv_cache_usage", "prompt_tokens_total", "generation_tokens_total", "generation_tokens_per_s",
+            "prompt_tokens_per_s", "ttft_mean_s", "prefix_cache_hit_rate", "spec_decode_acceptance_rate",
+            "preemptions_total", "ranks"]
+
+
+async def test_status_json_contract(tmp_path: Path) -> None:
+    vllm = await RawHTTPServer(vllm_routes()).start()
+    llama = await RawHTTPServer(llama_routes()).start()
+    dead = free_port()
+    config = tmp_path / "hosts.toml"
+    config.write_text(
+        f'[[engines]]\nname = "v"\nkind = "vllm"\nurl = "{vllm.url}"\nhost = "gpu1"\n\n'
+        f'[[engines]]\nname = "l"\nkind = "llamacpp"\nurl = "{llama.url}"\n\n'
+        f'[[engines]]\nname = "d"\nkind = "sglang"\nurl = "http://127.0.0.1:{dead}"\n'
+    )
+    import asyncio
+
+    try:
+        proc = await asyncio.to_thread(_run_status, config, "--json", "--samples", "2", "--interval", "0.2")
+    finally:
+        await vllm.stop()
+        await llama.stop()
+    assert proc.returncode == 1, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert set(doc) >= {"taken_at", "engines", "hosts"}
+    by = {e["name"]: e for e in doc["engines"]}
+    for e in doc["engines"]:
+        assert all(k in e for k in CONTRACT)
+        for k in CONTRACT[7:]:
+            assert e[k] is None or isinstance(e[k], int | float)
+    assert by["v"]["state"] == "ok" and by["v"]["requests_running"] == 8 and by["v"]["ranks"] == 1
+    assert by["v"]["generation_tokens_per_s"] == 0  # same capture twice: the counter did not move
+    assert by["l"]["state"] == "ok" and by["l"]["requests_running"] == 0
+    assert by["d"]["state"] == "down" and by["d"]["requests_running"] is None
+
+
+def test_status_exit_2_on_bad_config(tmp_path: Path) -> None:
+    config = tmp_path / "hosts.toml"
+    config.write_text('[[engines]]\nname = "x"\nkind = "tgi"\nurl = "http://127.0.0.1:1"\n')
+    proc = _run_status(config, "--json")
+    assert proc.returncode == 2 and "engines[0:x].kind" in proc.stderr and proc.stdout == ""
