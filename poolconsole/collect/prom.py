@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -67,6 +68,10 @@ class Exposition:
     samples: list[Sample]
     bad_lines: int = 0
     first_bad: str | None = None
+    total_lines: int | None = None
+    """Sample lines on the page before selection (None when nothing was selected)."""
+    prefixed_lines: int | None = None
+    """Sample lines carrying the engine's prefix (vllm:, sglang:, llamacpp:) before selection."""
 
 
 def _strict(text: str) -> list[Sample]:
@@ -96,26 +101,82 @@ def _lenient(text: str) -> Exposition:
     return Exposition(samples, bad, first_bad)
 
 
-def parse_exposition(body: bytes | str) -> Exposition:
-    """Every sample in a Prometheus text page.
+_SAMPLE_LINE = re.compile(r"[A-Za-z_:][A-Za-z0-9_:]*(?=[{\s])")
+
+
+@dataclass(frozen=True)
+class Selected:
+    text: str
+    lines: int
+    """Sample lines on the whole page."""
+    prefixed: int
+    """Sample lines whose (normalised) name starts with the engine prefix."""
+    bad_lines: int
+    first_bad: str | None
+
+
+def select_lines(text: str, wanted: frozenset[str], prefix: str = "") -> Selected:
+    """Keep only the samples (and their HELP/TYPE lines) a collector reads, before the real parser runs.
+
+    A vLLM page holds ~90 families and a collector needs ~15: selecting first makes parsing several
+    times cheaper, which matters when one console polls many engines. Lines that cannot be samples at
+    all are counted, so a page of garbage is still reported as garbage.
+    """
+    keep: list[str] = []
+    lines = prefixed = bad = 0
+    first_bad: str | None = None
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line:
+            continue
+        if line[0] == "#":
+            parts = line.split(None, 3)
+            if len(parts) >= 3 and parts[1] in ("HELP", "TYPE") and _normalise_name(parts[2]) in wanted:
+                keep.append(line)
+            continue
+        match = _SAMPLE_LINE.match(line)
+        if match is None:
+            bad += 1
+            first_bad = first_bad or line[:120]
+            continue
+        lines += 1
+        name = _normalise_name(match.group(0))
+        if prefix and name.startswith(prefix):
+            prefixed += 1
+        if name in wanted:
+            keep.append(line)
+    return Selected("\n".join(keep) + "\n", lines, prefixed, bad, first_bad)
+
+
+def parse_exposition(body: bytes | str, wanted: frozenset[str] | None = None, prefix: str = "") -> Exposition:
+    """Every sample in a Prometheus text page (only the `wanted` names when given).
 
     A page with a few broken lines (a truncated last line, a stray log line) keeps its good samples
     and reports how many lines were dropped. Raises ParseError, and only ParseError, when nothing
     usable is left.
     """
     text = _decode(body)
+    bad, first_bad, total, prefixed = 0, None, None, None
+    if wanted is not None:
+        selected = select_lines(text, wanted, prefix)
+        text, bad, first_bad = selected.text, selected.bad_lines, selected.first_bad
+        total, prefixed = selected.lines, selected.prefixed
+        if bad and bad > selected.lines:
+            raise ParseError(f"not Prometheus text: {bad} lines cannot be samples (first: {first_bad!r})")
     try:
-        return Exposition(_strict(text))
+        result = Exposition(_strict(text), bad, first_bad)
     except Exception:  # the third-party parser raises ValueError, IndexError, KeyError...
-        pass
-    result = _lenient(text)
-    if not result.samples:
-        raise ParseError(f"not valid Prometheus text (first bad line: {result.first_bad!r})")
-    if result.bad_lines > len(result.samples):
-        raise ParseError(
-            f"not Prometheus text: {result.bad_lines} lines do not parse, {len(result.samples)} do "
-            f"(first bad line: {result.first_bad!r})"
-        )
+        lenient = _lenient(text)
+        result = Exposition(lenient.samples, lenient.bad_lines + bad, first_bad or lenient.first_bad)
+        if wanted is None and not result.samples:
+            raise ParseError(f"not valid Prometheus text (first bad line: {result.first_bad!r})") from None
+        if result.bad_lines > max(len(result.samples), total or 0):
+            raise ParseError(
+                f"not Prometheus text: {result.bad_lines} lines do not parse, {len(result.samples)} do "
+                f"(first bad line: {result.first_bad!r})"
+            ) from None
+    if total is not None:
+        return Exposition(result.samples, result.bad_lines, result.first_bad, total, prefixed)
     return result
 
 

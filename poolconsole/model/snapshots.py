@@ -46,7 +46,7 @@ COUNTERS = (
     "spec_decode_accepted_tokens_total",
     "requests_finished_total",
 )
-HISTOGRAMS = ("ttft", "itl", "e2e")
+HISTOGRAMS = ("ttft", "itl")
 
 
 @dataclass(frozen=True, slots=True)

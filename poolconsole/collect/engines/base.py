@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 from types import MappingProxyType
 from typing import Literal
 
@@ -14,7 +15,7 @@ from poolconsole.model.snapshots import EngineMetrics, Histogram, RankMetrics
 Agg = Literal["sum", "max", "mean"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class MetricSpec:
     """How one engine names things. Aliases are listed newest first; the first one present wins."""
 
@@ -27,6 +28,20 @@ class MetricSpec:
     not_exposed: Mapping[str, str] = field(default_factory=dict)
     skip: Callable[[Sample], bool] | None = None
     prefix: str = ""
+
+    @cached_property
+    def wanted(self) -> frozenset[str]:
+        """Every exposed name this spec reads: samples, and the family names in HELP/TYPE lines."""
+        names = {"process_start_time_seconds"}
+        for aliases, _ in self.gauges.values():
+            names.update(aliases)
+        for aliases in self.counters.values():
+            names.update(aliases)
+            names.update(a.removesuffix("_total") for a in aliases)
+        for aliases in self.histograms.values():
+            for base in aliases:
+                names.update((base, base + "_bucket", base + "_sum", base + "_count"))
+        return frozenset(names)
 
 
 def _aggregate(values: list[float], how: Agg) -> float:
@@ -74,7 +89,7 @@ def metrics_from_samples(samples: list[Sample], spec: MetricSpec) -> tuple[Engin
     """Normalize samples; returns the metrics and, per missing normalized name, why it is unknown."""
     if spec.skip is not None:
         samples = [s for s in samples if not spec.skip(s)]
-    valid = [s for s in samples if not math.isnan(s.value)]
+    valid = [s for s in samples if math.isfinite(s.value)]
     index = by_name(valid)
     values: dict[str, float] = {}
     missing: dict[str, str] = dict(spec.not_exposed)
@@ -148,6 +163,8 @@ def metrics_from_samples(samples: list[Sample], spec: MetricSpec) -> tuple[Engin
 def parse_metrics(body: bytes | str, spec: MetricSpec) -> tuple[EngineMetrics, dict[str, str], Exposition]:
     """Bytes of a /metrics page -> normalized metrics, the reasons for what is missing, and the raw parse
     (its `bad_lines` count says how many lines were dropped). Raises ParseError when nothing is usable."""
-    exposition = parse_exposition(body)
+    exposition = parse_exposition(body, spec.wanted, spec.prefix)
     metrics, missing = metrics_from_samples(exposition.samples, spec)
+    if exposition.prefixed_lines is not None:
+        metrics = replace(metrics, series=exposition.prefixed_lines)
     return metrics, missing, exposition

@@ -315,7 +315,7 @@ class EnginePoller:
     # -- LiteLLM ------------------------------------------------------------------------------------
     async def _poll_litellm(self, poll: _Poll) -> None:
         headers = self._headers(poll)
-        paths = ["/health/liveliness", "/health/readiness"] + (["/v1/models"] if headers else [])
+        paths = ["/health/liveliness", "/health/readiness", "/v1/models"]
         got = await self._gather(paths, headers)
         live = got["/health/liveliness"]
         if not live.ok:
@@ -340,10 +340,12 @@ class EnginePoller:
                 poll.worse(EngineState.DEGRADED, str(exc))
         else:
             poll.worse(_failure_state(ready), f"/health/readiness: {ready.error}")
-        if "/v1/models" in got:
-            self._read_models(poll, got["/v1/models"])
+        models = got["/v1/models"]
+        if headers or models.ok:
+            self._read_models(poll, models)
         else:
-            poll.extra["models_unknown"] = "set api_key_env to list the gateway's models"
+            # A proxy with a master key refuses anonymous calls (LiteLLM 1.108 answers 500 or 400 without a DB).
+            poll.extra["models_unknown"] = f"set api_key_env to list the gateway's models ({models.error})"
         poll.all_missing("LiteLLM is a gateway: per-engine metrics come from the engines")
 
     async def deep_health(self) -> dict[str, Any]:

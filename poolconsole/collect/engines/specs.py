@@ -110,7 +110,6 @@ LLAMACPP = MetricSpec(
         "preemptions_total": "not exposed by llama.cpp",
         "ttft": "llama.cpp exposes no latency histograms",
         "itl": "llama.cpp exposes no latency histograms",
-        "e2e": "llama.cpp exposes no latency histograms",
         "prefix_cache_hit_rate_gauge": "derived from prompt_tokens_cached_total",
         "spec_decode_acceptance_rate_gauge": "derived from spec_decode counters",
         "requests_finished_total": "not exposed by llama.cpp",

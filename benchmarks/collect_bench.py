@@ -1,0 +1,113 @@
+"""Collect benchmark (issue 2), run by hand: `python benchmarks/collect_bench.py`.
+
+1. Parse cost per series of a large vLLM data-parallel /metrics page (a real capture replicated over
+   ranks), prometheus_client's parser plus the normalisation.
+2. One concurrent poll of 64 vLLM endpoints on loopback with injected latency, one of which never
+   answers: the time for every live endpoint's poll to finish, divided by the slowest live endpoint's
+   injected latency (target <= 1.2), measured side by side in one run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import random
+import statistics
+import sys
+import time
+from multiprocessing.connection import Connection
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from poolconsole.collect.engines import specs  # noqa: E402
+from poolconsole.collect.engines.base import parse_metrics  # noqa: E402
+from poolconsole.collect.engines.poll import EnginePoller  # noqa: E402
+from poolconsole.collect.http import make_client  # noqa: E402
+from poolconsole.collect.prom import parse_exposition  # noqa: E402
+from poolconsole.config.models import Engine, EngineKind, Settings  # noqa: E402
+from poolconsole.sim.vllm_dp import dp_payload  # noqa: E402
+from tests.helpers.rawhttp import RawHTTPServer, Reply  # noqa: E402
+
+CAPTURE = ROOT / "tests/fixtures/real/vllm-0.32.0-cpu"
+
+
+def bench_parse(ranks: int = 16, repeat: int = 5) -> None:
+    page = dp_payload((CAPTURE / "metrics.after.txt").read_text(), ranks)
+    series = sum(1 for ln in page.splitlines() if ln and not ln.startswith("#"))
+    times, full = [], []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        metrics, _, _ = parse_metrics(page, specs.VLLM)
+        times.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        parse_exposition(page)
+        full.append(time.perf_counter() - start)
+    best, best_full = min(times), min(full)
+    print(f"parse: {ranks} DP ranks, {series} series, {len(page) / 1024:.0f} KiB: collector "
+          f"{best * 1000:.1f} ms (median {statistics.median(times) * 1000:.1f}), {best / series * 1e6:.1f} us/series; "
+          f"whole page through prometheus_client {best_full * 1000:.1f} ms: selection is "
+          f"{best_full / best:.1f}x cheaper (ranks seen: {len(metrics.ranks)})")
+
+
+def _serve(endpoints: int, delays: list[float], conn: Connection) -> None:
+    """Child process: the 64 endpoints, so their CPU is not charged to the poller's event loop."""
+    metrics = (CAPTURE / "metrics.load.txt").read_bytes()
+    models = (CAPTURE / "v1_models.json").read_bytes()
+
+    async def main() -> None:
+        servers = []
+        for i in range(endpoints):
+            mode = "hang" if i == endpoints - 1 else "normal"
+            delay = delays[i]
+            routes = {
+                "/health": Reply(200, b"", delay_s=delay, mode=mode),
+                "/metrics": Reply(200, metrics, {"Content-Type": "text/plain"}, delay_s=delay, mode=mode),
+                "/v1/models": Reply(200, models, {"Content-Type": "application/json"}, delay_s=delay, mode=mode),
+                "/version": Reply(200, b'{"version":"0.32.0"}', delay_s=delay, mode=mode),
+            }
+            servers.append(await RawHTTPServer(routes).start())
+        conn.send([s.url for s in servers])
+        await asyncio.get_running_loop().run_in_executor(None, conn.recv)
+
+    asyncio.run(main())
+
+
+async def bench_poll(endpoints: int = 64, seed: int = 7) -> None:
+    rng = random.Random(seed)
+    delays = [rng.uniform(0.05, 0.25) for _ in range(endpoints)]
+    latencies = delays[:-1]
+    parent, child = multiprocessing.Pipe()
+    proc = multiprocessing.Process(target=_serve, args=(endpoints, delays, child), daemon=True)
+    proc.start()
+    urls = parent.recv()
+    settings = Settings(http_timeout_s=3.0)
+    client = make_client(settings.http_timeout_s)
+    pollers = [EnginePoller(Engine(name=f"e{i}", kind=EngineKind.VLLM, url=u), client, settings)
+               for i, u in enumerate(urls)]
+    try:
+        for label in ("cold (new connections)", "warm (keep-alive)"):
+            start = time.perf_counter()
+            tasks = [asyncio.create_task(p.poll()) for p in pollers]
+            live, dead = tasks[:-1], tasks[-1]
+            await asyncio.gather(*live)
+            live_cycle = time.perf_counter() - start
+            dead_snapshot = await dead
+            full_cycle = time.perf_counter() - start
+            states = {t.result().state.value for t in live}
+            print(f"poll {label}: {endpoints} endpoints, slowest live latency {max(latencies) * 1000:.0f} ms, "
+                  f"all live done in {live_cycle * 1000:.0f} ms -> ratio {live_cycle / max(latencies):.2f} "
+                  f"(target <= 1.2); live states {sorted(states)}; the dead one reported "
+                  f"'{dead_snapshot.state.value}' after {full_cycle:.2f} s ({dead_snapshot.error})")
+    finally:
+        await client.aclose()
+        parent.send("stop")
+        proc.join(5)
+
+
+if __name__ == "__main__":
+    bench_parse(4)
+    bench_parse(16)
+    bench_parse(64)
+    asyncio.run(bench_poll())

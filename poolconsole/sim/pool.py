@@ -1,0 +1,113 @@
+"""The simulated pool: the seed hosts and engines of hosts.toml, with modelled hardware and load."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from poolconsole.sim.load import LoadProfile
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    name: str
+    memory_mib: int | None
+    """None on unified-memory boxes, where nvidia-smi answers [N/A]."""
+    power_limit_w: float | None
+    idle_w: float
+    max_w: float
+
+
+@dataclass(frozen=True)
+class HostSpec:
+    name: str
+    description: str
+    platform: str
+    """nvidia | nvidia-unified | apple | cpu"""
+    gpus: tuple[GpuSpec, ...] = ()
+    ram_gib: int = 64
+
+
+@dataclass(frozen=True)
+class EngineSpec:
+    name: str
+    kind: str
+    host: str
+    models: tuple[str, ...]
+    description: str
+    profile: str
+    load: LoadProfile | None
+    weights_gib: float = 0.0
+    kv_gib: float = 0.0
+    gpus: tuple[int, ...] = ()
+    version: str = ""
+    context: int = 32768
+    embedding_dims: dict[str, int] = field(default_factory=dict)
+    tools: bool = True
+
+
+def _nv(name: str, mib: int, limit: float, idle: float) -> GpuSpec:
+    return GpuSpec(name, mib, limit, idle, limit)
+
+
+HOSTS: tuple[HostSpec, ...] = (
+    HostSpec("tp4", "4x RTX 3090 24 GB", "nvidia", tuple(_nv("NVIDIA GeForce RTX 3090", 24576, 350, 28)
+                                                           for _ in range(4)), 128),
+    HostSpec("ws48", "RTX 6000 Ada 48 GB", "nvidia", (_nv("NVIDIA RTX 6000 Ada Generation", 49140, 300, 22),), 128),
+    HostSpec("duo5090", "2x RTX 5090 32 GB", "nvidia",
+             tuple(_nv("NVIDIA GeForce RTX 5090", 32607, 575, 35) for _ in range(2)), 96),
+    HostSpec("spark", "NVIDIA GB10 128 GB unified", "nvidia-unified", (GpuSpec("NVIDIA GB10", None, None, 12, 100),),
+             128),
+    HostSpec("studio", "Mac Studio M3 Ultra 512 GB", "apple", (), 512),
+    HostSpec("rig3090", "RTX 3090 24 GB", "nvidia", (_nv("NVIDIA GeForce RTX 3090", 24576, 350, 25),), 64),
+    HostSpec("gateway", "LiteLLM VM", "cpu", (), 8),
+)
+
+ENGINES: tuple[EngineSpec, ...] = (
+    EngineSpec("qwen3-next-80b", "vllm", "tp4", ("qwen3-next-80b",),
+               "Qwen3-Next-80B-A3B-Instruct AWQ 4-bit, TP=4", "awq-4bit-tp4",
+               LoadProfile(125, 0.143, 48, 96_000, 5, 6.0, (2000, 20000), (150, 900), prefill_tps=6000,
+                           prefix_hit=0.35, burst_every_s=40, burst_users=6),
+               weights_gib=44.0, kv_gib=40.0, gpus=(0, 1, 2, 3), version="0.11.2", context=65536),
+    EngineSpec("qwen3-30b-a3b", "vllm", "ws48", ("qwen3-30b-a3b",), "Qwen3-30B-A3B FP8", "fp8",
+               LoadProfile(140, 0.10, 32, 220_000, 4, 7.0, (500, 4000), (100, 700), prefix_hit=0.3),
+               weights_gib=30.0, kv_gib=13.0, gpus=(0,), version="0.11.2", context=32768),
+    EngineSpec("gemma3-27b-nvfp4", "sglang", "duo5090", ("gemma-3-27b-it",),
+               "Gemma-3-27B NVFP4, FP8 KV, EAGLE", "nvfp4-fp8kv-eagle",
+               LoadProfile(85, 0.12, 24, 120_000, 4, 6.0, (400, 3000), (100, 600), prefix_hit=0.25,
+                           spec_accept=0.72),
+               weights_gib=17.0, kv_gib=36.0, gpus=(0, 1), version="0.5.23", context=32768),
+    EngineSpec("gpt-oss-120b-spark", "vllm", "spark", ("gpt-oss-120b",), "gpt-oss-120b MoE FP8, 131k ctx",
+               "fp8-131k",
+               LoadProfile(38, 0.15, 8, 400_000, 2, 10.0, (4000, 40000), (200, 1200), prefill_tps=2500,
+                           prefix_hit=0.6),
+               weights_gib=63.0, kv_gib=30.0, gpus=(0,), version="0.11.2", context=131072),
+    EngineSpec("deepseek-studio", "llamacpp", "studio", ("deepseek-v3-q2",), "DeepSeek-V3 GGUF Q2_K_XL, Metal",
+               "gguf-q2kxl",
+               LoadProfile(28, 0.35, 2, 65_536, 2, 15.0, (300, 2500), (100, 500), prefill_tps=300, prefix_hit=0.5),
+               weights_gib=150.0, kv_gib=16.0, version="b1-0c1e570", context=32768),
+    EngineSpec("qwen2.5-coder-3090", "llamacpp", "rig3090", ("qwen2.5-coder-32b",), "Qwen2.5-Coder-32B Q4_K_M",
+               "gguf-q4km",
+               LoadProfile(36, 0.3, 4, 32_768, 3, 9.0, (300, 3000), (50, 400), prefill_tps=1500, prefix_hit=0.4),
+               weights_gib=18.5, kv_gib=4.0, gpus=(0,), version="b1-0c1e570", context=32768),
+    EngineSpec("embeddings", "ollama", "rig3090",
+               ("nomic-embed-text:latest", "mxbai-embed-large:latest", "jina/jina-embeddings-v2-base-en:latest",
+                "snowflake-arctic-embed:latest"),
+               "embedding models", "default", None, weights_gib=1.2, gpus=(0,), version="0.33.0",
+               embedding_dims={"nomic-embed-text:latest": 768, "mxbai-embed-large:latest": 1024,
+                               "jina/jina-embeddings-v2-base-en:latest": 768,
+                               "snowflake-arctic-embed:latest": 1024}, tools=False),
+    EngineSpec("gateway", "litellm", "gateway", (), "LiteLLM gateway", "default", None, version="1.108.7"),
+)
+
+
+def pool(extra_nodes: int = 0) -> tuple[tuple[HostSpec, ...], tuple[EngineSpec, ...]]:
+    """The seed pool plus `extra_nodes` replicated vLLM nodes (for benchmarks, up to 256)."""
+    if not 0 <= extra_nodes <= 256:
+        raise ValueError("--nodes must be between 0 and 256")
+    hosts, engines = list(HOSTS), list(ENGINES)
+    template_host, template_engine = HOSTS[1], ENGINES[1]
+    for i in range(extra_nodes):
+        name = f"node{i:03d}"
+        hosts.append(replace(template_host, name=name))
+        engines.append(replace(template_engine, name=f"{name}-vllm", host=name, models=(f"{name}-model",)))
+    return tuple(hosts), tuple(engines)

@@ -1,0 +1,226 @@
+"""`poolconsole demo`: run the simulated pool on 127.0.0.1 and show it; `--serve-only --config-out FILE` for tools."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from poolconsole.sim.pool import EngineSpec, HostSpec, pool
+from poolconsole.sim.server import SimEngine
+
+TICK_S = 0.1
+
+
+class SimPool:
+    """Every simulated engine, the load clock and the scenario driver."""
+
+    def __init__(self, scenario: str = "normal", nodes: int = 0, seed: int = 1) -> None:
+        self.scenario = scenario
+        self.hosts: tuple[HostSpec, ...]
+        self.engine_specs: tuple[EngineSpec, ...]
+        self.hosts, self.engine_specs = pool(nodes)
+        self.seed = seed
+        self.engines: dict[str, SimEngine] = {}
+        self.down_hosts: set[str] = set()
+        self._tasks: list[asyncio.Task[None]] = []
+        self.started_at = time.monotonic()
+
+    async def start(self) -> None:
+        for i, spec in enumerate(self.engine_specs):
+            if spec.kind == "litellm":
+                continue
+            engine = SimEngine(spec, self.seed * 1000 + i)
+            await engine.start()
+            self.engines[spec.name] = engine
+        routes: dict[str, str] = {}
+        for engine in self.engines.values():
+            names = engine.spec.embedding_dims or engine.spec.models
+            for model in names:
+                routes[model] = engine.url
+        for spec in self.engine_specs:
+            if spec.kind == "litellm":
+                gateway = SimEngine(spec, self.seed, backends=routes)
+                await gateway.start()
+                self.engines[spec.name] = gateway
+        self._tasks.append(asyncio.create_task(self._tick()))
+        if self.scenario in ("node-down", "restart"):
+            self._tasks.append(asyncio.create_task(self._scenario()))
+
+    async def _tick(self) -> None:
+        arrivals = 4.0 if self.scenario == "overload" else 1.0
+        while True:
+            now = time.monotonic()
+            for engine in self.engines.values():
+                if engine.load is not None and engine.spec.host not in self.down_hosts:
+                    engine.load.tick(now, arrivals)
+            await asyncio.sleep(TICK_S)
+
+    async def _scenario(self) -> None:
+        if self.scenario == "node-down":
+            await asyncio.sleep(15)
+            await self.host_down("ws48")
+            return
+        while True:  # restart: one engine of each restart style, every 40 s
+            await asyncio.sleep(40)
+            await self.restart("qwen2.5-coder-3090")
+            await self.restart("qwen3-30b-a3b", refuse_s=4.0)
+
+    async def host_down(self, host: str) -> None:
+        """The host stops answering: its engines refuse connections."""
+        self.down_hosts.add(host)
+        for engine in self.engines.values():
+            if engine.spec.host == host:
+                await engine.stop_listening()
+
+    async def host_up(self, host: str) -> None:
+        self.down_hosts.discard(host)
+        for engine in self.engines.values():
+            if engine.spec.host == host:
+                await engine.resume_listening()
+
+    async def restart(self, name: str, refuse_s: float = 0.0) -> None:
+        """Restart an engine: vLLM-style refuses connections until ready, llama.cpp answers 503 while loading."""
+        engine = self.engines[name]
+        if refuse_s:
+            await engine.stop_listening()
+            await asyncio.sleep(refuse_s)
+            engine.restart(0.0)
+            await engine.resume_listening()
+        else:
+            engine.restart(3.0)
+
+    async def wait_ready(self, timeout_s: float = 30.0) -> None:
+        paths = {"vllm": "/health", "sglang": "/health", "llamacpp": "/health", "ollama": "/api/version",
+                 "litellm": "/health/liveliness"}
+        deadline = time.monotonic() + timeout_s
+        async with httpx.AsyncClient(trust_env=False, timeout=2.0) as client:
+            for engine in self.engines.values():
+                while True:
+                    try:
+                        if (await client.get(engine.url + paths[engine.spec.kind])).status_code == 200:
+                            break
+                    except httpx.HTTPError:
+                        pass
+                    if time.monotonic() > deadline:
+                        raise TimeoutError(f"simulated engine {engine.spec.name} did not answer")
+                    await asyncio.sleep(0.05)
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        for engine in self.engines.values():
+            await engine.close()
+
+    def config_toml(self) -> str:
+        lines = [
+            "# hosts.toml of the simulated pool written by `poolconsole demo` (127.0.0.1, free ports).",
+            "",
+            "[settings]",
+            "poll_interval_s = 1.0",
+            "http_timeout_s = 3.0",
+            "",
+        ]
+        for spec in self.engine_specs:
+            engine = self.engines[spec.name]
+            lines += [
+                "[[engines]]",
+                f'name = "{spec.name}"',
+                f'kind = "{spec.kind}"',
+                f'url = "{engine.url}"',
+                f'host = "{spec.host}"',
+                f'model = "{spec.description}"',
+                f'profile = "{spec.profile}"',
+            ]
+            if spec.gpus:
+                lines.append(f"gpus = [{', '.join(str(g) for g in spec.gpus)}]")
+            lines.append("")
+        return "\n".join(lines)
+
+
+def write_atomically(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+async def _serve(args: argparse.Namespace, show: bool) -> int:
+    sim = SimPool(args.scenario, args.nodes, args.seed)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await sim.start()
+        await sim.wait_ready()
+        config_path = Path(args.config_out) if args.config_out else None
+        if config_path is None and show:
+            from platformdirs import user_runtime_path
+
+            config_path = user_runtime_path("poolconsole", ensure_exists=True) / f"demo-{os.getpid()}.toml"
+        if config_path is not None:
+            write_atomically(config_path, sim.config_toml())
+        if not show:
+            print(f"simulated pool of {len(sim.engines)} engines serving on 127.0.0.1"
+                  + (f"; config written to {config_path}" if config_path else "") + "; Ctrl-C stops it",
+                  flush=True)
+            await stop.wait()
+            return 0
+        assert config_path is not None
+        return await _show(config_path, stop)
+    finally:
+        await sim.stop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+
+
+async def _show(config_path: Path, stop: asyncio.Event) -> int:
+    """Until the console lands: the live status table, refreshed every two seconds."""
+    from poolconsole.cli import _status_doc, _table
+    from poolconsole.config import load_config
+
+    config = load_config(config_path)
+    while not stop.is_set():
+        doc = await _status_doc(config, 2, 1.0)
+        sys.stdout.write("\x1b[2J\x1b[H" if sys.stdout.isatty() else "\n")
+        sys.stdout.write(f"poolconsole demo: simulated pool ({config_path})  Ctrl-C to stop\n\n")
+        sys.stdout.write(_table(doc) + "\n")
+        sys.stdout.flush()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), 1.0)
+    return 0
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    if not 0 <= args.nodes <= 256:
+        print("poolconsole demo: --nodes must be between 0 and 256", file=sys.stderr)
+        return 2
+    return asyncio.run(_serve(args, show=not args.serve_only))
+
+
+def run_console_or_demo(args: argparse.Namespace) -> int:
+    """No sub-command: the console on the configured pool, or on the demo pool when none is configured."""
+    from poolconsole.cli import default_config_path
+
+    path = Path(args.config) if args.config else default_config_path()
+    if path is None:
+        demo = argparse.Namespace(serve_only=False, config_out=None, scenario="normal", nodes=0, seed=1)
+        return run_demo(demo)
+
+    async def show() -> int:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGINT, stop.set)
+        return await _show(path, stop)
+
+    return asyncio.run(show())
