@@ -45,10 +45,12 @@ def bench_parse(ranks: int = 16, repeat: int = 5) -> None:
         parse_exposition(page)
         full.append(time.perf_counter() - start)
     best, best_full = min(times), min(full)
-    print(f"parse: {ranks} DP ranks, {series} series, {len(page) / 1024:.0f} KiB: collector "
-          f"{best * 1000:.1f} ms (median {statistics.median(times) * 1000:.1f}), {best / series * 1e6:.1f} us/series; "
-          f"whole page through prometheus_client {best_full * 1000:.1f} ms: selection is "
-          f"{best_full / best:.1f}x cheaper (ranks seen: {len(metrics.ranks)})")
+    print(
+        f"parse: {ranks} DP ranks, {series} series, {len(page) / 1024:.0f} KiB: collector "
+        f"{best * 1000:.1f} ms (median {statistics.median(times) * 1000:.1f}), {best / series * 1e6:.1f} us/series; "
+        f"whole page through prometheus_client {best_full * 1000:.1f} ms: selection is "
+        f"{best_full / best:.1f}x cheaper (ranks seen: {len(metrics.ranks)})"
+    )
 
 
 def _serve(endpoints: int, delays: list[float], conn: Connection) -> None:
@@ -84,8 +86,9 @@ async def bench_poll(endpoints: int = 64, seed: int = 7) -> None:
     urls = parent.recv()
     settings = Settings(http_timeout_s=3.0)
     client = make_client(settings.http_timeout_s)
-    pollers = [EnginePoller(Engine(name=f"e{i}", kind=EngineKind.VLLM, url=u), client, settings)
-               for i, u in enumerate(urls)]
+    pollers = [
+        EnginePoller(Engine(name=f"e{i}", kind=EngineKind.VLLM, url=u), client, settings) for i, u in enumerate(urls)
+    ]
     try:
         for label in ("cold (new connections)", "warm (keep-alive)"):
             start = time.perf_counter()
@@ -96,10 +99,12 @@ async def bench_poll(endpoints: int = 64, seed: int = 7) -> None:
             dead_snapshot = await dead
             full_cycle = time.perf_counter() - start
             states = {t.result().state.value for t in live}
-            print(f"poll {label}: {endpoints} endpoints, slowest live latency {max(latencies) * 1000:.0f} ms, "
-                  f"all live done in {live_cycle * 1000:.0f} ms -> ratio {live_cycle / max(latencies):.2f} "
-                  f"(target <= 1.2); live states {sorted(states)}; the dead one reported "
-                  f"'{dead_snapshot.state.value}' after {full_cycle:.2f} s ({dead_snapshot.error})")
+            print(
+                f"poll {label}: {endpoints} endpoints, slowest live latency {max(latencies) * 1000:.0f} ms, "
+                f"all live done in {live_cycle * 1000:.0f} ms -> ratio {live_cycle / max(latencies):.2f} "
+                f"(target <= 1.2); live states {sorted(states)}; the dead one reported "
+                f"'{dead_snapshot.state.value}' after {full_cycle:.2f} s ({dead_snapshot.error})"
+            )
     finally:
         await client.aclose()
         parent.send("stop")

@@ -54,12 +54,21 @@ def _table(doc: dict[str, Any]) -> str:
     header = ["ENGINE", "KIND", "HOST", "STATE", "RUN", "WAIT", "KV", "GEN tok/s", "TTFT", "PREFIX", "MODELS"]
     rows = [header]
     for e in doc["engines"]:
-        rows.append([
-            e["name"], e["kind"], e["host"] or "-", e["state"], _fmt(e["requests_running"]),
-            _fmt(e["requests_waiting"]), _fmt(e["kv_cache_usage"], "pct"), _fmt(e["generation_tokens_per_s"]),
-            _fmt(e["ttft_mean_s"], "s"), _fmt(e["prefix_cache_hit_rate"], "pct"),
-            ",".join(e["models"][:3]) + ("..." if len(e["models"]) > 3 else ""),
-        ])
+        rows.append(
+            [
+                e["name"],
+                e["kind"],
+                e["host"] or "-",
+                e["state"],
+                _fmt(e["requests_running"]),
+                _fmt(e["requests_waiting"]),
+                _fmt(e["kv_cache_usage"], "pct"),
+                _fmt(e["generation_tokens_per_s"]),
+                _fmt(e["ttft_mean_s"], "s"),
+                _fmt(e["prefix_cache_hit_rate"], "pct"),
+                ",".join(e["models"][:3]) + ("..." if len(e["models"]) > 3 else ""),
+            ]
+        )
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(header))]
     lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     for e in doc["engines"]:
@@ -163,8 +172,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(func(args))
     except ConfigError as exc:
         if not exc.problems:
-            print("poolconsole: no hosts.toml found: pass --config FILE, set POOLCONSOLE_CONFIG, "
-                  "or try `poolconsole demo`", file=sys.stderr)
+            print(
+                "poolconsole: no hosts.toml found: pass --config FILE, set POOLCONSOLE_CONFIG, "
+                "or try `poolconsole demo`",
+                file=sys.stderr,
+            )
         else:
             print(exc.render(), file=sys.stderr)
         return EXIT_CONFIG

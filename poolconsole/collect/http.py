@@ -91,8 +91,9 @@ async def fetch(
     """GET `url` with an overall deadline and a body cap. Never raises for network or HTTP problems."""
     start = time.monotonic()
 
-    def done(status: int | None, body: bytes, hdrs: dict[str, str], failure: Failure | None, error: str | None
-             ) -> Fetched:
+    def done(
+        status: int | None, body: bytes, hdrs: dict[str, str], failure: Failure | None, error: str | None
+    ) -> Fetched:
         return Fetched(url, status, body, time.monotonic() - start, hdrs, failure, error)
 
     try:
@@ -104,8 +105,13 @@ async def fetch(
                 async for chunk in response.aiter_raw():
                     size += len(chunk)
                     if size > max_bytes:
-                        return done(response.status_code, b"", hdrs, Failure.TOO_LARGE,
-                                    f"response body is larger than the {max_bytes}-byte cap")
+                        return done(
+                            response.status_code,
+                            b"",
+                            hdrs,
+                            Failure.TOO_LARGE,
+                            f"response body is larger than the {max_bytes}-byte cap",
+                        )
                     chunks.append(chunk)
                 body = b"".join(chunks)
                 status = response.status_code
@@ -122,8 +128,13 @@ async def fetch(
     except (OSError, ValueError) as exc:
         return done(None, b"", {}, Failure.PROTOCOL, f"{type(exc).__name__}: {exc}")
     if status in (401, 403):
-        return done(status, body, hdrs, Failure.AUTH, f"HTTP {status}: authentication required or refused "
-                    f"(set api_key_env for this engine): {_summarise(body)}")
+        return done(
+            status,
+            body,
+            hdrs,
+            Failure.AUTH,
+            f"HTTP {status}: authentication required or refused (set api_key_env for this engine): {_summarise(body)}",
+        )
     if status == 404:
         return done(status, body, hdrs, Failure.NOT_FOUND, f"HTTP 404 for {httpx.URL(url).path}")
     if 400 <= status < 500:

@@ -102,9 +102,7 @@ def _secret_problems(data: Any, loc: tuple[str | int, ...] = ()) -> list[tuple[t
     if isinstance(data, dict):
         for key, value in data.items():
             if isinstance(key, str) and SECRET_KEYS.search(key) and not key.endswith("_env"):
-                found.append(
-                    ((*loc, key), f"secrets are never written in hosts.toml: use {key}_env = \"ENV_VAR_NAME\"")
-                )
+                found.append(((*loc, key), f'secrets are never written in hosts.toml: use {key}_env = "ENV_VAR_NAME"'))
             else:
                 found += _secret_problems(value, (*loc, key))
     elif isinstance(data, list):
@@ -119,9 +117,7 @@ def parse_config(text: str, source: str = "<config>") -> PoolConfig:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         match = re.search(r"line (\d+)", str(exc))
-        raise ConfigError(
-            source, [Problem("(syntax)", str(exc), int(match.group(1)) if match else None)]
-        ) from None
+        raise ConfigError(source, [Problem("(syntax)", str(exc), int(match.group(1)) if match else None)]) from None
     index = _LineIndex(text)
     problems: list[Problem] = []
     secret_locs = set()

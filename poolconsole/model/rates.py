@@ -4,6 +4,7 @@ latency means and quantiles from histogram bucket deltas, hit and acceptance rat
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -91,7 +92,7 @@ def derive(samples: Sequence[EngineSnapshot]) -> Derived:
     hists: dict[str, Histogram] = {}
     seconds = 0.0
     resets = 0
-    for before, after in zip(good, good[1:], strict=False):
+    for before, after in itertools.pairwise(good):
         assert before.metrics is not None and after.metrics is not None
         marker_changed = (
             before.restart_marker is not None

@@ -64,8 +64,9 @@ def _lat(samples: Sequence[EngineSnapshot], name: str, window_hist: Any) -> Late
     return latency(last.histograms.get(name) if last else None, "lifetime")
 
 
-def _rate_or_lifetime(window_num: float | None, window_den: float | None,
-                      life_num: float | None, life_den: float | None) -> float | None:
+def _rate_or_lifetime(
+    window_num: float | None, window_den: float | None, life_num: float | None, life_den: float | None
+) -> float | None:
     value = ratio(window_num, window_den)
     return value if value is not None else ratio(life_num, life_den)
 
@@ -92,14 +93,18 @@ def engine_view(samples: Sequence[EngineSnapshot], now: float | None = None) -> 
 
     d = derived.deltas if derived else {}
     hit_rate = _rate_or_lifetime(
-        d.get("prefix_cache_hits_total"), d.get("prefix_cache_queries_total"),
-        gauge("prefix_cache_hits_total"), gauge("prefix_cache_queries_total"),
+        d.get("prefix_cache_hits_total"),
+        d.get("prefix_cache_queries_total"),
+        gauge("prefix_cache_hits_total"),
+        gauge("prefix_cache_queries_total"),
     )
     if hit_rate is None:
         hit_rate = gauge("prefix_cache_hit_rate_gauge")
     accept = _rate_or_lifetime(
-        d.get("spec_decode_accepted_tokens_total"), d.get("spec_decode_draft_tokens_total"),
-        gauge("spec_decode_accepted_tokens_total"), gauge("spec_decode_draft_tokens_total"),
+        d.get("spec_decode_accepted_tokens_total"),
+        d.get("spec_decode_draft_tokens_total"),
+        gauge("spec_decode_accepted_tokens_total"),
+        gauge("spec_decode_draft_tokens_total"),
     )
     if accept is None:
         accept = gauge("spec_decode_acceptance_rate_gauge")
@@ -110,13 +115,23 @@ def engine_view(samples: Sequence[EngineSnapshot], now: float | None = None) -> 
 
     details: dict[str, Any] = {}
     if last.slots is not None:
-        details["slots"] = {"total": last.slots.total_slots, "busy": last.slots.busy_slots,
-                            "ctx_total": last.slots.ctx_total, "ctx_used": last.slots.ctx_used}
+        details["slots"] = {
+            "total": last.slots.total_slots,
+            "busy": last.slots.busy_slots,
+            "ctx_total": last.slots.ctx_total,
+            "ctx_used": last.slots.ctx_used,
+        }
     if last.ollama_models:
         details["loaded_models"] = [
-            {"name": m.name, "size_bytes": m.size_bytes, "size_vram_bytes": m.size_vram_bytes,
-             "partial_offload": m.partial_offload, "context_length": m.context_length,
-             "expires_at": m.expires_at, "quantization": m.quantization}
+            {
+                "name": m.name,
+                "size_bytes": m.size_bytes,
+                "size_vram_bytes": m.size_vram_bytes,
+                "partial_offload": m.partial_offload,
+                "context_length": m.context_length,
+                "expires_at": m.expires_at,
+                "quantization": m.quantization,
+            }
             for m in last.ollama_models
         ]
     details.update(dict(last.extra))
@@ -155,8 +170,12 @@ def engine_view(samples: Sequence[EngineSnapshot], now: float | None = None) -> 
         itl_p95_s=itl.p95 if itl else None,
         engine_reported_generation_tokens_per_s=gauge("generation_tokens_per_s_gauge"),
         rank_detail=[
-            {"rank": r.rank, "requests_running": r.requests_running, "requests_waiting": r.requests_waiting,
-             "kv_cache_usage": r.kv_cache_usage}
+            {
+                "rank": r.rank,
+                "requests_running": r.requests_running,
+                "requests_waiting": r.requests_waiting,
+                "kv_cache_usage": r.kv_cache_usage,
+            }
             for r in (current.ranks if current else ())
         ],
         details=details,
@@ -164,8 +183,14 @@ def engine_view(samples: Sequence[EngineSnapshot], now: float | None = None) -> 
     return replace(view, unknown=_unknown_reasons(view, missing, derived))
 
 
-_DIRECT = ("requests_running", "requests_waiting", "kv_cache_usage", "prompt_tokens_total",
-           "generation_tokens_total", "preemptions_total")
+_DIRECT = (
+    "requests_running",
+    "requests_waiting",
+    "kv_cache_usage",
+    "prompt_tokens_total",
+    "generation_tokens_total",
+    "preemptions_total",
+)
 
 
 def _unknown_reasons(view: EngineView, missing: dict[str, str], derived: Derived | None) -> dict[str, str]:
@@ -176,21 +201,24 @@ def _unknown_reasons(view: EngineView, missing: dict[str, str], derived: Derived
         if getattr(view, name) is None:
             out[name] = missing.get(name, fallback)
     one_poll = derived is not None and derived.seconds <= 0
-    for name, counter in (("generation_tokens_per_s", "generation_tokens_total"),
-                          ("prompt_tokens_per_s", "prompt_tokens_total")):
+    for name, counter in (
+        ("generation_tokens_per_s", "generation_tokens_total"),
+        ("prompt_tokens_per_s", "prompt_tokens_total"),
+    ):
         if getattr(view, name) is None:
             out[name] = missing.get(counter) or ("needs two polls (--samples 2 or more)" if one_poll else fallback)
     if view.ttft_mean_s is None:
         out["ttft_mean_s"] = missing.get("ttft") or "no request has finished yet"
     if view.prefix_cache_hit_rate is None:
         out["prefix_cache_hit_rate"] = (
-            missing.get("prefix_cache_queries_total") if "prefix_cache_hit_rate_gauge" in missing
-            else None) or "no prefix-cache lookups yet"
+            missing.get("prefix_cache_queries_total") if "prefix_cache_hit_rate_gauge" in missing else None
+        ) or "no prefix-cache lookups yet"
     if view.spec_decode_acceptance_rate is None:
         out["spec_decode_acceptance_rate"] = (
             "speculative decoding is off (no draft tokens)"
             if "spec_decode_draft_tokens_total" not in missing or view.state == "ok"
-            else missing["spec_decode_draft_tokens_total"])
+            else missing["spec_decode_draft_tokens_total"]
+        )
     if view.ranks is None:
         out["ranks"] = fallback
     return out

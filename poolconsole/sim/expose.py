@@ -99,11 +99,16 @@ def render_vllm(load: EngineLoad, model: str, wall_start: float) -> str:
                     new = hist.count
         out.append(f"{name}{labels} {_fmt(new) if new is not None else value}")
     if load.profile.spec_accept is not None:
-        for family, v in (("vllm:spec_decode_num_drafts", c.spec_drafts),
-                          ("vllm:spec_decode_num_draft_tokens", c.spec_draft_tokens),
-                          ("vllm:spec_decode_num_accepted_tokens", c.spec_accepted)):
-            out += [f"# HELP {family}_total Speculative decoding counter.", f"# TYPE {family}_total counter",
-                    f'{family}_total{{engine="0",model_name="{model}"}} {_fmt(math.floor(v))}']
+        for family, v in (
+            ("vllm:spec_decode_num_drafts", c.spec_drafts),
+            ("vllm:spec_decode_num_draft_tokens", c.spec_draft_tokens),
+            ("vllm:spec_decode_num_accepted_tokens", c.spec_accepted),
+        ):
+            out += [
+                f"# HELP {family}_total Speculative decoding counter.",
+                f"# TYPE {family}_total counter",
+                f'{family}_total{{engine="0",model_name="{model}"}} {_fmt(math.floor(v))}',
+            ]
     return "\n".join(out) + "\n"
 
 
@@ -160,13 +165,16 @@ def render_sglang(load: EngineLoad, model: str, gen_throughput: float) -> bytes:
     tok = ["unified", model]
     c = load.c
     values = {
-        "num_running_reqs": len(load.running), "num_used_tokens": round(load.kv_used),
-        "token_usage": round(load.kv_usage, 4), "gen_throughput": gen_throughput,
+        "num_running_reqs": len(load.running),
+        "num_used_tokens": round(load.kv_used),
+        "token_usage": round(load.kv_usage, 4),
+        "gen_throughput": gen_throughput,
         "num_queue_reqs": len(load.waiting),
         "cache_hit_rate": c.prefix_hits / c.prefix_queries if c.prefix_queries else 0.0,
         "spec_accept_length": 1 + 3 * (load.profile.spec_accept or 0.0),
         "spec_accept_rate": load.profile.spec_accept or 0.0,
-        "max_total_num_tokens": load.profile.kv_tokens, "num_retracted_reqs": 0,
+        "max_total_num_tokens": load.profile.kv_tokens,
+        "num_retracted_reqs": 0,
     }
     families: list[Metric] = []
     for key, help_text in SGLANG_GAUGES.items():

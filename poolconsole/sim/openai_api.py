@@ -11,8 +11,37 @@ import time
 import uuid
 from typing import Any
 
-WORDS = ("the pool serves tokens fast and the queue stays short while memory holds every cache line "
-         "engine node request stream model gpu ready warm slot prefix batch decode prefill").split()
+WORDS = [
+    "the",
+    "pool",
+    "serves",
+    "tokens",
+    "fast",
+    "and",
+    "the",
+    "queue",
+    "stays",
+    "short",
+    "while",
+    "memory",
+    "holds",
+    "every",
+    "cache",
+    "line",
+    "engine",
+    "node",
+    "request",
+    "stream",
+    "model",
+    "gpu",
+    "ready",
+    "warm",
+    "slot",
+    "prefix",
+    "batch",
+    "decode",
+    "prefill",
+]
 
 
 def words(seed: str, n: int) -> list[str]:
@@ -47,8 +76,11 @@ def tool_call_for(body: dict[str, Any]) -> dict[str, Any] | None:
         kind = spec.get("type") if isinstance(spec, dict) else None
         enum = spec.get("enum") if isinstance(spec, dict) else None
         args[key] = enum[0] if enum else {"number": 21.5, "integer": 3, "boolean": True}.get(str(kind), "Paris")
-    return {"id": f"chatcmpl-tool-{uuid.uuid4().hex[:16]}", "type": "function",
-            "function": {"name": function.get("name", "tool"), "arguments": json.dumps(args)}}
+    return {
+        "id": f"chatcmpl-tool-{uuid.uuid4().hex[:16]}",
+        "type": "function",
+        "function": {"name": function.get("name", "tool"), "arguments": json.dumps(args)},
+    }
 
 
 class Style:
@@ -58,41 +90,74 @@ class Style:
         self.kind = kind
         self.fingerprint = fingerprint
 
-    def chunk(self, cid: str, model: str, created: int, delta: dict[str, Any], finish: str | None = None,
-              **extra: Any) -> dict[str, Any]:
+    def chunk(
+        self, cid: str, model: str, created: int, delta: dict[str, Any], finish: str | None = None, **extra: Any
+    ) -> dict[str, Any]:
         choice: dict[str, Any] = {"index": 0, "delta": delta, "finish_reason": finish}
         if self.kind == "vllm":
             choice["logprobs"] = None
-        out = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
-               "choices": [choice], **extra}
+        out = {
+            "id": cid,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": model,
+            "choices": [choice],
+            **extra,
+        }
         if self.kind != "vllm":
             out["system_fingerprint"] = self.fingerprint
         return out
 
     def usage_chunk(self, cid: str, model: str, created: int, prompt: int, completion: int) -> dict[str, Any]:
-        return {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model, "choices": [],
-                "usage": {"prompt_tokens": prompt, "total_tokens": prompt + completion,
-                          "completion_tokens": completion},
-                "system_fingerprint": self.fingerprint}
+        return {
+            "id": cid,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": model,
+            "choices": [],
+            "usage": {"prompt_tokens": prompt, "total_tokens": prompt + completion, "completion_tokens": completion},
+            "system_fingerprint": self.fingerprint,
+        }
 
-    def completion(self, model: str, content: str, prompt: int, completion: int, finish: str,
-                   tool_call: dict[str, Any] | None = None) -> dict[str, Any]:
+    def completion(
+        self,
+        model: str,
+        content: str,
+        prompt: int,
+        completion: int,
+        finish: str,
+        tool_call: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": "" if tool_call else content}
         if tool_call:
             message["tool_calls"] = [tool_call]
-        return {"id": f"chatcmpl-{uuid.uuid4().hex[:16]}", "object": "chat.completion", "created": int(time.time()),
-                "model": model, "choices": [{"index": 0, "message": message, "logprobs": None,
-                                              "finish_reason": "tool_calls" if tool_call else finish}],
-                "system_fingerprint": self.fingerprint,
-                "usage": {"prompt_tokens": prompt, "total_tokens": prompt + completion,
-                          "completion_tokens": completion}}
+        return {
+            "id": f"chatcmpl-{uuid.uuid4().hex[:16]}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "logprobs": None,
+                    "finish_reason": "tool_calls" if tool_call else finish,
+                }
+            ],
+            "system_fingerprint": self.fingerprint,
+            "usage": {"prompt_tokens": prompt, "total_tokens": prompt + completion, "completion_tokens": completion},
+        }
 
     def text_completion(self, model: str, text: str, prompt: int, completion: int, finish: str) -> dict[str, Any]:
-        return {"id": f"cmpl-{uuid.uuid4().hex[:16]}", "object": "text_completion", "created": int(time.time()),
-                "model": model, "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish}],
-                "system_fingerprint": self.fingerprint,
-                "usage": {"prompt_tokens": prompt, "total_tokens": prompt + completion,
-                          "completion_tokens": completion}}
+        return {
+            "id": f"cmpl-{uuid.uuid4().hex[:16]}",
+            "object": "text_completion",
+            "created": int(time.time()),
+            "model": model,
+            "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish}],
+            "system_fingerprint": self.fingerprint,
+            "usage": {"prompt_tokens": prompt, "total_tokens": prompt + completion, "completion_tokens": completion},
+        }
 
 
 def embedding(text: str, dims: int) -> list[float]:

@@ -98,8 +98,13 @@ class SimPool:
             engine.restart(3.0)
 
     async def wait_ready(self, timeout_s: float = 30.0) -> None:
-        paths = {"vllm": "/health", "sglang": "/health", "llamacpp": "/health", "ollama": "/api/version",
-                 "litellm": "/health/liveliness"}
+        paths = {
+            "vllm": "/health",
+            "sglang": "/health",
+            "llamacpp": "/health",
+            "ollama": "/api/version",
+            "litellm": "/health/liveliness",
+        }
         deadline = time.monotonic() + timeout_s
         async with httpx.AsyncClient(trust_env=False, timeout=2.0) as client:
             for engine in self.engines.values():
@@ -171,9 +176,12 @@ async def _serve(args: argparse.Namespace, show: bool) -> int:
         if config_path is not None:
             write_atomically(config_path, sim.config_toml())
         if not show:
-            print(f"simulated pool of {len(sim.engines)} engines serving on 127.0.0.1"
-                  + (f"; config written to {config_path}" if config_path else "") + "; Ctrl-C stops it",
-                  flush=True)
+            print(
+                f"simulated pool of {len(sim.engines)} engines serving on 127.0.0.1"
+                + (f"; config written to {config_path}" if config_path else "")
+                + "; Ctrl-C stops it",
+                flush=True,
+            )
             await stop.wait()
             return 0
         assert config_path is not None

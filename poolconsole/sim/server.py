@@ -58,8 +58,9 @@ class SimEngine:
         self.site: web.TCPSite | None = None
         self.backends = backends or {}
         self._last_scrape = (now, 0.0, 0.0)
-        self.style = Style(spec.kind, {"vllm": f"vllm-{spec.version}-sim", "llamacpp": spec.version}.get(
-            spec.kind, spec.version))
+        self.style = Style(
+            spec.kind, {"vllm": f"vllm-{spec.version}-sim", "llamacpp": spec.version}.get(spec.kind, spec.version)
+        )
         self.client: httpx.AsyncClient | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------------
@@ -72,9 +73,7 @@ class SimEngine:
         assert self.runner is not None
         self.site = web.TCPSite(self.runner, "127.0.0.1", port, reuse_address=True)
         await self.site.start()
-        server = self.site._server
-        assert server is not None
-        self.port = server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.port = int(self.runner.addresses[0][1])  # one site per runner: its bound (host, port)
         self.url = f"http://127.0.0.1:{self.port}"
 
     async def stop_listening(self) -> None:
@@ -151,8 +150,9 @@ class SimEngine:
     async def health(self, request: web.Request) -> web.Response:
         if self.loading:
             if self.spec.kind == "llamacpp":
-                return web.json_response({"error": {"message": "Loading model", "type": "unavailable_error",
-                                                    "code": 503}}, status=503)
+                return web.json_response(
+                    {"error": {"message": "Loading model", "type": "unavailable_error", "code": 503}}, status=503
+                )
             return web.Response(status=503)
         if self.spec.kind == "llamacpp":
             return web.json_response({"status": "ok"})
@@ -174,21 +174,27 @@ class SimEngine:
             return web.Response(status=404)
         kind = self.spec.kind
         if kind == "vllm":
-            return web.Response(text=expose.render_vllm(self.load, self.spec.models[0], self.wall_start),
-                                headers={"Content-Type": "text/plain; version=1.0.0; charset=utf-8"})
+            return web.Response(
+                text=expose.render_vllm(self.load, self.spec.models[0], self.wall_start),
+                headers={"Content-Type": "text/plain; version=1.0.0; charset=utf-8"},
+            )
         gen, prompt = self._window_rates()
         if kind == "sglang":
-            return web.Response(body=expose.render_sglang(self.load, self.spec.models[0], gen),
-                                headers={"Content-Type": "text/plain; version=1.0.0; charset=utf-8"})
-        return web.Response(text=expose.render_llamacpp(self.load, gen, prompt),
-                            headers={"Content-Type": "text/plain; version=0.0.4",
-                                     "Process-Start-Time-Unix": str(self.boot_ms)})
+            return web.Response(
+                body=expose.render_sglang(self.load, self.spec.models[0], gen),
+                headers={"Content-Type": "text/plain; version=1.0.0; charset=utf-8"},
+            )
+        return web.Response(
+            text=expose.render_llamacpp(self.load, gen, prompt),
+            headers={"Content-Type": "text/plain; version=0.0.4", "Process-Start-Time-Unix": str(self.boot_ms)},
+        )
 
     async def models(self, request: web.Request) -> web.Response:
         created = int(self.wall_start)
         names = self.spec.models if self.spec.kind != "litellm" else tuple(self.backends)
         owner = {"vllm": "vllm", "sglang": "sglang", "llamacpp": "llamacpp", "ollama": "library"}.get(
-            self.spec.kind, "openai")
+            self.spec.kind, "openai"
+        )
         data = []
         for name in names:
             card: dict[str, Any] = {"id": name, "object": "model", "created": created, "owned_by": owner}
@@ -205,31 +211,62 @@ class SimEngine:
         out = []
         for i in range(n_slots):
             req = busy[i] if i < len(busy) else None
-            out.append({
-                "id": i, "n_ctx": n_ctx, "speculative": False, "is_processing": req is not None, "id_task": i,
-                "n_prompt_tokens": req.prompt if req else 0, "n_prompt_tokens_processed": req.prompt if req else 0,
-                "n_prompt_tokens_cache": 0, "params": {"n_predict": req.output if req else -1},
-                "next_token": [{"has_next_token": req is not None, "has_new_line": False,
-                                "n_remain": int(req.output - req.generated) if req else -1,
-                                "n_decoded": int(req.generated) if req else 0}],
-            })
+            out.append(
+                {
+                    "id": i,
+                    "n_ctx": n_ctx,
+                    "speculative": False,
+                    "is_processing": req is not None,
+                    "id_task": i,
+                    "n_prompt_tokens": req.prompt if req else 0,
+                    "n_prompt_tokens_processed": req.prompt if req else 0,
+                    "n_prompt_tokens_cache": 0,
+                    "params": {"n_predict": req.output if req else -1},
+                    "next_token": [
+                        {
+                            "has_next_token": req is not None,
+                            "has_new_line": False,
+                            "n_remain": int(req.output - req.generated) if req else -1,
+                            "n_decoded": int(req.generated) if req else 0,
+                        }
+                    ],
+                }
+            )
         return web.json_response(out)
 
     async def props(self, request: web.Request) -> web.Response:
-        return web.json_response({"build_info": self.spec.version, "total_slots": self.load.profile.max_seqs
-                                  if self.load else 1, "model_path": f"/models/{self.spec.models[0]}.gguf",
-                                  "is_sleeping": False, "modalities": {"vision": False}})
+        return web.json_response(
+            {
+                "build_info": self.spec.version,
+                "total_slots": self.load.profile.max_seqs if self.load else 1,
+                "model_path": f"/models/{self.spec.models[0]}.gguf",
+                "is_sleeping": False,
+                "modalities": {"vision": False},
+            }
+        )
 
     async def sglang_server_info(self, request: web.Request) -> web.Response:
         assert self.load is not None
-        return web.json_response({"version": self.spec.version, "startup_time": self.wall_start,
-                                  "served_model_name": self.spec.models[0], "frontend": "python",
-                                  "internal_states": [{"last_gen_throughput": self.load.per_user_tps(),
-                                                       "avg_spec_accept_length": 1 + 3 * 0.72}]})
+        return web.json_response(
+            {
+                "version": self.spec.version,
+                "startup_time": self.wall_start,
+                "served_model_name": self.spec.models[0],
+                "frontend": "python",
+                "internal_states": [
+                    {"last_gen_throughput": self.load.per_user_tps(), "avg_spec_accept_length": 1 + 3 * 0.72}
+                ],
+            }
+        )
 
     async def sglang_model_info(self, request: web.Request) -> web.Response:
-        return web.json_response({"model_path": f"/models/{self.spec.models[0]}",
-                                  "served_model_name": self.spec.models[0], "is_generation": True})
+        return web.json_response(
+            {
+                "model_path": f"/models/{self.spec.models[0]}",
+                "served_model_name": self.spec.models[0],
+                "is_generation": True,
+            }
+        )
 
     # -- OpenAI API -----------------------------------------------------------------------------------
     async def _admit(self, body: dict[str, Any]) -> tuple[Req, int]:
@@ -267,25 +304,41 @@ class SimEngine:
         try:
             if not body.get("stream"):
                 await self._generate(req, n_out, None)
-                return web.json_response(self.style.completion(model, "".join(text), req.prompt, n_out, "length",
-                                                               tool))
+                return web.json_response(self.style.completion(model, "".join(text), req.prompt, n_out, "length", tool))
             response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
             await response.prepare(request)
             cid, created = f"chatcmpl-{uuid.uuid4().hex[:16]}", int(time.time())
             await response.write(sse(self.style.chunk(cid, model, created, {"role": "assistant", "content": ""})))
             if tool is not None:
                 args = tool["function"]["arguments"]
-                first = {"tool_calls": [{"id": tool["id"], "type": "function", "index": 0,
-                                         "function": {"name": tool["function"]["name"], "arguments": ""}}]}
+                first = {
+                    "tool_calls": [
+                        {
+                            "id": tool["id"],
+                            "type": "function",
+                            "index": 0,
+                            "function": {"name": tool["function"]["name"], "arguments": ""},
+                        }
+                    ]
+                }
                 await response.write(sse(self.style.chunk(cid, model, created, first)))
-                pieces = [args[i:i + 6] for i in range(0, len(args), 6)]
-                await self._generate(req, len(pieces), response, pieces=[
-                    self.style.chunk(cid, model, created, {"tool_calls": [{"index": 0, "function": {"arguments": p}}]})
-                    for p in pieces])
+                pieces = [args[i : i + 6] for i in range(0, len(args), 6)]
+                await self._generate(
+                    req,
+                    len(pieces),
+                    response,
+                    pieces=[
+                        self.style.chunk(
+                            cid, model, created, {"tool_calls": [{"index": 0, "function": {"arguments": p}}]}
+                        )
+                        for p in pieces
+                    ],
+                )
                 finish = "tool_calls"
             else:
-                await self._generate(req, n_out, response, pieces=[
-                    self.style.chunk(cid, model, created, {"content": w}) for w in text])
+                await self._generate(
+                    req, n_out, response, pieces=[self.style.chunk(cid, model, created, {"content": w}) for w in text]
+                )
                 finish = "length"
             await response.write(sse(self.style.chunk(cid, model, created, {}, finish)))
             if (body.get("stream_options") or {}).get("include_usage"):
@@ -310,20 +363,37 @@ class SimEngine:
             response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
             await response.prepare(request)
             cid, created = f"cmpl-{uuid.uuid4().hex[:16]}", int(time.time())
-            chunks = [{"id": cid, "object": "text_completion", "created": created, "model": model,
-                       "choices": [{"index": 0, "text": w, "logprobs": None, "finish_reason": None}]} for w in text]
+            chunks = [
+                {
+                    "id": cid,
+                    "object": "text_completion",
+                    "created": created,
+                    "model": model,
+                    "choices": [{"index": 0, "text": w, "logprobs": None, "finish_reason": None}],
+                }
+                for w in text
+            ]
             await self._generate(req, n_out, response, pieces=chunks)
-            await response.write(sse({"id": cid, "object": "text_completion", "created": created, "model": model,
-                                      "choices": [{"index": 0, "text": "", "logprobs": None,
-                                                   "finish_reason": "length"}]}))
+            await response.write(
+                sse(
+                    {
+                        "id": cid,
+                        "object": "text_completion",
+                        "created": created,
+                        "model": model,
+                        "choices": [{"index": 0, "text": "", "logprobs": None, "finish_reason": "length"}],
+                    }
+                )
+            )
             await response.write(sse("[DONE]"))
             await response.write_eof()
             return response
         finally:
             req.generated = max(req.generated, req.output)
 
-    async def _generate(self, req: Req, n: int, response: web.StreamResponse | None,
-                        pieces: list[dict[str, Any]] | None = None) -> None:
+    async def _generate(
+        self, req: Req, n: int, response: web.StreamResponse | None, pieces: list[dict[str, Any]] | None = None
+    ) -> None:
         """Emit n tokens at the engine's current per-user speed, counting them in the load model."""
         assert self.load is not None
         due = time.monotonic()
@@ -344,18 +414,48 @@ class SimEngine:
         models = []
         for name, dims in list(self.spec.embedding_dims.items())[:3]:
             size = dims * 700_000
-            models.append({"name": name, "model": name, "size": size, "digest": uuid.uuid5(uuid.NAMESPACE_DNS, name).hex,
-                           "details": {"parent_model": "", "format": "gguf", "family": "bert", "families": ["bert"],
-                                       "parameter_size": "137M", "quantization_level": "F16"},
-                           "expires_at": expires, "size_vram": size, "context_length": 8192})
+            models.append(
+                {
+                    "name": name,
+                    "model": name,
+                    "size": size,
+                    "digest": uuid.uuid5(uuid.NAMESPACE_DNS, name).hex,
+                    "details": {
+                        "parent_model": "",
+                        "format": "gguf",
+                        "family": "bert",
+                        "families": ["bert"],
+                        "parameter_size": "137M",
+                        "quantization_level": "F16",
+                    },
+                    "expires_at": expires,
+                    "size_vram": size,
+                    "context_length": 8192,
+                }
+            )
         return web.json_response({"models": models})
 
     async def ollama_tags(self, request: web.Request) -> web.Response:
-        return web.json_response({"models": [
-            {"name": n, "model": n, "modified_at": "2026-11-01T10:00:00Z", "size": d * 700_000,
-             "digest": uuid.uuid5(uuid.NAMESPACE_DNS, n).hex,
-             "details": {"format": "gguf", "family": "bert", "parameter_size": "137M", "quantization_level": "F16"}}
-            for n, d in self.spec.embedding_dims.items()]})
+        return web.json_response(
+            {
+                "models": [
+                    {
+                        "name": n,
+                        "model": n,
+                        "modified_at": "2026-11-01T10:00:00Z",
+                        "size": d * 700_000,
+                        "digest": uuid.uuid5(uuid.NAMESPACE_DNS, n).hex,
+                        "details": {
+                            "format": "gguf",
+                            "family": "bert",
+                            "parameter_size": "137M",
+                            "quantization_level": "F16",
+                        },
+                    }
+                    for n, d in self.spec.embedding_dims.items()
+                ]
+            }
+        )
 
     def _embed(self, model: str, inputs: Any) -> list[list[float]] | None:
         dims = self.spec.embedding_dims.get(model)
@@ -368,25 +468,47 @@ class SimEngine:
         body = await request.json()
         vectors = self._embed(str(body.get("model")), body.get("input", ""))
         if vectors is None:
-            return web.json_response({"error": f"model \"{body.get('model')}\" not found, try pulling it first"},
-                                     status=404)
-        return web.json_response({"model": body.get("model"), "embeddings": vectors, "total_duration": 14_000_000,
-                                  "load_duration": 1_000_000, "prompt_eval_count": 8})
+            return web.json_response(
+                {"error": f'model "{body.get("model")}" not found, try pulling it first'}, status=404
+            )
+        return web.json_response(
+            {
+                "model": body.get("model"),
+                "embeddings": vectors,
+                "total_duration": 14_000_000,
+                "load_duration": 1_000_000,
+                "prompt_eval_count": 8,
+            }
+        )
 
     async def embeddings(self, request: web.Request) -> web.Response:
         body = await request.json()
         vectors = self._embed(str(body.get("model")), body.get("input", ""))
         if vectors is None:
-            return web.json_response({"error": {"message": f"model \"{body.get('model')}\" not found",
-                                                "type": "api_error", "param": None, "code": None}}, status=404)
-        return web.json_response({"object": "list", "model": body.get("model"),
-                                  "data": [{"object": "embedding", "embedding": v, "index": i}
-                                           for i, v in enumerate(vectors)],
-                                  "usage": {"prompt_tokens": 8, "total_tokens": 8}})
+            return web.json_response(
+                {
+                    "error": {
+                        "message": f'model "{body.get("model")}" not found',
+                        "type": "api_error",
+                        "param": None,
+                        "code": None,
+                    }
+                },
+                status=404,
+            )
+        return web.json_response(
+            {
+                "object": "list",
+                "model": body.get("model"),
+                "data": [{"object": "embedding", "embedding": v, "index": i} for i, v in enumerate(vectors)],
+                "usage": {"prompt_tokens": 8, "total_tokens": 8},
+            }
+        )
 
     # -- LiteLLM --------------------------------------------------------------------------------------
     async def litellm_health(self, request: web.Request) -> web.Response:
-        healthy, unhealthy = [], []
+        healthy: list[dict[str, str]] = []
+        unhealthy: list[dict[str, str]] = []
         client = self._client()
         for model, base in self.backends.items():
             try:
@@ -396,8 +518,14 @@ class SimEngine:
                 ok, error = False, f"litellm.APIConnectionError: {type(exc).__name__}"
             entry = {"api_base": base + "/v1", "model": f"openai/{model}"}
             (healthy if ok else unhealthy).append(entry if ok else {**entry, "error": error})
-        return web.json_response({"healthy_endpoints": healthy, "unhealthy_endpoints": unhealthy,
-                                  "healthy_count": len(healthy), "unhealthy_count": len(unhealthy)})
+        return web.json_response(
+            {
+                "healthy_endpoints": healthy,
+                "unhealthy_endpoints": unhealthy,
+                "healthy_count": len(healthy),
+                "unhealthy_count": len(unhealthy),
+            }
+        )
 
     def _client(self) -> httpx.AsyncClient:
         if self.client is None:
@@ -409,23 +537,42 @@ class SimEngine:
         try:
             model = json.loads(raw).get("model")
         except (ValueError, AttributeError):
-            return web.json_response({"error": {"message": "invalid JSON", "type": "invalid_request_error",
-                                                "param": None, "code": "400"}}, status=400)
+            return web.json_response(
+                {"error": {"message": "invalid JSON", "type": "invalid_request_error", "param": None, "code": "400"}},
+                status=400,
+            )
         base = self.backends.get(str(model))
         if base is None:
-            return web.json_response({"error": {"message": f"Invalid model name passed in model={model}",
-                                                "type": "invalid_request_error", "param": None, "code": "400"}},
-                                     status=400)
+            return web.json_response(
+                {
+                    "error": {
+                        "message": f"Invalid model name passed in model={model}",
+                        "type": "invalid_request_error",
+                        "param": None,
+                        "code": "400",
+                    }
+                },
+                status=400,
+            )
         client = self._client()
         try:
-            upstream = client.build_request("POST", base + request.path, content=raw,
-                                            headers={"Content-Type": JSON})
+            upstream = client.build_request("POST", base + request.path, content=raw, headers={"Content-Type": JSON})
             resp = await client.send(upstream, stream=True)
         except httpx.HTTPError as exc:
-            return web.json_response({"error": {"message": f"litellm.InternalServerError: Connection error. {exc}",
-                                                "type": None, "param": None, "code": "500"}}, status=500)
-        out = web.StreamResponse(status=resp.status_code,
-                                 headers={"Content-Type": resp.headers.get("content-type", JSON)})
+            return web.json_response(
+                {
+                    "error": {
+                        "message": f"litellm.InternalServerError: Connection error. {exc}",
+                        "type": None,
+                        "param": None,
+                        "code": "500",
+                    }
+                },
+                status=500,
+            )
+        out = web.StreamResponse(
+            status=resp.status_code, headers={"Content-Type": resp.headers.get("content-type", JSON)}
+        )
         await out.prepare(request)
         try:
             async for chunk in resp.aiter_raw():

@@ -22,8 +22,16 @@ class Reply:
     mode: str = "normal"  # normal | hang | truncate | close
 
     @classmethod
-    def file(cls, path: Path, content_type: str = "text/plain; version=0.0.4", *, status: int = 200,
-             headers: dict[str, str] | None = None, delay_s: float = 0.0, mode: str = "normal") -> Reply:
+    def file(
+        cls,
+        path: Path,
+        content_type: str = "text/plain; version=0.0.4",
+        *,
+        status: int = 200,
+        headers: dict[str, str] | None = None,
+        delay_s: float = 0.0,
+        mode: str = "normal",
+    ) -> Reply:
         return cls(status, path.read_bytes(), {"Content-Type": content_type, **(headers or {})}, delay_s, mode)
 
     @classmethod
@@ -32,8 +40,15 @@ class Reply:
         return cls(status=status, body=body, headers={"Content-Type": "application/json"})
 
 
-REASONS = {200: "OK", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 500: "Internal Server Error",
-           502: "Bad Gateway", 503: "Service Unavailable"}
+REASONS = {
+    200: "OK",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "Not Found",
+    500: "Internal Server Error",
+    502: "Bad Gateway",
+    503: "Service Unavailable",
+}
 
 
 class RawHTTPServer:

@@ -13,14 +13,121 @@ from pathlib import Path
 
 import numpy as np
 
-WORDS = (
-    "the of and to in is was for on that with as by at from it this be are or an have not which one all "
-    "were when there can more if out so what up said about into than them only other new some could time "
-    "these two may then do first any like now my such make over our even most after also did many before "
-    "must through back years where much your way well down should because each just those people how too "
-    "good very great world hello model token slot cache queue engine server request stream memory pool node "
-    "gpu fast slow ready random sound long call two with"
-).split()
+WORDS = [
+    "the",
+    "of",
+    "and",
+    "to",
+    "in",
+    "is",
+    "was",
+    "for",
+    "on",
+    "that",
+    "with",
+    "as",
+    "by",
+    "at",
+    "from",
+    "it",
+    "this",
+    "be",
+    "are",
+    "or",
+    "an",
+    "have",
+    "not",
+    "which",
+    "one",
+    "all",
+    "were",
+    "when",
+    "there",
+    "can",
+    "more",
+    "if",
+    "out",
+    "so",
+    "what",
+    "up",
+    "said",
+    "about",
+    "into",
+    "than",
+    "them",
+    "only",
+    "other",
+    "new",
+    "some",
+    "could",
+    "time",
+    "these",
+    "two",
+    "may",
+    "then",
+    "do",
+    "first",
+    "any",
+    "like",
+    "now",
+    "my",
+    "such",
+    "make",
+    "over",
+    "our",
+    "even",
+    "most",
+    "after",
+    "also",
+    "did",
+    "many",
+    "before",
+    "must",
+    "through",
+    "back",
+    "years",
+    "where",
+    "much",
+    "your",
+    "way",
+    "well",
+    "down",
+    "should",
+    "because",
+    "each",
+    "just",
+    "those",
+    "people",
+    "how",
+    "too",
+    "good",
+    "very",
+    "great",
+    "world",
+    "hello",
+    "model",
+    "token",
+    "slot",
+    "cache",
+    "queue",
+    "engine",
+    "server",
+    "request",
+    "stream",
+    "memory",
+    "pool",
+    "node",
+    "gpu",
+    "fast",
+    "slow",
+    "ready",
+    "random",
+    "sound",
+    "long",
+    "call",
+    "two",
+    "with",
+]
 
 CHATML = (
     "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + "
@@ -31,8 +138,12 @@ CHATML = (
 def vocabulary() -> tuple[list[str], list[float], list[int]]:
     import gguf
 
-    normal, unknown, control, byte = (gguf.TokenType.NORMAL, gguf.TokenType.UNKNOWN, gguf.TokenType.CONTROL,
-                                      gguf.TokenType.BYTE)
+    normal, unknown, control, byte = (
+        gguf.TokenType.NORMAL,
+        gguf.TokenType.UNKNOWN,
+        gguf.TokenType.CONTROL,
+        gguf.TokenType.BYTE,
+    )
     tokens: list[str] = ["<unk>", "<s>", "</s>", "<|im_start|>", "<|im_end|>"]
     types: list[int] = [unknown, control, control, control, control]
     tokens += [f"<0x{b:02X}>" for b in range(256)]
@@ -125,13 +236,29 @@ def write_tiny_gguf(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("out", type=Path)
-    for flag, default in (("layers", 2), ("embd", 64), ("heads", 4), ("kv-heads", 4), ("ff", 128), ("ctx", 2048),
-                          ("seed", 0)):
+    for flag, default in (
+        ("layers", 2),
+        ("embd", 64),
+        ("heads", 4),
+        ("kv-heads", 4),
+        ("ff", 128),
+        ("ctx", 2048),
+        ("seed", 0),
+    ):
         parser.add_argument(f"--{flag}", type=int, default=default)
     parser.add_argument("--f16", action="store_true")
     args = parser.parse_args()
-    write_tiny_gguf(args.out, layers=args.layers, embd=args.embd, heads=args.heads, kv_heads=args.kv_heads,
-                    ff=args.ff, ctx=args.ctx, f16=args.f16, seed=args.seed)
+    write_tiny_gguf(
+        args.out,
+        layers=args.layers,
+        embd=args.embd,
+        heads=args.heads,
+        kv_heads=args.kv_heads,
+        ff=args.ff,
+        ctx=args.ctx,
+        f16=args.f16,
+        seed=args.seed,
+    )
     print(args.out)
 
 

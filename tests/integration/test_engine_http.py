@@ -124,8 +124,9 @@ async def test_litellm_without_key(server: RawHTTPServer, client: httpx.AsyncCli
     assert view.requests_running is None
 
 
-async def test_litellm_with_key_lists_models(server: RawHTTPServer, client: httpx.AsyncClient,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_litellm_with_key_lists_models(
+    server: RawHTTPServer, client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("TEST_LITELLM_KEY", "sk-test-master")
     server.routes = {
         "/health/liveliness": Reply.file(LIT / "health-liveliness.json", "application/json"),
@@ -139,8 +140,10 @@ async def test_litellm_with_key_lists_models(server: RawHTTPServer, client: http
 
 async def test_ollama(server: RawHTTPServer, client: httpx.AsyncClient) -> None:
     server.routes = {
-        "/api/ps": Reply.json('{"models":[{"name":"nomic-embed-text:latest","size":300,"size_vram":200,'
-                              '"context_length":8192,"expires_at":"2026-11-29T12:00:00Z"}]}'),
+        "/api/ps": Reply.json(
+            '{"models":[{"name":"nomic-embed-text:latest","size":300,"size_vram":200,'
+            '"context_length":8192,"expires_at":"2026-11-29T12:00:00Z"}]}'
+        ),
         "/api/tags": Reply.json('{"models":[{"name":"nomic-embed-text:latest"},{"name":"mxbai-embed-large:latest"}]}'),
         "/api/version": Reply.json('{"version":"0.33.0"}'),
     }
@@ -203,8 +206,9 @@ async def test_engine_dead_500_on_metrics(server: RawHTTPServer, client: httpx.A
 
 async def test_html_page(server: RawHTTPServer, client: httpx.AsyncClient) -> None:
     server.routes = vllm_routes()
-    server.routes["/metrics"] = Reply(200, b"<html><body><h1>Welcome to nginx</h1></body></html>",
-                                      {"Content-Type": "text/html"})
+    server.routes["/metrics"] = Reply(
+        200, b"<html><body><h1>Welcome to nginx</h1></body></html>", {"Content-Type": "text/html"}
+    )
     _, snap = await poll(client, server.url, EngineKind.VLLM)
     assert snap.state is EngineState.DEGRADED and "HTML" in (snap.error or "")  # type: ignore[attr-defined]
 
@@ -248,14 +252,35 @@ async def test_disable_log_stats_is_degraded_with_reason(server: RawHTTPServer, 
 
 
 def _run_status(config: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "poolconsole", "status", "--config", str(config), *extra],
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "poolconsole", "status", "--config", str(config), *extra],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
-CONTRACT = ["name", "kind", "host", "url", "state", "error", "models", "requests_running", "requests_waiting",
-            "kv_cache_usage", "prompt_tokens_total", "generation_tokens_total", "generation_tokens_per_s",
-            "prompt_tokens_per_s", "ttft_mean_s", "prefix_cache_hit_rate", "spec_decode_acceptance_rate",
-            "preemptions_total", "ranks"]
+CONTRACT = [
+    "name",
+    "kind",
+    "host",
+    "url",
+    "state",
+    "error",
+    "models",
+    "requests_running",
+    "requests_waiting",
+    "kv_cache_usage",
+    "prompt_tokens_total",
+    "generation_tokens_total",
+    "generation_tokens_per_s",
+    "prompt_tokens_per_s",
+    "ttft_mean_s",
+    "prefix_cache_hit_rate",
+    "spec_decode_acceptance_rate",
+    "preemptions_total",
+    "ranks",
+]
 
 
 async def test_status_json_contract(tmp_path: Path) -> None:

@@ -52,10 +52,14 @@ async def test_vllm_sim_has_the_real_families_labels_and_buckets(sim: SimPool) -
     real = (REAL / "vllm-0.32.0-cpu" / "metrics.load.txt").read_text()
     simulated = (await get(sim.engines["qwen3-next-80b"].url + "/metrics")).text
     assert families(simulated, "vllm:") == families(real, "vllm:")
-    real_le = {s.label("le") for s in parse_exposition(real).samples
-               if s.name == "vllm:time_to_first_token_seconds_bucket"}
-    sim_le = {s.label("le") for s in parse_exposition(simulated).samples
-              if s.name == "vllm:time_to_first_token_seconds_bucket"}
+    real_le = {
+        s.label("le") for s in parse_exposition(real).samples if s.name == "vllm:time_to_first_token_seconds_bucket"
+    }
+    sim_le = {
+        s.label("le")
+        for s in parse_exposition(simulated).samples
+        if s.name == "vllm:time_to_first_token_seconds_bucket"
+    }
     assert real_le == sim_le
 
 
@@ -83,13 +87,25 @@ async def test_sglang_sim_matches_the_real_capture_window(sim: SimPool) -> None:
 async def test_openai_chat_stream_tools_and_embeddings(sim: SimPool) -> None:
     url = sim.engines["qwen3-next-80b"].url
     async with httpx.AsyncClient(trust_env=False, timeout=30) as c:
-        plain = (await c.post(url + "/v1/chat/completions", json={
-            "model": "qwen3-next-80b", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8})).json()
+        plain = (
+            await c.post(
+                url + "/v1/chat/completions",
+                json={"model": "qwen3-next-80b", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8},
+            )
+        ).json()
         assert plain["usage"]["completion_tokens"] == 8 and plain["choices"][0]["message"]["content"]
         chunks = []
-        async with c.stream("POST", url + "/v1/chat/completions", json={
-                "model": "qwen3-next-80b", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 6,
-                "stream": True, "stream_options": {"include_usage": True}}) as r:
+        async with c.stream(
+            "POST",
+            url + "/v1/chat/completions",
+            json={
+                "model": "qwen3-next-80b",
+                "messages": [{"role": "user", "content": "hi"}],
+                "max_tokens": 6,
+                "stream": True,
+                "stream_options": {"include_usage": True},
+            },
+        ) as r:
             async for line in r.aiter_lines():
                 if line.startswith("data: "):
                     chunks.append(line[6:])
@@ -97,10 +113,21 @@ async def test_openai_chat_stream_tools_and_embeddings(sim: SimPool) -> None:
         usage = json.loads(chunks[-2])
         assert usage["choices"] == [] and usage["usage"]["completion_tokens"] == 6
         assert sum(1 for ch in chunks[:-2] if json.loads(ch)["choices"][0]["delta"].get("content")) == 6
-        tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {
-            "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
-        call = (await c.post(url + "/v1/chat/completions", json={
-            "model": "qwen3-next-80b", "messages": [{"role": "user", "content": "weather?"}], "tools": tools})).json()
+        tools = [
+            {
+                "type": "function",
+                "function": {
+                    "name": "get_weather",
+                    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+                },
+            }
+        ]
+        call = (
+            await c.post(
+                url + "/v1/chat/completions",
+                json={"model": "qwen3-next-80b", "messages": [{"role": "user", "content": "weather?"}], "tools": tools},
+            )
+        ).json()
         tool_call = call["choices"][0]["message"]["tool_calls"][0]
         assert tool_call["function"]["name"] == "get_weather"
         assert json.loads(tool_call["function"]["arguments"])["city"]
@@ -110,8 +137,12 @@ async def test_openai_chat_stream_tools_and_embeddings(sim: SimPool) -> None:
         a = (await c.post(emb_url, json={"model": "nomic-embed-text:latest", "input": "same"})).json()
         b = (await c.post(emb_url, json={"model": "nomic-embed-text:latest", "input": "same"})).json()
         assert a["data"][0]["embedding"] == b["data"][0]["embedding"] and len(a["data"][0]["embedding"]) == 768
-        via = (await c.post(sim.engines["gateway"].url + "/v1/chat/completions", json={
-            "model": "gemma-3-27b-it", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4})).json()
+        via = (
+            await c.post(
+                sim.engines["gateway"].url + "/v1/chat/completions",
+                json={"model": "gemma-3-27b-it", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4},
+            )
+        ).json()
         assert via["model"] == "gemma-3-27b-it" and via["usage"]["completion_tokens"] == 4
 
 
@@ -141,8 +172,12 @@ def test_load_model_speed_falls_with_concurrency_and_kv_queues() -> None:
 
 def test_demo_serve_only_writes_config_and_stops_cleanly(tmp_path: Path) -> None:
     out = tmp_path / "pool.toml"
-    proc = subprocess.Popen([sys.executable, "-m", "poolconsole", "demo", "--serve-only", "--config-out", str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "poolconsole", "demo", "--serve-only", "--config-out", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 30
         while not out.exists() and time.monotonic() < deadline and proc.poll() is None:
@@ -150,8 +185,12 @@ def test_demo_serve_only_writes_config_and_stops_cleanly(tmp_path: Path) -> None
         assert out.exists(), proc.stderr.read() if proc.poll() is not None else "no config written"
         config = parse_config(out.read_text())
         assert len(config.engines) == 8
-        status = subprocess.run([sys.executable, "-m", "poolconsole", "status", "--config", str(out), "--json",
-                                 "--samples", "1"], capture_output=True, text=True, timeout=60)
+        status = subprocess.run(
+            [sys.executable, "-m", "poolconsole", "status", "--config", str(out), "--json", "--samples", "1"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert status.returncode == 0, status.stdout[-2000:]
         assert {e["state"] for e in json.loads(status.stdout)["engines"]} == {"ok"}
     finally:

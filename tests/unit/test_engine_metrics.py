@@ -43,8 +43,7 @@ def test_vllm_disable_log_stats_has_no_engine_series() -> None:
 
 
 def test_vllm_old_names_are_aliases() -> None:
-    m, _, _ = parse_metrics((SAMPLES / "vllm-metrics-v1-2025-03-production-stack-issue318.txt").read_text(),
-                            specs.VLLM)
+    m, _, _ = parse_metrics((SAMPLES / "vllm-metrics-v1-2025-03-production-stack-issue318.txt").read_text(), specs.VLLM)
     assert m.get("kv_cache_usage") == 0.0  # from vllm:gpu_cache_usage_perc
 
 
@@ -68,7 +67,7 @@ def test_llamacpp_counters_and_cache_hits() -> None:
 
 
 def test_sglang_single_rank_gauges() -> None:
-    m, _, exp = parse_metrics((SAMPLES / "sglang-metrics-v0.5.1-issue13485.txt").read_text(), specs.SGLANG)
+    m, _, _exp = parse_metrics((SAMPLES / "sglang-metrics-v0.5.1-issue13485.txt").read_text(), specs.SGLANG)
     assert m.get("requests_running") == 1
     assert m.get("kv_cache_usage") == 0.0
     assert m.get("generation_tokens_per_s_gauge") is not None
@@ -83,7 +82,7 @@ def test_sglang_old_name_label() -> None:
 
 def test_sglang_tp_duplicates_are_not_double_counted() -> None:
     text = (
-        '# TYPE sglang:num_running_reqs gauge\n'
+        "# TYPE sglang:num_running_reqs gauge\n"
         'sglang:num_running_reqs{dp_rank="0",model_name="m",tp_rank="0"} 5\n'
         'sglang:num_running_reqs{dp_rank="0",model_name="m",tp_rank="1"} 5\n'
         'sglang:num_running_reqs{dp_rank="1",model_name="m",tp_rank="0"} 2\n'
@@ -112,7 +111,7 @@ def test_models_and_version() -> None:
 
 def test_ollama_ps_from_a_real_answer() -> None:
     text = (SAMPLES / "ollama-api-ps-2025-08-nirmato-issue13.txt").read_text()
-    body = text[text.index("{"): text.index("# Also")]
+    body = text[text.index("{") : text.index("# Also")]
     (model,) = parse_ollama_ps(body)
     assert model.name == "gemma3:latest"
     assert model.partial_offload is False

@@ -28,7 +28,7 @@ def test_llamacpp_counter_without_total_gets_total_appended() -> None:
 
 
 def test_underscore_reexport_names_map_to_colon_form() -> None:
-    exp = parse_exposition(b"sglang_num_running_reqs{dp_rank=\"0\"} 3\nvllm_num_requests_waiting 2\n")
+    exp = parse_exposition(b'sglang_num_running_reqs{dp_rank="0"} 3\nvllm_num_requests_waiting 2\n')
     assert {s.name for s in exp.samples} == {"sglang:num_running_reqs", "vllm:num_requests_waiting"}
 
 

@@ -145,11 +145,13 @@ def parse_litellm_health(body: bytes | str) -> dict[str, Any]:
         for item in items:
             if isinstance(item, dict):
                 error = item.get("error")
-                out.append({
-                    "model": str(item.get("model", "")),
-                    "api_base": str(item.get("api_base", "")),
-                    "error": str(error).splitlines()[0][:200] if error else "",
-                })
+                out.append(
+                    {
+                        "model": str(item.get("model", "")),
+                        "api_base": str(item.get("api_base", "")),
+                        "error": str(error).splitlines()[0][:200] if error else "",
+                    }
+                )
         return out
 
     return {"healthy": endpoints("healthy_endpoints"), "unhealthy": endpoints("unhealthy_endpoints")}

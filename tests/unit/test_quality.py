@@ -1,0 +1,31 @@
+"""The layer boundary, types and lint, checked on every run."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_core_layers_import_without_textual() -> None:
+    code = (
+        "import sys; sys.modules['textual'] = None\n"
+        "import poolconsole.cli, poolconsole.config, poolconsole.collect.pool, poolconsole.model.view\n"
+        "import poolconsole.sim.run, poolconsole.collect.engines.poll\n"
+        "assert not [m for m in sys.modules if m.startswith('textual') and sys.modules[m] is not None]\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+
+
+def test_mypy_strict() -> None:
+    result = subprocess.run([sys.executable, "-m", "mypy"], capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 0, result.stdout[-3000:]
+
+
+def test_ruff() -> None:
+    result = subprocess.run([sys.executable, "-m", "ruff", "check", "poolconsole", "tests", "benchmarks"],
+                            capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 0, result.stdout[-3000:]
