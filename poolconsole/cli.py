@@ -80,15 +80,15 @@ def _table(doc: dict[str, Any]) -> str:
 
 
 async def _status_doc(config: PoolConfig, samples: int, interval: float) -> dict[str, Any]:
+    from poolconsole.collect.hosts.run import sample_hosts
     from poolconsole.collect.pool import sample_engines
     from poolconsole.model.view import engine_view
 
-    engines = await sample_engines(config, samples, interval)
-    hosts: list[dict[str, Any]] = []
+    engines, hosts = await asyncio.gather(sample_engines(config, samples, interval), sample_hosts(config))
     return {
         "taken_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "engines": [engine_view(engines[e.name]).to_json() for e in config.engines],
-        "hosts": hosts,
+        "hosts": [h.to_json() for h in hosts],
     }
 
 

@@ -26,6 +26,10 @@ def test_mypy_strict() -> None:
 
 
 def test_ruff() -> None:
-    result = subprocess.run([sys.executable, "-m", "ruff", "check", "poolconsole", "tests", "benchmarks"],
-                            capture_output=True, text=True, cwd=ROOT)
+    result = subprocess.run(
+        [sys.executable, "-m", "ruff", "check", "poolconsole", "tests", "benchmarks"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert result.returncode == 0, result.stdout[-3000:]

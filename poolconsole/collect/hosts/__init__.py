@@ -1,0 +1,1 @@
+"""Host telemetry over SSH (nvidia-smi, rocm-smi/amd-smi, macOS, /proc/meminfo) and local NVML."""

@@ -1,0 +1,299 @@
+"""One poll of one host: the probe ladder (detected once, cached, re-probed after a failure), then the
+fixed commands of the source that answered, parsed into a HostSnapshot."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, replace
+
+from poolconsole.collect.hosts import nvidia_smi as nv
+from poolconsole.collect.hosts import systems
+from poolconsole.collect.prom import ParseError
+from poolconsole.collect.ssh import CommandResult, HostConnection, SSHFailure
+from poolconsole.config.models import Engine, Host
+from poolconsole.model.hosts import GpuProcess, GpuReading, HostSnapshot, HostState, SystemMemory
+
+PROBE = 'for t in nvidia-smi amd-smi rocm-smi macmon; do command -v "$t" >/dev/null 2>&1 && echo "$t"; done; uname -s'
+MEMINFO = "cat /proc/meminfo"
+AMD_SMI = "amd-smi metric --json"
+ROCM_SMI = "rocm-smi --showmeminfo vram --showuse --showtemp --showpower --showproductname --json"
+SYSCTL = "sysctl -n hw.memsize"
+VM_STAT = "vm_stat"
+MACMON = "macmon pipe -s 1 -i 200"
+NOT_FOUND = 127
+
+
+@dataclass
+class Probe:
+    tools: frozenset[str]
+    system: str
+
+    @property
+    def source(self) -> str:
+        if "nvidia-smi" in self.tools:
+            return "nvidia-smi"
+        if "amd-smi" in self.tools:
+            return "amd-smi"
+        if "rocm-smi" in self.tools:
+            return "rocm-smi"
+        if self.system == "Darwin":
+            return "macos"
+        return "meminfo"
+
+
+def parse_probe(text: str) -> Probe:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    system = lines[-1] if lines else ""
+    return Probe(frozenset(lines[:-1]), system)
+
+
+def gib(n: int | None) -> str:
+    return "n/a" if n is None else f"{n / 2**30:.1f} GiB"
+
+
+class HostPoller:
+    """Polls one host over its persistent SSH connection."""
+
+    def __init__(self, host: Host, conn: HostConnection, engines: list[Engine] | None = None) -> None:
+        self.host = host
+        self.conn = conn
+        self.engines = [e for e in (engines or []) if e.host == host.name]
+        self.probe: Probe | None = None
+        self.fields: tuple[str, ...] = nv.FULL_FIELDS
+        self.apps_fields: tuple[str, ...] = nv.APPS_FIELDS
+
+    def _snapshot(self, state: HostState, error: str | None, **kw: object) -> HostSnapshot:
+        return HostSnapshot(self.host.name, self.host.address, state, error, fetched_at=time.time(), **kw)  # type: ignore[arg-type]
+
+    async def poll(self) -> HostSnapshot:
+        try:
+            if self.probe is None:
+                self.probe = parse_probe((await self.conn.run(PROBE)).stdout)
+            return await self._read(self.probe)
+        except SSHFailure as failure:
+            self.probe = None  # re-probe after any failure
+            return self._snapshot(failure.state, failure.message)
+        except Exception as exc:  # a collector never takes the console down
+            self.probe = None
+            return self._snapshot(HostState.DEGRADED, f"internal error reading this host: {type(exc).__name__}: {exc}")
+
+    async def _read(self, probe: Probe) -> HostSnapshot:
+        source = probe.source
+        if source == "nvidia-smi":
+            return await self._nvidia(probe)
+        if source in ("amd-smi", "rocm-smi"):
+            return await self._amd(source)
+        if source == "macos":
+            return await self._macos(probe)
+        meminfo = await self.conn.run(MEMINFO)
+        memory, notes = self._meminfo(meminfo)
+        state = HostState.OK if memory is not None else HostState.DEGRADED
+        return self._snapshot(
+            state,
+            None if memory else "; ".join(notes),
+            source="meminfo",
+            memory_kind=self._kind(False),
+            system_memory=memory,
+            rtt_ms=meminfo.elapsed_s * 1000,
+            notes=tuple(notes),
+        )
+
+    def _kind(self, detected_unified: bool) -> str:
+        if self.host.memory_kind != "auto":
+            return self.host.memory_kind
+        return "unified" if detected_unified else "dedicated"
+
+    def _meminfo(self, result: CommandResult) -> tuple[SystemMemory | None, list[str]]:
+        if result.exit_status not in (0, None):
+            return None, [f"/proc/meminfo unreadable: {result.stderr.strip()[:160]}"]
+        try:
+            return systems.parse_meminfo(result.stdout), []
+        except ParseError as exc:
+            return None, [str(exc)]
+
+    async def _query_gpu(self) -> tuple[CommandResult, list[str]]:
+        """Run --query-gpu, dropping any field this driver rejects (one bad field fails the whole query)."""
+        notes: list[str] = []
+        for _ in range(len(nv.FULL_FIELDS)):
+            result = await self.conn.run(nv.query_gpu_command(self.fields))
+            output = result.stdout + result.stderr
+            if result.exit_status in (0, None) or "is not a valid field" not in output:
+                return result, notes
+            bad = nv.rejected_field(output)
+            if bad in self.fields:
+                self.fields = tuple(f for f in self.fields if f != bad)
+                notes.append(f"driver rejects nvidia-smi field {bad!r}: queried without it")
+            elif self.fields != nv.MINIMAL_FIELDS:
+                self.fields = nv.MINIMAL_FIELDS
+                notes.append("driver rejected the query: fell back to the minimal field set")
+            else:
+                return result, notes
+        return result, notes
+
+    async def _compute_apps(self) -> CommandResult:
+        result = await self.conn.run(nv.query_apps_command(self.apps_fields))
+        if result.exit_status not in (0, None) and "is not a valid field" in result.stdout + result.stderr:
+            self.apps_fields = nv.APPS_FALLBACK
+            result = await self.conn.run(nv.query_apps_command(self.apps_fields))
+        return result
+
+    async def _nvidia(self, probe: Probe) -> HostSnapshot:
+        (gpu_result, notes), apps_result, meminfo = await asyncio.gather(
+            self._query_gpu(), self._compute_apps(), self.conn.run(MEMINFO)
+        )
+        memory, mem_notes = self._meminfo(meminfo)
+        notes += mem_notes
+        if gpu_result.exit_status == NOT_FOUND:
+            self.probe = None
+            return self._snapshot(
+                HostState.DEGRADED,
+                "nvidia-smi is gone from the host (re-probing)",
+                system_memory=memory,
+                source="meminfo",
+                notes=tuple(notes),
+            )
+        if gpu_result.exit_status not in (0, None):
+            message = (gpu_result.stdout + gpu_result.stderr).strip().splitlines()
+            return self._snapshot(
+                HostState.DEGRADED,
+                f"nvidia-smi failed (exit {gpu_result.exit_status}): {message[0][:200] if message else ''}",
+                system_memory=memory,
+                source="meminfo" if memory else None,
+                notes=tuple(notes),
+            )
+        parsed = nv.parse_query_gpu(gpu_result.stdout, self.fields)
+        processes = (
+            nv.parse_compute_apps(apps_result.stdout, self.apps_fields) if apps_result.exit_status in (0, None) else ()
+        )
+        kind = self._kind(parsed.unified)
+        gpus = list(parsed.gpus)
+        if kind == "unified":
+            gpus = [self._unified(g, memory) for g in gpus]
+            if parsed.unified:
+                notes.append("GPU memory reads [N/A] (unified memory): memory from /proc/meminfo")
+            if memory and memory.swap_used_bytes:
+                notes.append(f"swap in use on a unified-memory host: {gib(memory.swap_used_bytes)}")
+        if not gpus:
+            notes.append("nvidia-smi listed no GPU")
+        processes, engine_gpus, map_notes = self._map_engines(gpus, processes)
+        notes += map_notes
+        state = HostState.OK if gpus and memory is not None else HostState.DEGRADED
+        return self._snapshot(
+            state,
+            None if state is HostState.OK else "; ".join(notes) or None,
+            source="nvidia-smi",
+            memory_kind=kind,
+            gpus=tuple(gpus),
+            processes=processes,
+            system_memory=memory,
+            rtt_ms=round(meminfo.elapsed_s * 1000, 1),
+            notes=tuple(notes),
+            engine_gpus=engine_gpus,
+        )
+
+    @staticmethod
+    def _unified(gpu: GpuReading, memory: SystemMemory | None) -> GpuReading:
+        if memory is None or memory.total_bytes is None:
+            return replace(gpu, memory_source="system")
+        used = memory.total_bytes - memory.available_bytes if memory.available_bytes is not None else None
+        return replace(
+            gpu,
+            memory_total_bytes=memory.total_bytes,
+            memory_used_bytes=used,
+            memory_free_bytes=(memory.available_bytes),
+            memory_source="system",
+        )
+
+    def _map_engines(
+        self, gpus: list[GpuReading], processes: tuple[GpuProcess, ...]
+    ) -> tuple[tuple[GpuProcess, ...], dict[str, list[int]], list[str]]:
+        """Engines' configured GPUs, checked against the compute processes actually on them."""
+        by_uuid: dict[str, int] = {g.uuid: g.index for g in gpus if g.uuid and g.index is not None}
+        busy = {by_uuid[p.gpu_uuid] for p in processes if p.gpu_uuid in by_uuid}
+        owner: dict[int, str] = {}
+        notes: list[str] = []
+        engine_gpus: dict[str, list[int]] = {}
+        for engine in self.engines:
+            if not engine.gpus:
+                continue
+            engine_gpus[engine.name] = list(engine.gpus)
+            for index in engine.gpus:
+                owner[index] = engine.name
+                if index not in by_uuid.values():
+                    notes.append(f"engine {engine.name}: GPU {index} is configured but not on this host")
+                elif index not in busy:
+                    notes.append(f"engine {engine.name}: no compute process on GPU {index}")
+        mapped: list[GpuProcess] = []
+        for p in processes:
+            gpu = by_uuid.get(p.gpu_uuid or "")
+            owned_by = owner.get(gpu) if gpu is not None else None
+            mapped.append(replace(p, engine=owned_by))
+            if owner and owned_by is None and gpu is not None:
+                notes.append(f"process {p.pid} ({p.name}) on GPU {gpu} belongs to no engine")
+        return tuple(mapped), engine_gpus, notes
+
+    async def _amd(self, source: str) -> HostSnapshot:
+        command = AMD_SMI if source == "amd-smi" else ROCM_SMI
+        result, meminfo = await asyncio.gather(self.conn.run(command), self.conn.run(MEMINFO))
+        memory, notes = self._meminfo(meminfo)
+        try:
+            gpus = (
+                systems.parse_amd_smi(result.stdout) if source == "amd-smi" else systems.parse_rocm_smi(result.stdout)
+            )
+        except ParseError as exc:
+            if result.exit_status == NOT_FOUND:
+                self.probe = None
+            return self._snapshot(
+                HostState.DEGRADED, f"{source}: {exc}", system_memory=memory, source="meminfo" if memory else None
+            )
+        return self._snapshot(
+            HostState.OK if gpus else HostState.DEGRADED,
+            None if gpus else f"{source} listed no GPU",
+            source=source,
+            memory_kind=self._kind(False),
+            gpus=gpus,
+            system_memory=memory,
+            rtt_ms=round(meminfo.elapsed_s * 1000, 1),
+            notes=tuple(notes),
+        )
+
+    async def _macos(self, probe: Probe) -> HostSnapshot:
+        sysctl, vm_stat = await asyncio.gather(self.conn.run(SYSCTL), self.conn.run(VM_STAT))
+        notes: list[str] = []
+        try:
+            memory = systems.parse_macos(sysctl.stdout, vm_stat.stdout)
+        except ParseError as exc:
+            return self._snapshot(HostState.DEGRADED, str(exc), source="macos", memory_kind="unified")
+        gpus: tuple[GpuReading, ...] = ()
+        if "macmon" in probe.tools:
+            macmon = await self.conn.run(MACMON)
+            try:
+                mm_memory, gpu = systems.parse_macmon(macmon.stdout)
+                gpus = (gpu,)
+                memory = replace(
+                    memory, swap_used_bytes=mm_memory.swap_used_bytes, swap_total_bytes=mm_memory.swap_total_bytes
+                )
+            except ParseError as exc:
+                notes.append(str(exc))
+        else:
+            notes.append("install macmon for GPU power and utilisation (no sudo needed)")
+        used = memory.total_bytes - memory.available_bytes if memory.total_bytes and memory.available_bytes else None
+        if not gpus:
+            gpus = (
+                GpuReading(
+                    0, "Apple GPU", None, memory.total_bytes, used, None, None, None, None, memory_source="system"
+                ),
+            )
+        if memory.swap_used_bytes:
+            notes.append(f"swap in use on a unified-memory host: {gib(memory.swap_used_bytes)}")
+        return self._snapshot(
+            HostState.OK,
+            None,
+            source="macos",
+            memory_kind="unified",
+            gpus=gpus,
+            system_memory=memory,
+            rtt_ms=round(sysctl.elapsed_s * 1000, 1),
+            notes=tuple(notes),
+        )

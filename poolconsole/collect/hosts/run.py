@@ -1,0 +1,61 @@
+"""Poll every host once, concurrently (the `status` command); localhost reads NVML without SSH."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from pathlib import Path
+
+from poolconsole.collect.hosts.nvml import NvmlUnavailable, read_nvml
+from poolconsole.collect.hosts.poll import HostPoller
+from poolconsole.collect.hosts.systems import parse_meminfo
+from poolconsole.collect.prom import ParseError
+from poolconsole.collect.ssh import SSHPool
+from poolconsole.config.models import Host, PoolConfig
+from poolconsole.model.hosts import HostSnapshot, HostState, SystemMemory
+
+LOCAL = {"localhost", "127.0.0.1", "::1"}
+
+
+def _local_snapshot(host: Host) -> HostSnapshot | None:
+    """Blocking (run in a thread): NVML and /proc/meminfo of this machine, or None when NVML is absent."""
+    start = time.monotonic()
+    try:
+        gpus, processes, driver, unsupported = read_nvml()
+    except NvmlUnavailable:
+        return None
+    memory: SystemMemory | None = None
+    with contextlib.suppress(OSError, ParseError):
+        memory = parse_meminfo(Path("/proc/meminfo").read_text())
+    kind = host.memory_kind if host.memory_kind != "auto" else ("unified" if unsupported else "dedicated")
+    return HostSnapshot(
+        host.name,
+        host.address,
+        HostState.OK,
+        None,
+        source="nvml",
+        memory_kind=kind,
+        gpus=gpus,
+        processes=processes,
+        system_memory=memory,
+        rtt_ms=round((time.monotonic() - start) * 1000, 1),
+        fetched_at=time.time(),
+        driver=driver,
+    )
+
+
+async def sample_hosts(config: PoolConfig) -> list[HostSnapshot]:
+    pool = SSHPool(config.hosts, config.settings.ssh_timeout_s, config.settings.ssh_concurrency)
+
+    async def one(host: Host) -> HostSnapshot:
+        if host.address in LOCAL:
+            local = await asyncio.to_thread(_local_snapshot, host)
+            if local is not None:
+                return local
+        return await HostPoller(host, pool[host.name], config.engines).poll()
+
+    try:
+        return list(await asyncio.gather(*(one(h) for h in config.hosts)))
+    finally:
+        await pool.close()

@@ -1,0 +1,204 @@
+"""Pure parsers for the other host sources: /proc/meminfo, rocm-smi and amd-smi JSON, macOS
+(sysctl, vm_stat with its page size, macmon pipe)."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from poolconsole.collect.prom import ParseError
+from poolconsole.model.hosts import GpuReading, SystemMemory
+
+KIB = 1024
+MIB = 1024 * 1024
+
+
+def parse_meminfo(text: str) -> SystemMemory:
+    """/proc/meminfo: values in kB (really KiB). Used = MemTotal - MemAvailable."""
+    values: dict[str, int] = {}
+    for line in text.splitlines():
+        match = re.match(r"^(\w+(?:\(\w+\))?):\s+(\d+)(?:\s+kB)?\s*$", line.strip())
+        if match:
+            values[match.group(1)] = int(match.group(2)) * KIB
+    if "MemTotal" not in values:
+        raise ParseError("/proc/meminfo: no MemTotal line")
+    available = values.get("MemAvailable")
+    if available is None and "MemFree" in values:  # kernels before 3.14
+        available = values["MemFree"] + values.get("Buffers", 0) + values.get("Cached", 0)
+    swap_total = values.get("SwapTotal")
+    swap_free = values.get("SwapFree")
+    swap_used = swap_total - swap_free if swap_total is not None and swap_free is not None else None
+    return SystemMemory(values["MemTotal"], available, swap_used, swap_total)
+
+
+def _num(value: Any) -> float | None:
+    """amd-smi: {"value": N, "unit": ...} or "N/A"; rocm-smi: numbers as strings."""
+    if isinstance(value, dict):
+        value = value.get("value")
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        match = re.match(r"^\s*(-?\d+(?:\.\d+)?)", value)
+        return float(match.group(1)) if match else None
+    return None
+
+
+def _load(text: str, what: str) -> Any:
+    """The first JSON document in the output (tools print warnings before it)."""
+    decoder = json.JSONDecoder()
+    for index, char in enumerate(text):
+        if char in "{[":
+            try:
+                return decoder.raw_decode(text, index)[0]
+            except ValueError:
+                continue
+    raise ParseError(f"{what}: no JSON in the output")
+
+
+def parse_rocm_smi(text: str) -> tuple[GpuReading, ...]:
+    """`rocm-smi --showmeminfo vram --showuse --showtemp --showpower --showproductname --json`:
+    {"card0": {"VRAM Total Memory (B)": "...", ...}}; every value a string, memory in bytes."""
+    data = _load(text, "rocm-smi")
+    if not isinstance(data, dict):
+        raise ParseError("rocm-smi: expected an object of cards")
+    gpus: list[GpuReading] = []
+    for key in sorted(k for k in data if k.startswith("card")):
+        card = data[key]
+        if not isinstance(card, dict):
+            continue
+
+        def pick(*names: str, card: dict[str, Any] = card) -> float | None:
+            for name in names:
+                for k, v in card.items():
+                    if k.lower().startswith(name.lower()):
+                        return _num(v)
+            return None
+
+        total = pick("VRAM Total Memory (B)")
+        used = pick("VRAM Total Used Memory (B)")
+        name = card.get("Card Series") or card.get("Card series") or card.get("Card SKU") or card.get("Device Name")
+        gpus.append(
+            GpuReading(
+                index=int(key[4:]) if key[4:].isdigit() else None,
+                name=name if isinstance(name, str) else None,
+                uuid=card.get("Unique ID") if isinstance(card.get("Unique ID"), str) else None,
+                memory_total_bytes=int(total) if total is not None else None,
+                memory_used_bytes=int(used) if used is not None else None,
+                utilization_pct=pick("GPU use (%)"),
+                temperature_c=pick("Temperature (Sensor edge) (C)", "Temperature (Sensor junction) (C)"),
+                power_w=pick("Average Graphics Package Power (W)", "Current Socket Graphics Package Power (W)"),
+                power_limit_w=pick("Max Graphics Package Power (W)"),
+            )
+        )
+    return tuple(gpus)
+
+
+def parse_amd_smi(text: str) -> tuple[GpuReading, ...]:
+    """`amd-smi metric --json`: a list of per-GPU objects (or {"gpu_data": [...]}); memory "MB" is MiB.
+    APUs report VRAM plus GTT: both are counted, since models live in GTT there."""
+    data = _load(text, "amd-smi")
+    if isinstance(data, dict):
+        data = data.get("gpu_data", [data])
+    if not isinstance(data, list):
+        raise ParseError("amd-smi: expected a list of GPUs")
+    gpus: list[GpuReading] = []
+    for i, gpu in enumerate(data):
+        if not isinstance(gpu, dict):
+            continue
+        mem = gpu.get("mem_usage") if isinstance(gpu.get("mem_usage"), dict) else {}
+        usage = gpu.get("usage") if isinstance(gpu.get("usage"), dict) else {}
+        power = gpu.get("power") if isinstance(gpu.get("power"), dict) else {}
+        temp = gpu.get("temperature") if isinstance(gpu.get("temperature"), dict) else {}
+        assert isinstance(mem, dict) and isinstance(usage, dict) and isinstance(power, dict) and isinstance(temp, dict)
+
+        def mib(key: str, mem: dict[str, Any] = mem) -> float | None:
+            n = _num(mem.get(key))
+            return None if n is None else n * MIB
+
+        vram_total, vram_used = mib("total_vram"), mib("used_vram")
+        gtt_total, gtt_used = mib("total_gtt"), mib("used_gtt")
+        total = (vram_total or 0) + (gtt_total or 0) if vram_total is not None or gtt_total is not None else None
+        used = (vram_used or 0) + (gtt_used or 0) if vram_used is not None or gtt_used is not None else None
+        index = gpu.get("gpu", i)
+        gpus.append(
+            GpuReading(
+                index=int(index) if isinstance(index, int) else i,
+                name=None,
+                uuid=None,
+                memory_total_bytes=int(total) if total is not None else None,
+                memory_used_bytes=int(used) if used is not None else None,
+                utilization_pct=_num(usage.get("gfx_activity")),
+                temperature_c=_num(temp.get("edge"))
+                if _num(temp.get("edge")) is not None
+                else _num(temp.get("hotspot")),
+                power_w=_num(power.get("socket_power")),
+                power_limit_w=None,
+            )
+        )
+    return tuple(gpus)
+
+
+def parse_macos(sysctl_text: str, vm_stat_text: str) -> SystemMemory:
+    """`sysctl -n hw.memsize` (bytes) and `vm_stat` (page counts, page size in the header line)."""
+    try:
+        total = int(sysctl_text.strip().splitlines()[0].split()[-1])
+    except (ValueError, IndexError):
+        raise ParseError("sysctl hw.memsize: not a number") from None
+    size_match = re.search(r"page size of (\d+) bytes", vm_stat_text)
+    if size_match is None:
+        raise ParseError("vm_stat: no page size in the header")
+    page = int(size_match.group(1))
+    pages: dict[str, int] = {}
+    for line in vm_stat_text.splitlines():
+        match = re.match(r'^"?([^":]+)"?:\s+(\d+)\.?\s*$', line.strip())
+        if match:
+            pages[match.group(1).strip().lower()] = int(match.group(2))
+    free = pages.get("pages free", 0) + pages.get("pages speculative", 0)
+    reclaimable = pages.get("pages purgeable", 0) + pages.get("pages inactive", 0)
+    available = (free + reclaimable) * page
+    share = available / total if total else 0.0
+    pressure = "normal" if share > 0.25 else "warn" if share > 0.1 else "critical"
+    # vm_stat counts swap-ins/outs, not bytes in swap: swap use stays unknown here (macmon reports it).
+    return SystemMemory(total, available, None, None, pressure)
+
+
+def parse_macmon(text: str) -> tuple[SystemMemory, GpuReading]:
+    """One `macmon pipe -s 1` JSON line: memory in bytes, gpu_usage [MHz, fraction], powers in W."""
+    line = next((ln for ln in text.splitlines() if ln.strip().startswith("{")), "")
+    try:
+        data = json.loads(line)
+    except ValueError:
+        raise ParseError("macmon: no JSON line in the output") from None
+    if not isinstance(data, dict):
+        raise ParseError("macmon: expected an object")
+    mem = data.get("memory") if isinstance(data.get("memory"), dict) else {}
+    assert isinstance(mem, dict)
+    total, used = _num(mem.get("ram_total")), _num(mem.get("ram_usage"))
+    swap = _num(mem.get("swap_usage"))
+    gpu_usage = data.get("gpu_usage")
+    util = _num(gpu_usage[1]) if isinstance(gpu_usage, list) and len(gpu_usage) > 1 else None
+    temps = data.get("temp") if isinstance(data.get("temp"), dict) else {}
+    assert isinstance(temps, dict)
+    gpu_temp = _num(temps.get("gpu_temp_avg"))
+    memory = SystemMemory(
+        int(total) if total is not None else None,
+        int(total - used) if total is not None and used is not None else None,
+        int(swap) if swap is not None else None,
+        int(_num(mem.get("swap_total")) or 0) or None,
+    )
+    gpu = GpuReading(
+        index=0,
+        name="Apple GPU",
+        uuid=None,
+        memory_total_bytes=memory.total_bytes,
+        memory_used_bytes=int(used) if used is not None else None,
+        utilization_pct=util * 100 if util is not None else None,
+        temperature_c=gpu_temp if gpu_temp else None,  # macmon reports 0.0 when it cannot read it
+        power_w=_num(data.get("gpu_power")),
+        power_limit_w=None,
+        memory_source="system",
+    )
+    return memory, gpu

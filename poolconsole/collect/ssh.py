@@ -1,0 +1,233 @@
+"""SSH to the pool's hosts on asyncssh: one persistent connection per host, reused across polls,
+reconnected with backoff; a timeout on every command; bounded concurrency.
+
+Host keys are verified against known_hosts (asyncssh's default is ~/.ssh/known_hosts). An unknown or
+changed key is a state with the fix in words, never accepted silently; `host_key_policy = "accept-new"`
+records a first-seen key (as OpenSSH's StrictHostKeyChecking=accept-new), never a changed one. Only
+key and agent authentication. ~/.ssh/config is honoured the way OpenSSH users expect (Host aliases,
+HostName, User, Port, IdentityFile, ProxyJump), through asyncssh's own OpenSSH config support.
+
+Commands are fixed strings from the collectors' modules: nothing from config or the network is
+interpolated into them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import asyncssh
+
+from poolconsole.config.models import Host
+from poolconsole.model.hosts import HostState
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    command: str
+    exit_status: int | None
+    stdout: str
+    stderr: str
+    elapsed_s: float
+
+
+class SSHFailure(Exception):
+    """A connection or command failure, classified as a host state with the error in words."""
+
+    def __init__(self, state: HostState, message: str) -> None:
+        super().__init__(message)
+        self.state = state
+        self.message = message
+
+
+def _expand(path: str | None) -> str | None:
+    return None if path is None else os.path.expanduser(path)
+
+
+def _known_hosts_path(host: Host) -> str:
+    return _expand(host.known_hosts) or os.path.expanduser("~/.ssh/known_hosts")
+
+
+def _trusted_keys(host: Host, hostname: str, port: int) -> bool:
+    """Does known_hosts hold any key for this host (so a verification failure means the key *changed*)?"""
+    path = _known_hosts_path(host)
+    if not os.path.exists(path):
+        return False
+    try:
+        known = asyncssh.read_known_hosts(path)
+        names = [hostname if port == 22 else f"[{hostname}]:{port}", hostname, host.address]
+        for name in names:
+            trusted = known.match(name, "", port)
+            if trusted[0] or trusted[2]:  # host keys or CA keys
+                return True
+    except (OSError, ValueError, asyncssh.Error):
+        return False
+    return False
+
+
+def classify(exc: BaseException, host: Host, target: tuple[str, int]) -> SSHFailure:
+    """An exception from asyncssh or the socket layer, as a host state and a sentence with the fix."""
+    hostname, port = target
+    where = f"{hostname}:{port}"
+    kh = _known_hosts_path(host)
+    if isinstance(exc, asyncssh.HostKeyNotVerifiable):
+        if _trusted_keys(host, hostname, port):
+            return SSHFailure(
+                HostState.HOST_KEY_CHANGED,
+                f"the host key of {where} does not match the one in {kh}: the host was reinstalled or someone is "
+                f"in the middle. Check it out of band, then replace the entry (ssh-keygen -R '[{hostname}]:{port}' "
+                f"-f {kh} and ssh once to record the new key)",
+            )
+        return SSHFailure(
+            HostState.HOST_KEY_UNKNOWN,
+            f"the host key of {where} is not in {kh}: verify it and add it (ssh -p {port} {hostname} once, or "
+            f'ssh-keyscan -p {port} {hostname} >> {kh}), or set host_key_policy = "accept-new" for this host',
+        )
+    if isinstance(exc, asyncssh.PermissionDenied):
+        return SSHFailure(
+            HostState.AUTH_FAILED,
+            f"authentication refused by {where} (key and agent "
+            f"authentication only): check user and identity_file, and the key in authorized_keys",
+        )
+    if isinstance(exc, TimeoutError | asyncio.TimeoutError):
+        return SSHFailure(HostState.UNREACHABLE, f"no answer from {where} within the SSH timeout")
+    if isinstance(exc, ConnectionRefusedError):
+        return SSHFailure(HostState.UNREACHABLE, f"connection refused by {where} (is sshd running on that port?)")
+    if isinstance(exc, asyncssh.ConnectionLost):
+        return SSHFailure(HostState.UNREACHABLE, f"connection to {where} lost")
+    if isinstance(exc, asyncssh.DisconnectError):
+        return SSHFailure(HostState.UNREACHABLE, f"{where} disconnected: {exc.reason}")
+    if isinstance(exc, OSError):
+        return SSHFailure(HostState.UNREACHABLE, f"cannot reach {where}: {exc.strerror or exc}")
+    if isinstance(exc, asyncssh.Error):
+        return SSHFailure(HostState.UNREACHABLE, f"SSH error with {where}: {exc}")
+    return SSHFailure(HostState.UNREACHABLE, f"{type(exc).__name__}: {exc}")
+
+
+class HostConnection:
+    """One persistent SSH connection to one host, opened on first use and after any failure."""
+
+    BACKOFF = (1.0, 2.0, 5.0, 10.0, 30.0)
+
+    def __init__(self, host: Host, timeout_s: float, semaphore: asyncio.Semaphore) -> None:
+        self.host = host
+        self.timeout_s = timeout_s
+        self.semaphore = semaphore
+        self.conn: asyncssh.SSHClientConnection | None = None
+        self.failures = 0
+        self.retry_at = 0.0
+        self.last_failure: SSHFailure | None = None
+        self.connects = 0
+        self._lock = asyncio.Lock()
+
+    def _options(self) -> dict[str, Any]:
+        host = self.host
+        opts: dict[str, Any] = {
+            "known_hosts": _known_hosts_path(host),
+            "password_auth": False,
+            "kbdint_auth": False,
+            "connect_timeout": self.timeout_s,
+            "keepalive_interval": 30,
+            "keepalive_count_max": 3,
+        }
+        if host.port is not None:
+            opts["port"] = host.port
+        if host.user is not None:
+            opts["username"] = host.user
+        if host.identity_file is not None:
+            opts["client_keys"] = [_expand(host.identity_file)]
+        if host.ssh_config is not None:
+            opts["config"] = [_expand(host.ssh_config)]
+        return opts
+
+    def target(self) -> tuple[str, int]:
+        """The address and port asyncssh will use after ~/.ssh/config (for messages)."""
+        return self.host.address, self.host.port or 22
+
+    async def _accept_new(self, opts: dict[str, Any]) -> None:
+        """accept-new: record an unknown host's key, the way OpenSSH's StrictHostKeyChecking=accept-new does."""
+        hostname, port = self.target()
+        key = await asyncssh.get_server_host_key(hostname, port, config=opts.get("config", ()))
+        if key is None:
+            raise asyncssh.HostKeyNotVerifiable("no host key offered")
+        path = Path(opts["known_hosts"])
+        path.parent.mkdir(parents=True, exist_ok=True)
+        name = hostname if port == 22 else f"[{hostname}]:{port}"
+        with path.open("a") as fh:
+            fh.write(f"{name} {key.export_public_key().decode().strip()}\n")
+
+    async def connect(self) -> asyncssh.SSHClientConnection:
+        if self.conn is not None and not self.conn.is_closed():
+            return self.conn
+        now = time.monotonic()
+        if now < self.retry_at and self.last_failure is not None:
+            raise self.last_failure
+        opts = self._options()
+        try:
+            async with asyncio.timeout(self.timeout_s * 2):
+                try:
+                    self.conn = await asyncssh.connect(self.host.address, **opts)
+                except asyncssh.HostKeyNotVerifiable:
+                    if self.host.host_key_policy != "accept-new" or _trusted_keys(self.host, *self.target()):
+                        raise
+                    await self._accept_new(opts)
+                    self.conn = await asyncssh.connect(self.host.address, **opts)
+        except BaseException as exc:
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            failure = classify(exc, self.host, self.target())
+            self.failures += 1
+            self.retry_at = now + self.BACKOFF[min(self.failures - 1, len(self.BACKOFF) - 1)]
+            self.last_failure = failure
+            raise failure from None
+        self.failures = 0
+        self.last_failure = None
+        self.connects += 1
+        return self.conn
+
+    async def run(self, command: str, timeout_s: float | None = None) -> CommandResult:
+        """Run a fixed command; raises SSHFailure. A command that outlives its timeout is abandoned and
+        the connection is kept (the channel is closed)."""
+        timeout = timeout_s or self.timeout_s
+        async with self.semaphore:
+            async with self._lock:
+                conn = await self.connect()
+            start = time.monotonic()
+            try:
+                result = await asyncio.wait_for(conn.run(command, check=False), timeout)
+            except TimeoutError:
+                raise SSHFailure(
+                    HostState.DEGRADED, f"`{command.split()[0]}` did not finish within {timeout:g} s on the host"
+                ) from None
+            except (asyncssh.Error, OSError) as exc:
+                await self.close()
+                raise classify(exc, self.host, self.target()) from None
+        stdout = result.stdout if isinstance(result.stdout, str) else (result.stdout or b"").decode(errors="replace")
+        stderr = result.stderr if isinstance(result.stderr, str) else (result.stderr or b"").decode(errors="replace")
+        return CommandResult(command, result.exit_status, stdout, stderr, time.monotonic() - start)
+
+    async def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            with contextlib.suppress(TimeoutError, asyncssh.Error, OSError):
+                await asyncio.wait_for(self.conn.wait_closed(), 2)
+            self.conn = None
+
+
+class SSHPool:
+    """Connections to every host, sharing one concurrency bound."""
+
+    def __init__(self, hosts: list[Host], timeout_s: float, concurrency: int) -> None:
+        self.semaphore = asyncio.Semaphore(concurrency)
+        self.connections = {h.name: HostConnection(h, timeout_s, self.semaphore) for h in hosts}
+
+    def __getitem__(self, name: str) -> HostConnection:
+        return self.connections[name]
+
+    async def close(self) -> None:
+        await asyncio.gather(*(c.close() for c in self.connections.values()))

@@ -1,0 +1,96 @@
+"""Host snapshots: GPUs and memory of one machine, as read over SSH or NVML. Unknown is None."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class HostState(StrEnum):
+    OK = "ok"
+    DEGRADED = "degraded"
+    UNREACHABLE = "unreachable"
+    AUTH_FAILED = "auth_failed"
+    HOST_KEY_UNKNOWN = "host_key_unknown"
+    HOST_KEY_CHANGED = "host_key_changed"
+
+
+@dataclass(frozen=True)
+class GpuProcess:
+    pid: int | None
+    name: str | None
+    gpu_uuid: str | None
+    used_memory_bytes: int | None
+    engine: str | None = None
+    """The configured engine this process belongs to, when the mapping is known."""
+
+
+@dataclass(frozen=True)
+class GpuReading:
+    index: int | None
+    name: str | None
+    uuid: str | None
+    memory_total_bytes: int | None
+    memory_used_bytes: int | None
+    utilization_pct: float | None
+    temperature_c: float | None
+    power_w: float | None
+    power_limit_w: float | None
+    memory_free_bytes: int | None = None
+    memory_reserved_bytes: int | None = None
+    sm_clock_mhz: float | None = None
+    mem_clock_mhz: float | None = None
+    pcie_gen: int | None = None
+    pcie_width: int | None = None
+    memory_source: str = "device"
+    """'device' (the GPU's own memory counters) or 'system' (unified memory read from the OS)."""
+
+
+@dataclass(frozen=True)
+class SystemMemory:
+    total_bytes: int | None
+    available_bytes: int | None
+    swap_used_bytes: int | None
+    swap_total_bytes: int | None = None
+    pressure: str | None = None
+    """macOS: normal / warn / critical, from the free+purgeable share; None elsewhere."""
+
+
+@dataclass(frozen=True)
+class HostSnapshot:
+    name: str
+    address: str
+    state: HostState
+    error: str | None = None
+    source: str | None = None
+    memory_kind: str | None = None
+    gpus: tuple[GpuReading, ...] = ()
+    processes: tuple[GpuProcess, ...] = ()
+    system_memory: SystemMemory | None = None
+    rtt_ms: float | None = None
+    fetched_at: float = 0.0
+    driver: str | None = None
+    notes: tuple[str, ...] = ()
+    engine_gpus: dict[str, list[int]] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        gpus = [{k: v for k, v in asdict(g).items()} for g in self.gpus]
+        return {
+            "name": self.name,
+            "state": self.state.value,
+            "error": self.error,
+            "source": self.source,
+            "memory_kind": self.memory_kind,
+            "gpus": gpus,
+            "system_memory": asdict(self.system_memory)
+            if self.system_memory
+            else {"total_bytes": None, "available_bytes": None, "swap_used_bytes": None},
+            "rtt_ms": self.rtt_ms,
+            "address": self.address,
+            "driver": self.driver,
+            "processes": [asdict(p) for p in self.processes],
+            "engine_gpus": self.engine_gpus,
+            "notes": list(self.notes),
+            "polled_at": self.fetched_at,
+        }

@@ -1,0 +1,178 @@
+"""Real OpenSSH sshd instances on loopback, one per test "host", each with throwaway host and client
+keys, its own known_hosts, an ssh_config-style file, and playback shims on the session's PATH."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tests.helpers.rawhttp import free_port
+
+SSHD = "/usr/sbin/sshd"
+PLAYBACK = Path(__file__).parent / "shims" / "playback.py"
+
+
+def keygen(path: Path) -> None:
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True)
+
+
+@dataclass
+class FakeHost:
+    """One sshd on 127.0.0.1:port playing a GPU host."""
+
+    name: str
+    root: Path
+    scenario: dict[str, Any]
+    tools: tuple[str, ...]
+    port: int = field(default_factory=free_port)
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def host_key(self) -> Path:
+        return self.root / "host_ed25519"
+
+    def setup(self, client_pub: str) -> None:
+        if not Path(SSHD).exists():
+            raise RuntimeError("openssh-server is not installed (scripts/test.sh installs it)")
+        Path("/run/sshd").mkdir(parents=True, exist_ok=True)
+        self.root.mkdir(parents=True, exist_ok=True)
+        if not self.host_key.exists():
+            keygen(self.host_key)
+        (self.root / "authorized_keys").write_text(client_pub + "\n")
+        bin_dir = self.root / "bin"
+        shutil.rmtree(bin_dir, ignore_errors=True)
+        bin_dir.mkdir()
+        for tool in self.tools:
+            wrapper = bin_dir / tool
+            wrapper.write_text(f'#!/bin/sh\nexec {sys.executable} {PLAYBACK} {tool} "$@"\n')
+            wrapper.chmod(0o755)
+        (self.root / "scenario.json").write_text(json.dumps(self.scenario))
+        (self.root / "sshd_config").write_text(
+            f"Port {self.port}\nListenAddress 127.0.0.1\nHostKey {self.host_key}\n"
+            f"AuthorizedKeysFile {self.root / 'authorized_keys'}\nPidFile {self.root / 'sshd.pid'}\n"
+            "PasswordAuthentication no\nKbdInteractiveAuthentication no\nPubkeyAuthentication yes\n"
+            "PermitRootLogin prohibit-password\nUsePAM no\nStrictModes no\nMaxSessions 64\nMaxStartups 100\n"
+            f"SetEnv PATH={bin_dir}:/usr/local/bin:/usr/bin:/bin SHIM_SCENARIO={self.root / 'scenario.json'}\n"
+        )
+
+    def set_scenario(self, scenario: dict[str, Any]) -> None:
+        self.scenario = scenario
+        (self.root / "scenario.json").write_text(json.dumps(scenario))
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            [SSHD, "-D", "-e", "-f", str(self.root / "sshd_config")],
+            stdout=subprocess.DEVNULL,
+            stderr=(self.root / "sshd.log").open("wb"),
+        )
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", self.port)) == 0:
+                    return
+            time.sleep(0.05)
+        raise RuntimeError(f"sshd did not start: {(self.root / 'sshd.log').read_text()[-2000:]}")
+
+    def stop(self) -> None:
+        """Kill sshd and every session it forked (the host goes away)."""
+        if self.proc is not None:
+            for pid in [*descendants(self.proc.pid), self.proc.pid]:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+            self.proc.wait(5)
+            self.proc = None
+
+    def known_hosts_line(self) -> str:
+        return f"[127.0.0.1]:{self.port} {Path(f'{self.host_key}.pub').read_text().strip()}"
+
+
+class Lab:
+    """A client identity and several fake hosts."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        root.mkdir(parents=True, exist_ok=True)
+        self.client_key = root / "client_ed25519"
+        keygen(self.client_key)
+        self.client_pub = Path(f"{self.client_key}.pub").read_text().strip()
+        self.known_hosts = root / "known_hosts"
+        self.known_hosts.write_text("")
+        self.hosts: dict[str, FakeHost] = {}
+
+    def add(self, name: str, scenario: dict[str, Any], tools: tuple[str, ...], trust: bool = True) -> FakeHost:
+        host = FakeHost(name, self.root / name, scenario, tools)
+        host.setup(self.client_pub)
+        host.start()
+        if trust:
+            with self.known_hosts.open("a") as fh:
+                fh.write(host.known_hosts_line() + "\n")
+        self.hosts[name] = host
+        return host
+
+    def toml(self, engines: str = "", **per_host: str) -> str:
+        lines = ["[settings]", "ssh_timeout_s = 3.0", ""]
+        for host in self.hosts.values():
+            lines += [
+                "[[hosts]]",
+                f'name = "{host.name}"',
+                'address = "127.0.0.1"',
+                f"port = {host.port}",
+                'user = "root"',
+                f'identity_file = "{self.client_key}"',
+                f'known_hosts = "{self.known_hosts}"',
+            ]
+            lines += [per_host[host.name]] if host.name in per_host else []
+            lines.append("")
+        return "\n".join(lines) + engines
+
+    def stop(self) -> None:
+        for host in self.hosts.values():
+            host.stop()
+
+
+def h200_catalog(capture: Path) -> list[dict[str, str]]:
+    """Rows of an all-fields `--format=csv` capture as {field: value-with-units}."""
+    lines = capture.read_text().splitlines()
+    header = [h.strip().split(" [")[0] for h in lines[0].split(", ")]
+    return [dict(zip(header, (v.strip() for v in line.split(", ")), strict=False)) for line in lines[1:] if line]
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid` (sshd's per-connection children and the commands they run)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(entry.name))
+    out: list[int] = []
+    stack = [pid]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            out.append(child)
+            stack.append(child)
+    return out
+
+
+def process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    return True
+
+
+__all__ = ["FakeHost", "Lab", "h200_catalog", "process_alive", "signal"]
