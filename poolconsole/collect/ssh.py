@@ -191,8 +191,8 @@ class HostConnection:
         return self.conn
 
     async def run(self, command: str, timeout_s: float | None = None) -> CommandResult:
-        """Run a fixed command; raises SSHFailure. A command that outlives its timeout is abandoned and
-        the connection is kept (the channel is closed)."""
+        """Run a fixed command; raises SSHFailure. A command that outlives its timeout is abandoned; the
+        connection is kept when the host still answers a ping, dropped when it does not."""
         timeout = timeout_s or self.timeout_s
         async with self.semaphore:
             async with self._lock:
@@ -201,15 +201,36 @@ class HostConnection:
             try:
                 result = await asyncio.wait_for(conn.run(command, check=False), timeout)
             except TimeoutError:
-                raise SSHFailure(
-                    HostState.DEGRADED, f"`{command.split()[0]}` did not finish within {timeout:g} s on the host"
-                ) from None
+                raise await self._hung(conn, command, timeout) from None
             except (asyncssh.Error, OSError) as exc:
                 await self.close()
                 raise classify(exc, self.host, self.target()) from None
         stdout = result.stdout if isinstance(result.stdout, str) else (result.stdout or b"").decode(errors="replace")
         stderr = result.stderr if isinstance(result.stderr, str) else (result.stderr or b"").decode(errors="replace")
         return CommandResult(command, result.exit_status, stdout, stderr, time.monotonic() - start)
+
+    async def _hung(self, conn: asyncssh.SSHClientConnection, command: str, timeout: float) -> SSHFailure:
+        """A command outlived its timeout: is the command stuck, or has the host (or the link) gone?"""
+        try:
+            await asyncio.wait_for(conn.run("true", check=False), min(2.0, self.timeout_s))
+        except (TimeoutError, asyncssh.Error, OSError):
+            self.abort()
+            hostname, port = self.target()
+            return SSHFailure(
+                HostState.UNREACHABLE,
+                f"{hostname}:{port} stopped answering (host down or link cut): "
+                f"`{command.split()[0]}` got no answer within {timeout:g} s, nor did a ping",
+            )
+        return SSHFailure(
+            HostState.DEGRADED,
+            f"`{command.split()[0]}` did not finish within {timeout:g} s on the host (the host answers otherwise)",
+        )
+
+    def abort(self) -> None:
+        """Drop the connection without a goodbye (the peer is not answering)."""
+        if self.conn is not None:
+            self.conn.abort()
+            self.conn = None
 
     async def close(self) -> None:
         if self.conn is not None:

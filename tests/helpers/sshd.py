@@ -36,6 +36,9 @@ class FakeHost:
     tools: tuple[str, ...]
     port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
+    address: str = "127.0.0.1"
+    netns: str | None = None
+    """Run sshd inside this network namespace (made by the test), listening on `address`."""
 
     @property
     def host_key(self) -> Path:
@@ -58,7 +61,7 @@ class FakeHost:
             wrapper.chmod(0o755)
         (self.root / "scenario.json").write_text(json.dumps(self.scenario))
         (self.root / "sshd_config").write_text(
-            f"Port {self.port}\nListenAddress 127.0.0.1\nHostKey {self.host_key}\n"
+            f"Port {self.port}\nListenAddress {self.address}\nHostKey {self.host_key}\n"
             f"AuthorizedKeysFile {self.root / 'authorized_keys'}\nPidFile {self.root / 'sshd.pid'}\n"
             "PasswordAuthentication no\nKbdInteractiveAuthentication no\nPubkeyAuthentication yes\n"
             "PermitRootLogin prohibit-password\nUsePAM no\nStrictModes no\nMaxSessions 64\nMaxStartups 100\n"
@@ -70,15 +73,17 @@ class FakeHost:
         (self.root / "scenario.json").write_text(json.dumps(scenario))
 
     def start(self) -> None:
+        prefix = ["ip", "netns", "exec", self.netns] if self.netns else []
         self.proc = subprocess.Popen(
-            [SSHD, "-D", "-e", "-f", str(self.root / "sshd_config")],
+            [*prefix, SSHD, "-D", "-e", "-f", str(self.root / "sshd_config")],
             stdout=subprocess.DEVNULL,
             stderr=(self.root / "sshd.log").open("wb"),
         )
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", self.port)) == 0:
+                s.settimeout(0.5)
+                if s.connect_ex((self.address, self.port)) == 0:
                     return
             time.sleep(0.05)
         raise RuntimeError(f"sshd did not start: {(self.root / 'sshd.log').read_text()[-2000:]}")
@@ -93,7 +98,7 @@ class FakeHost:
             self.proc = None
 
     def known_hosts_line(self) -> str:
-        return f"[127.0.0.1]:{self.port} {Path(f'{self.host_key}.pub').read_text().strip()}"
+        return f"[{self.address}]:{self.port} {Path(f'{self.host_key}.pub').read_text().strip()}"
 
 
 class Lab:
@@ -109,8 +114,16 @@ class Lab:
         self.known_hosts.write_text("")
         self.hosts: dict[str, FakeHost] = {}
 
-    def add(self, name: str, scenario: dict[str, Any], tools: tuple[str, ...], trust: bool = True) -> FakeHost:
-        host = FakeHost(name, self.root / name, scenario, tools)
+    def add(
+        self,
+        name: str,
+        scenario: dict[str, Any],
+        tools: tuple[str, ...],
+        trust: bool = True,
+        address: str = "127.0.0.1",
+        netns: str | None = None,
+    ) -> FakeHost:
+        host = FakeHost(name, self.root / name, scenario, tools, address=address, netns=netns)
         host.setup(self.client_pub)
         host.start()
         if trust:
@@ -125,7 +138,7 @@ class Lab:
             lines += [
                 "[[hosts]]",
                 f'name = "{host.name}"',
-                'address = "127.0.0.1"',
+                f'address = "{host.address}"',
                 f"port = {host.port}",
                 'user = "root"',
                 f'identity_file = "{self.client_key}"',
@@ -176,3 +189,44 @@ def process_alive(pid: int) -> bool:
 
 
 __all__ = ["FakeHost", "Lab", "h200_catalog", "process_alive", "signal"]
+
+
+class NetNamespace:
+    """A network namespace joined to this one by a veth pair: a test host whose link can be cut.
+
+    Addresses are on the namespace's own /30, which exists only inside this test's sandbox.
+    """
+
+    def __init__(self, name: str, host_ip: str = "10.250.77.1", ns_ip: str = "10.250.77.2") -> None:
+        self.name, self.host_ip, self.ns_ip = name, host_ip, ns_ip
+        self.veth = f"v{name[:10]}"
+
+    def _ip(self, *args: str) -> None:
+        subprocess.run(["ip", *args], check=True, capture_output=True)
+
+    def up(self) -> NetNamespace:
+        self.down()
+        self._ip("netns", "add", self.name)
+        self._ip("link", "add", self.veth, "type", "veth", "peer", "name", "eth0", "netns", self.name)
+        self._ip("addr", "add", f"{self.host_ip}/30", "dev", self.veth)
+        self._ip("link", "set", self.veth, "up")
+        self._ip("-n", self.name, "addr", "add", f"{self.ns_ip}/30", "dev", "eth0")
+        self._ip("-n", self.name, "link", "set", "eth0", "up")
+        self._ip("-n", self.name, "link", "set", "lo", "up")
+        # Safety net: if the veth route ever disappears, packets for this range die here instead of
+        # following the default route off the machine.
+        self._ip("route", "add", "blackhole", self.blackhole, "metric", "4000")
+        return self
+
+    @property
+    def blackhole(self) -> str:
+        return ".".join(self.host_ip.split(".")[:3]) + ".0/24"
+
+    def cut(self) -> None:
+        """The namespace's end goes down: packets vanish, nothing is refused (a host off the network)."""
+        self._ip("-n", self.name, "link", "set", "eth0", "down")
+
+    def down(self) -> None:
+        subprocess.run(["ip", "route", "del", "blackhole", self.blackhole], capture_output=True, check=False)
+        subprocess.run(["ip", "link", "del", self.veth], capture_output=True, check=False)
+        subprocess.run(["ip", "netns", "del", self.name], capture_output=True, check=False)

@@ -23,7 +23,7 @@ from poolconsole.collect.ssh import SSHPool
 from poolconsole.config import parse_config
 from poolconsole.model.hosts import HostState
 from tests.conftest import FIXTURES, REAL
-from tests.helpers.sshd import Lab, h200_catalog
+from tests.helpers.sshd import Lab, NetNamespace, h200_catalog
 
 H200 = REAL / "gpu" / "nvidia-h200"
 SAMPLES = REAL / "issue-samples"
@@ -353,3 +353,31 @@ def test_status_json_fills_hosts(lab: Lab, tmp_path: Path) -> None:
             }
     assert hosts["h200"]["memory_kind"] == "dedicated" and hosts["spark"]["memory_kind"] == "unified"
     assert re.match(r"GPU-", hosts["h200"]["gpus"][0]["uuid"])
+
+
+async def test_host_in_a_network_namespace_whose_link_is_cut(lab: Lab) -> None:
+    ns = NetNamespace(f"pc{__import__('os').getpid() % 100000}").up()
+    try:
+        row = h200_catalog(H200 / "query-gpu.all-fields.idle.csv")
+        scenario = {"nvidia": {"gpus": row, "apps": [], "app_fields": ["gpu_uuid"]}}
+        lab.add("far", scenario, ("nvidia-smi",), address=ns.ns_ip, netns=ns.name)
+        lab.add("near", scenario, ("nvidia-smi",))
+        config = parse_config(lab.toml())
+        pool = SSHPool(config.hosts, 2.0, 8)
+        pollers = {h.name: HostPoller(h, pool[h.name]) for h in config.hosts}
+        try:
+            first = await asyncio.gather(*(p.poll() for p in pollers.values()))
+            assert all(s.state is HostState.OK for s in first), [s.error for s in first]
+            ns.cut()
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+            far, near = await asyncio.gather(pollers["far"].poll(), pollers["near"].poll())
+            assert near.state is HostState.OK  # the others keep updating
+            assert far.state is HostState.UNREACHABLE and "stopped answering" in (far.error or ""), far.error
+            assert loop.time() - started < 2.0 + 2.0 + 1.0  # one command timeout plus one ping
+        finally:
+            pool["far"].abort()
+            await pool.close()
+    finally:
+        lab.hosts["far"].stop() if "far" in lab.hosts else None
+        ns.down()
