@@ -58,8 +58,10 @@ async def main(hosts: int, cycles: int) -> None:
     for label, runs in (("persistent connections", kept), ("reconnect every poll", fresh)):
         walls = [w for w, _ in runs]
         cpus = [c for _, c in runs]
-        print(f"{label:24s} {hosts} hosts: wall median {statistics.median(walls) * 1000:7.1f} ms "
-              f"(min {min(walls) * 1000:.1f}), console CPU median {statistics.median(cpus) * 1000:7.1f} ms per cycle")
+        print(
+            f"{label:24s} {hosts} hosts: wall median {statistics.median(walls) * 1000:7.1f} ms "
+            f"(min {min(walls) * 1000:.1f}), console CPU median {statistics.median(cpus) * 1000:7.1f} ms per cycle"
+        )
     ratio_wall = statistics.median(w for w, _ in fresh) / statistics.median(w for w, _ in kept)
     ratio_cpu = statistics.median(c for _, c in fresh) / statistics.median(c for _, c in kept)
     print(f"reconnect / persistent: wall x{ratio_wall:.1f}, CPU x{ratio_cpu:.1f} ({cycles} cycles each)")

@@ -6,13 +6,16 @@ import argparse
 import asyncio
 import contextlib
 import os
+import shutil
 import signal
 import sys
 import time
 from pathlib import Path
 
+import asyncssh
 import httpx
 
+from poolconsole.sim.hosts import SimHost
 from poolconsole.sim.pool import EngineSpec, HostSpec, pool
 from poolconsole.sim.server import SimEngine
 
@@ -29,11 +32,14 @@ class SimPool:
         self.hosts, self.engine_specs = pool(nodes)
         self.seed = seed
         self.engines: dict[str, SimEngine] = {}
+        self.sim_hosts: dict[str, SimHost] = {}
+        self.keys_dir: Path | None = None
         self.down_hosts: set[str] = set()
         self._tasks: list[asyncio.Task[None]] = []
         self.started_at = time.monotonic()
 
-    async def start(self) -> None:
+    async def start(self, keys_dir: Path | None = None) -> None:
+        """Start every engine and, with a `keys_dir` for the throwaway SSH keys, every host's SSH server."""
         for i, spec in enumerate(self.engine_specs):
             if spec.kind == "litellm":
                 continue
@@ -50,9 +56,29 @@ class SimPool:
                 gateway = SimEngine(spec, self.seed, backends=routes)
                 await gateway.start()
                 self.engines[spec.name] = gateway
+        if keys_dir is not None:
+            await self._start_hosts(keys_dir)
         self._tasks.append(asyncio.create_task(self._tick()))
         if self.scenario in ("node-down", "restart"):
             self._tasks.append(asyncio.create_task(self._scenario()))
+
+    async def _start_hosts(self, keys_dir: Path) -> None:
+        """Hosts over real SSH: throwaway host and client keys, an authorized_keys and a known_hosts."""
+        keys_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.keys_dir = keys_dir
+        host_key = asyncssh.generate_private_key("ssh-ed25519")
+        client_key = asyncssh.generate_private_key("ssh-ed25519", comment="poolconsole-demo")
+        client_key.write_private_key(str(keys_dir / "id_ed25519"))
+        os.chmod(keys_dir / "id_ed25519", 0o600)
+        client_key.write_public_key(str(keys_dir / "authorized_keys"))
+        known: list[str] = []
+        for index, spec in enumerate(self.hosts):
+            engines = [e for e in self.engines.values() if e.spec.host == spec.name]
+            host = SimHost(spec, engines, index)
+            await host.start(host_key, keys_dir / "authorized_keys")
+            self.sim_hosts[spec.name] = host
+            known.append(f"[127.0.0.1]:{host.port} {host_key.export_public_key().decode().strip()}")
+        (keys_dir / "known_hosts").write_text("\n".join(known) + "\n")
 
     async def _tick(self) -> None:
         arrivals = 4.0 if self.scenario == "overload" else 1.0
@@ -76,6 +102,8 @@ class SimPool:
     async def host_down(self, host: str) -> None:
         """The host stops answering: its engines refuse connections."""
         self.down_hosts.add(host)
+        if host in self.sim_hosts:
+            await self.sim_hosts[host].stop()
         for engine in self.engines.values():
             if engine.spec.host == host:
                 await engine.stop_listening()
@@ -126,6 +154,10 @@ class SimPool:
                 await task
         for engine in self.engines.values():
             await engine.close()
+        for host in self.sim_hosts.values():
+            await host.stop()
+        if self.keys_dir is not None:
+            shutil.rmtree(self.keys_dir, ignore_errors=True)
 
     def config_toml(self) -> str:
         lines = [
@@ -136,6 +168,23 @@ class SimPool:
             "http_timeout_s = 3.0",
             "",
         ]
+        for host_spec in self.hosts:
+            host = self.sim_hosts.get(host_spec.name)
+            if host is None or self.keys_dir is None:
+                continue
+            lines += [
+                "[[hosts]]",
+                f'name = "{host_spec.name}"',
+                'address = "127.0.0.1"',
+                f"port = {host.port}",
+                'user = "demo"',
+                f'identity_file = "{self.keys_dir / "id_ed25519"}"',
+                f'known_hosts = "{self.keys_dir / "known_hosts"}"',
+                f'description = "{host_spec.description} (simulated)"',
+            ]
+            if host_spec.platform in ("nvidia-unified", "apple"):
+                lines.append('memory_kind = "unified"')
+            lines.append("")
         for spec in self.engine_specs:
             engine = self.engines[spec.name]
             lines += [
@@ -165,14 +214,15 @@ async def _serve(args: argparse.Namespace, show: bool) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    try:
-        await sim.start()
-        await sim.wait_ready()
-        config_path = Path(args.config_out) if args.config_out else None
-        if config_path is None and show:
-            from platformdirs import user_runtime_path
+    config_path = Path(args.config_out) if args.config_out else None
+    if config_path is None and show:
+        from platformdirs import user_runtime_path
 
-            config_path = user_runtime_path("poolconsole", ensure_exists=True) / f"demo-{os.getpid()}.toml"
+        config_path = user_runtime_path("poolconsole", ensure_exists=True) / f"demo-{os.getpid()}.toml"
+    keys_dir = config_path.with_name(config_path.name + ".ssh") if config_path is not None else None
+    try:
+        await sim.start(keys_dir)
+        await sim.wait_ready()
         if config_path is not None:
             write_atomically(config_path, sim.config_toml())
         if not show:

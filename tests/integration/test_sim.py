@@ -184,7 +184,7 @@ def test_demo_serve_only_writes_config_and_stops_cleanly(tmp_path: Path) -> None
             time.sleep(0.1)
         assert out.exists(), proc.stderr.read() if proc.poll() is not None else "no config written"
         config = parse_config(out.read_text())
-        assert len(config.engines) == 8
+        assert len(config.engines) == 8 and len(config.hosts) == 7
         status = subprocess.run(
             [sys.executable, "-m", "poolconsole", "status", "--config", str(out), "--json", "--samples", "1"],
             capture_output=True,
@@ -192,12 +192,53 @@ def test_demo_serve_only_writes_config_and_stops_cleanly(tmp_path: Path) -> None
             timeout=60,
         )
         assert status.returncode == 0, status.stdout[-2000:]
-        assert {e["state"] for e in json.loads(status.stdout)["engines"]} == {"ok"}
+        doc = json.loads(status.stdout)
+        assert {e["state"] for e in doc["engines"]} == {"ok"}
+        hosts = {h["name"]: h for h in doc["hosts"]}
+        assert {h["state"] for h in hosts.values()} == {"ok"}, [h["error"] for h in hosts.values()]
+        assert len(hosts["tp4"]["gpus"]) == 4 and hosts["tp4"]["source"] == "nvidia-smi"
+        assert hosts["spark"]["memory_kind"] == "unified" and hosts["studio"]["source"] == "macos"
+        tp4 = hosts["tp4"]["gpus"][0]
+        assert 0.5 < tp4["memory_used_bytes"] / tp4["memory_total_bytes"] < 1  # weights + KV per TP shard
     finally:
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=15) == 0
+    assert not out.with_name(out.name + ".ssh").exists()  # throwaway keys removed
     urls = [e.url for e in config.engines]
     for url in urls:
         with pytest.raises(httpx.ConnectError):
             httpx.get(url, timeout=1, trust_env=False)
     assert os.path.exists(out)
+
+
+async def test_restart_resets_counters_and_node_down_is_reported(tmp_path: Path) -> None:
+    from poolconsole.collect.hosts.run import sample_hosts
+
+    pool = SimPool(seed=4)
+    await pool.start(tmp_path / "keys")
+    try:
+        await pool.wait_ready()
+        config = parse_config(pool.config_toml())
+        await asyncio.sleep(2.0)  # let the team generate some tokens
+
+        async def restart_soon() -> None:
+            await asyncio.sleep(0.6)
+            pool.engines["qwen2.5-coder-3090"].restart(loading_s=0.2)  # llama.cpp style: 503 while loading
+            await pool.restart("qwen3-next-80b", refuse_s=0.3)  # vLLM style: refused until ready
+
+        task = asyncio.create_task(restart_soon())
+        samples = await sample_engines(config, samples=2, interval_s=1.5)
+        await task
+        for name in ("qwen2.5-coder-3090", "qwen3-next-80b"):
+            view = engine_view(samples[name])
+            assert view.state == "ok" and view.counter_resets == 1, (name, view.error)
+            assert view.generation_tokens_per_s is None or view.generation_tokens_per_s >= 0
+
+        await pool.host_down("ws48")
+        views = {n: engine_view(s) for n, s in (await sample_engines(config, 1, 0)).items()}
+        assert views["qwen3-30b-a3b"].state == "down" and "refused" in (views["qwen3-30b-a3b"].error or "")
+        assert views["qwen3-next-80b"].state == "ok"
+        hosts = {h.name: h for h in await sample_hosts(config)}
+        assert hosts["ws48"].state.value == "unreachable" and hosts["tp4"].state.value == "ok"
+    finally:
+        await pool.stop()

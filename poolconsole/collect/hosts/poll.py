@@ -95,7 +95,7 @@ class HostPoller:
             source="meminfo",
             memory_kind=self._kind(False),
             system_memory=memory,
-            rtt_ms=meminfo.elapsed_s * 1000,
+            rtt_ms=round(meminfo.elapsed_s * 1000, 1),
             notes=tuple(notes),
         )
 

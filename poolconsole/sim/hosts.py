@@ -1,0 +1,234 @@
+"""Simulated hosts over real SSH: an in-process asyncssh server per host on 127.0.0.1, answering the
+exact commands the host collectors send (nvidia-smi queries, /proc/meminfo, macOS tools) with values
+consistent with the engines' load: VRAM = weights + KV reservation, utilisation and power follow
+the batch, the GB10 answers [N/A] for memory like the real one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncssh
+
+from poolconsole.collect.hosts import nvidia_smi as nv
+from poolconsole.collect.hosts import poll as host_cmds
+from poolconsole.sim.pool import EngineSpec, HostSpec
+from poolconsole.sim.server import SimEngine
+
+GIB = 1024**3
+MIB = 1024**2
+
+
+@dataclass
+class GpuState:
+    index: int
+    uuid: str
+    used_mib: float
+    util: float
+    pid: int | None
+    engine: str | None
+
+
+class SimHost:
+    """One simulated machine: its GPUs derived from the engines placed on it."""
+
+    def __init__(self, spec: HostSpec, engines: list[SimEngine], index: int) -> None:
+        self.spec = spec
+        self.engines = engines
+        self.index = index
+        self.server: asyncssh.SSHAcceptor | None = None
+        self.port = 0
+        self.down = False
+        self._conns: list[asyncssh.SSHServerConnection] = []
+
+    # -- what the machine reports ------------------------------------------------------------------
+    def gpu_states(self) -> list[GpuState]:
+        states = [
+            GpuState(i, f"GPU-{self.index:04x}{i:04x}-5eed-4000-8000-{self.index:012x}", 300.0, 0.0, None, None)
+            for i in range(len(self.spec.gpus))
+        ]
+        for n, engine in enumerate(self.engines):
+            spec: EngineSpec = engine.spec
+            gpus = spec.gpus or ((0,) if states else ())
+            if not gpus or engine.site is None or engine.loading:
+                continue
+            busy = 0.0
+            if engine.load is not None:
+                busy = min(1.0, len(engine.load.running) / max(1, min(8, engine.load.profile.max_seqs)) * 1.2)
+            share = (spec.weights_gib + spec.kv_gib) * 1024 / len(gpus)
+            for g in gpus:
+                if g < len(states):
+                    states[g].used_mib += share
+                    states[g].util = max(states[g].util, busy * 100)
+                    states[g].pid = 4000 + self.index * 10 + n
+                    states[g].engine = spec.name
+        return states
+
+    def engines_memory_bytes(self) -> int:
+        return int(sum((e.spec.weights_gib + e.spec.kv_gib) * GIB for e in self.engines if e.site is not None))
+
+    def nvidia_rows(self, fields: tuple[str, ...]) -> tuple[str, int]:
+        known = set(nv.FULL_FIELDS)
+        for field in fields:
+            if field not in known:
+                return f'Field "{field}" is not a valid field to query.\n\n', 2
+        lines = []
+        unified = self.spec.platform == "nvidia-unified"
+        for gpu, state in zip(self.spec.gpus, self.gpu_states(), strict=True):
+            total = gpu.memory_mib
+            power = gpu.idle_w + (gpu.max_w - gpu.idle_w) * state.util / 100
+            values = {
+                "index": str(state.index), "uuid": state.uuid, "name": gpu.name,
+                "memory.total": "[N/A]" if unified or total is None else str(total),
+                "memory.used": "[N/A]" if unified or total is None else str(int(min(state.used_mib, total))),
+                "memory.free": "[N/A]" if unified or total is None else str(int(max(0, total - state.used_mib))),
+                "memory.reserved": "[N/A]" if unified or total is None else "434",
+                "utilization.gpu": str(int(state.util)), "temperature.gpu": str(int(32 + state.util * 0.45)),
+                "power.draw": f"{power:.2f}", "power.limit": "[N/A]" if gpu.power_limit_w is None else
+                f"{gpu.power_limit_w:.2f}",
+                "clocks.current.sm": str(int(210 + state.util * 18)), "clocks.current.memory": "[N/A]" if unified
+                else "9751", "pcie.link.gen.current": "[N/A]" if unified else "4",
+                "pcie.link.width.current": "[N/A]" if unified else "16",
+            }  # fmt: skip
+            lines.append(", ".join(values[f] for f in fields))
+        return "\n".join(lines) + "\n", 0
+
+    def apps_rows(self, fields: tuple[str, ...]) -> tuple[str, int]:
+        lines = []
+        for state in self.gpu_states():
+            if state.pid is None:
+                continue
+            values = {
+                "gpu_uuid": state.uuid,
+                "pid": str(state.pid),
+                "process_name": "python3",
+                "used_memory": str(int(state.used_mib - 300)),
+                "used_gpu_memory": str(int(state.used_mib - 300)),
+            }
+            lines.append(", ".join(values.get(f, "[N/A]") for f in fields))
+        return ("\n".join(lines) + "\n") if lines else "", 0
+
+    def meminfo(self) -> str:
+        total = self.spec.ram_gib * GIB
+        used = 6 * GIB + (self.engines_memory_bytes() if self.spec.platform == "nvidia-unified" else 2 * GIB)
+        swap_used = max(0, used - int(total * 0.97))
+        available = max(total - used, int(total * 0.03))
+        kib = {
+            "MemTotal": total,
+            "MemFree": available // 2,
+            "MemAvailable": available,
+            "Buffers": 200 * MIB,
+            "Cached": available // 3,
+            "SwapCached": 0,
+            "SwapTotal": 8 * GIB,
+            "SwapFree": 8 * GIB - swap_used,
+        }
+        return "".join(f"{k + ':':<16}{v // 1024:>8} kB\n" for k, v in kib.items())
+
+    def vm_stat(self) -> str:
+        page = 16384
+        total = self.spec.ram_gib * GIB
+        used = self.engines_memory_bytes() + 24 * GIB
+        free = max(0, total - used) // page
+        return (
+            f"Mach Virtual Memory Statistics: (page size of {page} bytes)\n"
+            f"Pages free:                             {free // 2}.\nPages active:                           "
+            f"{used // page}.\nPages inactive:                         {free // 2}.\n"
+            f"Pages speculative:                           0.\nPages wired down:                       "
+            f"{(8 * GIB) // page}.\nPages purgeable:                              0.\n"
+        )
+
+    def macmon(self) -> str:
+        import json
+
+        busy = 0.0
+        for e in self.engines:
+            if e.load is not None and e.site is not None:
+                busy = max(busy, min(1.0, len(e.load.running) / 2))
+        total = self.spec.ram_gib * GIB
+        used = self.engines_memory_bytes() + 24 * GIB
+        return (
+            json.dumps(
+                {
+                    "all_power": 40 + 120 * busy,
+                    "ane_power": 0.0,
+                    "cpu_power": 8.0,
+                    "gpu_power": 6 + 110 * busy,
+                    "gpu_usage": [1398, busy],
+                    "memory": {"ram_total": total, "ram_usage": used, "swap_total": 0, "swap_usage": 0},
+                    "temp": {"cpu_temp_avg": 48.0, "gpu_temp_avg": 44 + 20 * busy},
+                    "timestamp": "2026-11-29T00:00:00+00:00",
+                }
+            )
+            + "\n"
+        )
+
+    def probe(self) -> str:
+        if self.spec.platform.startswith("nvidia"):
+            return "nvidia-smi\nLinux\n"
+        if self.spec.platform == "apple":
+            return "macmon\nDarwin\n"
+        return "Linux\n"
+
+    # -- the SSH server -------------------------------------------------------------------------------
+    def answer(self, command: str) -> tuple[str, str, int]:
+        fixed: dict[str, Callable[[], str]] = {
+            host_cmds.PROBE: self.probe,
+            host_cmds.MEMINFO: self.meminfo,
+            host_cmds.VM_STAT: self.vm_stat,
+            host_cmds.SYSCTL: lambda: f"{self.spec.ram_gib * GIB}\n",
+            host_cmds.MACMON: self.macmon,
+        }
+        if command in fixed and (command != host_cmds.MEMINFO or self.spec.platform != "apple"):
+            return fixed[command](), "", 0
+        if command == "true":
+            return "", "", 0
+        nvidia = self.spec.platform.startswith("nvidia")
+        if nvidia and command.startswith("nvidia-smi --query-gpu="):
+            fields = tuple(command.split("=", 1)[1].split(" ")[0].split(","))
+            out, code = self.nvidia_rows(fields)
+            return out, "", code
+        if nvidia and command.startswith("nvidia-smi --query-compute-apps="):
+            fields = tuple(command.split("=", 1)[1].split(" ")[0].split(","))
+            out, code = self.apps_rows(fields)
+            return out, "", code
+        return "", f"sh: 1: {command.split()[0]}: not found\n", 127
+
+    async def _process(self, process: asyncssh.SSHServerProcess[str]) -> None:
+        stdout, stderr, code = self.answer(process.command or "")
+        process.stdout.write(stdout)
+        if stderr:
+            process.stderr.write(stderr)
+        process.exit(code)
+
+    async def start(self, host_key: asyncssh.SSHKey, authorized: Path, port: int = 0) -> None:
+        host = self
+
+        class Server(asyncssh.SSHServer):
+            def connection_made(self, conn: asyncssh.SSHServerConnection) -> None:
+                host._conns.append(conn)
+
+        self.server = await asyncssh.listen(
+            "127.0.0.1",
+            port,
+            server_host_keys=[host_key],
+            authorized_client_keys=str(authorized),
+            process_factory=self._process,
+            server_factory=Server,
+            encoding="utf-8",
+        )
+        self.port = self.server.get_port()
+
+    async def stop(self) -> None:
+        """The host goes away: the listener closes and every session is cut."""
+        if self.server is not None:
+            self.server.close()
+            with contextlib.suppress(Exception):
+                await self.server.wait_closed()
+            self.server = None
+        for conn in self._conns:
+            conn.abort()
+        self._conns.clear()
