@@ -78,16 +78,16 @@ def _serve(endpoints: int, delays: list[float], conn: Connection) -> None:
 
 async def bench_poll(endpoints: int = 64, seed: int = 7) -> None:
     rng = random.Random(seed)
-    delays = [rng.uniform(0.05, 0.25) for _ in range(endpoints)]
+    delays = [rng.uniform(0.2, 1.0) for _ in range(endpoints)]
     latencies = delays[:-1]
     parent, child = multiprocessing.Pipe()
     proc = multiprocessing.Process(target=_serve, args=(endpoints, delays, child), daemon=True)
     proc.start()
     urls = parent.recv()
     settings = Settings(http_timeout_s=3.0)
-    client = make_client(settings.http_timeout_s)
     pollers = [
-        EnginePoller(Engine(name=f"e{i}", kind=EngineKind.VLLM, url=u), client, settings) for i, u in enumerate(urls)
+        EnginePoller(Engine(name=f"e{i}", kind=EngineKind.VLLM, url=u), make_client(3.0, max_connections=8), settings)
+        for i, u in enumerate(urls)
     ]
     try:
         for label in ("cold (new connections)", "warm (keep-alive)"):
@@ -106,7 +106,8 @@ async def bench_poll(endpoints: int = 64, seed: int = 7) -> None:
                 f"'{dead_snapshot.state.value}' after {full_cycle:.2f} s ({dead_snapshot.error})"
             )
     finally:
-        await client.aclose()
+        for p in pollers:
+            await p.client.aclose()
         parent.send("stop")
         proc.join(5)
 

