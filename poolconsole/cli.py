@@ -158,6 +158,12 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--scenario", choices=["normal", "overload", "node-down", "restart"], default="normal")
     demo.add_argument("--nodes", type=int, default=0, metavar="N", help="extra replicated nodes (up to 256)")
     demo.add_argument("--seed", type=int, default=1, help="random seed (repeatable runs)")
+    demo.add_argument(
+        "--read-only",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="hide and refuse every action that changes anything",
+    )
     demo.set_defaults(func=cmd_demo)
     return parser
 

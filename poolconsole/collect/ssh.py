@@ -245,10 +245,15 @@ class SSHPool:
 
     def __init__(self, hosts: list[Host], timeout_s: float, concurrency: int) -> None:
         self.semaphore = asyncio.Semaphore(concurrency)
+        self.timeout_s = timeout_s
         self.connections = {h.name: HostConnection(h, timeout_s, self.semaphore) for h in hosts}
 
     def __getitem__(self, name: str) -> HostConnection:
         return self.connections[name]
+
+    def add(self, host: Host) -> HostConnection:
+        self.connections[host.name] = HostConnection(host, self.timeout_s, self.semaphore)
+        return self.connections[host.name]
 
     async def close(self) -> None:
         await asyncio.gather(*(c.close() for c in self.connections.values()))

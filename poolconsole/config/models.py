@@ -62,6 +62,23 @@ class Settings(Strict):
     """How often to call LiteLLM's `/health`, which makes real model calls (0 = only on demand)."""
 
 
+class AlertSettings(Strict):
+    """Alert thresholds (the optional `[alerts]` table). An alert clears `hysteresis` below its threshold."""
+
+    kv_usage: Annotated[float, Field(gt=0, le=1)] = 0.90
+    """KV-cache usage (0..1) at which new requests start to queue."""
+    waiting: Annotated[float, Field(ge=1)] = 8
+    """Requests waiting in an engine's queue."""
+    vram: Annotated[float, Field(gt=0, le=1)] = 0.95
+    """GPU memory used (0..1), per GPU."""
+    tps_collapse: Annotated[float, Field(gt=0, lt=1)] = 0.3
+    """Generation tok/s below this fraction of the engine's recent peak, with requests running."""
+    hysteresis: Annotated[float, Field(ge=0, lt=0.5)] = 0.05
+    """How far below a fraction threshold an alert must fall to clear."""
+    bell: bool = False
+    """Ring the terminal bell when an alert fires."""
+
+
 class Host(Strict):
     """A machine reached over SSH (`[[hosts]]`)."""
 
@@ -122,6 +139,8 @@ class Engine(Strict):
     """Container (or unit / program) name that runs the engine, for restarts."""
     description: str | None = None
     """Free text shown in the console."""
+    degrade_to: str | None = None
+    """Engine (by name) with a smaller model that non-critical traffic can move to when this one queues."""
 
     @field_validator("name")
     @classmethod
@@ -150,6 +169,9 @@ class PoolConfig(Strict):
     """The whole hosts.toml."""
 
     settings: Settings = Settings()
+    alerts: AlertSettings = AlertSettings()
+    keys: dict[str, str] = {}
+    """Key remapping: action id = key, e.g. `filter = "f"` (`poolconsole schema` lists the ids)."""
     hosts: list[Host] = []
     engines: list[Engine] = []
 
@@ -162,6 +184,10 @@ class PoolConfig(Strict):
                 if name in seen:
                     problems.append(f"duplicate {label} name {name!r}")
                 seen.add(name)
+        engines = {e.name for e in self.engines}
+        for engine in self.engines:
+            if engine.degrade_to is not None and engine.degrade_to not in engines:
+                problems.append(f"engine {engine.name!r}: degrade_to names no engine ({engine.degrade_to!r})")
         if problems:
             raise ValueError("; ".join(problems))
         return self

@@ -165,7 +165,7 @@ ENGINES: tuple[EngineSpec, ...] = (
         "gguf-q4km",
         LoadProfile(36, 0.3, 4, 32_768, 3, 9.0, (300, 3000), (50, 400), prefill_tps=1500, prefix_hit=0.4),
         weights_gib=18.5,
-        kv_gib=4.0,
+        kv_gib=2.5,
         gpus=(0,),
         version="b1-0c1e570",
         context=32768,

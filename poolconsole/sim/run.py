@@ -9,7 +9,9 @@ import os
 import shutil
 import signal
 import sys
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import asyncssh
@@ -208,62 +210,110 @@ def write_atomically(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-async def _serve(args: argparse.Namespace, show: bool) -> int:
+async def _serve(
+    args: argparse.Namespace, ready: Callable[[Path | None], None] | None = None, stop: asyncio.Event | None = None
+) -> int:
+    """Run the pool until `stop` is set (or SIGINT/SIGTERM); `ready(config_path)` once every target answers."""
     sim = SimPool(args.scenario, args.nodes, args.seed)
-    stop = asyncio.Event()
+    stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    main_thread = threading.current_thread() is threading.main_thread()
+    if main_thread:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
     config_path = Path(args.config_out) if args.config_out else None
-    if config_path is None and show:
-        from platformdirs import user_runtime_path
-
-        config_path = user_runtime_path("poolconsole", ensure_exists=True) / f"demo-{os.getpid()}.toml"
     keys_dir = config_path.with_name(config_path.name + ".ssh") if config_path is not None else None
     try:
         await sim.start(keys_dir)
         await sim.wait_ready()
         if config_path is not None:
             write_atomically(config_path, sim.config_toml())
-        if not show:
-            print(
-                f"simulated pool of {len(sim.engines)} engines serving on 127.0.0.1"
-                + (f"; config written to {config_path}" if config_path else "")
-                + "; Ctrl-C stops it",
-                flush=True,
-            )
-            await stop.wait()
-            return 0
-        assert config_path is not None
-        return await _show(config_path, stop)
+        if ready is not None:
+            ready(config_path)
+        await stop.wait()
+        return 0
     finally:
         await sim.stop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(sig)
+        if main_thread:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.remove_signal_handler(sig)
 
 
-async def _show(config_path: Path, stop: asyncio.Event) -> int:
-    """Until the console lands: the live status table, refreshed every two seconds."""
-    from poolconsole.cli import _status_doc, _table
-    from poolconsole.config import load_config
+def serve_only(args: argparse.Namespace) -> int:
+    def ready(path: Path | None) -> None:
+        print(
+            "simulated pool serving on 127.0.0.1"
+            + (f"; config written to {path}" if path else "")
+            + "; Ctrl-C stops it",
+            flush=True,
+        )
 
-    config = load_config(config_path)
-    while not stop.is_set():
-        doc = await _status_doc(config, 2, 1.0)
-        sys.stdout.write("\x1b[2J\x1b[H" if sys.stdout.isatty() else "\n")
-        sys.stdout.write(f"poolconsole demo: simulated pool ({config_path})  Ctrl-C to stop\n\n")
-        sys.stdout.write(_table(doc) + "\n")
-        sys.stdout.flush()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), 1.0)
-    return 0
+    return asyncio.run(_serve(args, ready))
+
+
+class BackgroundPool:
+    """The simulated pool on its own event loop in a thread, so the console's loop stays its own."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.loop = asyncio.new_event_loop()
+        self.stop_event: asyncio.Event | None = None
+        self.ready = threading.Event()
+        self.config_path: Path | None = None
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, name="sim-pool", daemon=True)
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+
+        async def main() -> None:
+            self.stop_event = asyncio.Event()
+
+            def ready(path: Path | None) -> None:
+                self.config_path = path
+                self.ready.set()
+
+            await _serve(self.args, ready, self.stop_event)
+
+        try:
+            self.loop.run_until_complete(main())
+        except BaseException as exc:
+            self.error = exc
+            self.ready.set()
+
+    def __enter__(self) -> Path:
+        self.thread.start()
+        self.ready.wait(60)
+        if self.error is not None or self.config_path is None:
+            raise RuntimeError(f"the simulated pool did not start: {self.error}")
+        return self.config_path
+
+    def __exit__(self, *exc: object) -> None:
+        if self.stop_event is not None:
+            self.loop.call_soon_threadsafe(self.stop_event.set)
+        self.thread.join(15)
 
 
 def run_demo(args: argparse.Namespace) -> int:
     if not 0 <= args.nodes <= 256:
         print("poolconsole demo: --nodes must be between 0 and 256", file=sys.stderr)
         return 2
-    return asyncio.run(_serve(args, show=not args.serve_only))
+    if args.serve_only:
+        return serve_only(args)
+    if args.config_out is None:
+        from platformdirs import user_runtime_path
+
+        args.config_out = str(user_runtime_path("poolconsole", ensure_exists=True) / f"demo-{os.getpid()}.toml")
+    with BackgroundPool(args) as config_path:
+        return open_console(config_path, getattr(args, "read_only", False), f"demo pool ({args.scenario})")
+
+
+def open_console(config_path: Path, read_only: bool, subtitle: str) -> int:
+    from poolconsole.config import load_config
+    from poolconsole.ui.app import PoolApp
+
+    PoolApp(load_config(config_path), read_only=read_only, subtitle=subtitle).run()
+    return 0
 
 
 def run_console_or_demo(args: argparse.Namespace) -> int:
@@ -272,13 +322,8 @@ def run_console_or_demo(args: argparse.Namespace) -> int:
 
     path = Path(args.config) if args.config else default_config_path()
     if path is None:
-        demo = argparse.Namespace(serve_only=False, config_out=None, scenario="normal", nodes=0, seed=1)
+        demo = argparse.Namespace(
+            serve_only=False, config_out=None, scenario="normal", nodes=0, seed=1, read_only=args.read_only
+        )
         return run_demo(demo)
-
-    async def show() -> int:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        loop.add_signal_handler(signal.SIGINT, stop.set)
-        return await _show(path, stop)
-
-    return asyncio.run(show())
+    return open_console(path, args.read_only, str(path))

@@ -81,6 +81,9 @@ class SimEngine:
         if self.site is not None:
             await self.site.stop()
             self.site = None
+        server = self.runner.server if self.runner is not None else None
+        for handler in list(server.connections) if server is not None else []:
+            handler.force_close()  # a dead process keeps no keep-alive connection open
 
     async def resume_listening(self) -> None:
         if self.site is None:

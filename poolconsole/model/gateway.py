@@ -1,0 +1,92 @@
+"""The gateway's view of the pool: each gateway model mapped to the engine and host serving it, drift
+in both directions, and degrade hints when an engine queues."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from poolconsole.model.pool import PoolState
+
+
+@dataclass(frozen=True)
+class Route:
+    gateway: str
+    model: str
+    engine: str | None
+    host: str | None
+    engine_state: str | None
+
+
+@dataclass(frozen=True)
+class GatewayReport:
+    gateway: str
+    state: str
+    liveness: str
+    readiness: str
+    routes: tuple[Route, ...]
+    unrouted: tuple[tuple[str, str], ...]
+    """(engine, model) served by an engine but routed by no gateway."""
+    hints: tuple[str, ...]
+
+
+def gateway_reports(state: PoolState) -> list[GatewayReport]:
+    served: dict[str, tuple[str, str | None]] = {}
+    for track in state.engines.values():
+        if track.config.kind.value == "litellm" or track.view is None:
+            continue
+        for model in track.view.models:
+            served.setdefault(model, (track.config.name, track.config.host))
+    hints = tuple(degrade_hints(state))
+    reports: list[GatewayReport] = []
+    routed: set[str] = set()
+    for track in state.engines.values():
+        if track.config.kind.value != "litellm":
+            continue
+        v = track.view
+        routes = []
+        for model in v.models if v else []:
+            routed.add(model)
+            engine, host = served.get(model, (None, None))
+            engine_state = state.engines[engine].view.state if engine and state.engines[engine].view else None  # type: ignore[union-attr]
+            routes.append(Route(track.config.name, model, engine, host, engine_state))
+        readiness = v.details.get("readiness", {}) if v else {}
+        reports.append(
+            GatewayReport(
+                track.config.name,
+                v.state if v else "polling",
+                "alive" if v and v.state in ("ok", "degraded") else (v.error or "unknown") if v else "polling",
+                str(readiness.get("status", "unknown")) if isinstance(readiness, dict) else "unknown",
+                tuple(routes),
+                (),
+                hints,
+            )
+        )
+    unrouted = tuple((engine, model) for model, (engine, _) in served.items() if model not in routed)
+    return [
+        GatewayReport(r.gateway, r.state, r.liveness, r.readiness, r.routes, unrouted if reports else (), r.hints)
+        for r in reports
+    ]
+
+
+def degrade_hints(state: PoolState) -> list[str]:
+    """When an engine's queue passes the threshold, say where non-critical traffic could go."""
+    out = []
+    for track in state.engines.values():
+        v = track.view
+        if v is None or v.requests_waiting is None or v.requests_waiting < state.config.alerts.waiting:
+            continue
+        target = track.config.degrade_to
+        if target is None:
+            out.append(
+                f"{track.config.name}: {v.requests_waiting:.0f} waiting; set degrade_to in hosts.toml to name "
+                "a smaller model for non-critical traffic"
+            )
+            continue
+        other = state.engines[target].view
+        models = ", ".join(other.models) if other and other.models else target
+        load = f"({other.requests_waiting:.0f} waiting there)" if other and other.requests_waiting is not None else ""
+        out.append(
+            f"{track.config.name}: {v.requests_waiting:.0f} waiting: send non-critical traffic to {models} "
+            f"on {target} {load}".rstrip()
+        )
+    return out

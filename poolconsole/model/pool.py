@@ -1,0 +1,119 @@
+"""Pool state: the latest view of every engine and host, bounded history, and the table rows the
+console draws. Pure data; the UI only reads it."""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from poolconsole.config.models import Engine, Host, PoolConfig
+from poolconsole.model.hosts import HostSnapshot
+from poolconsole.model.snapshots import EngineSnapshot
+from poolconsole.model.view import EngineView, engine_view
+
+HISTORY_POINTS = 3600  # one hour at a 1 s refresh
+SPARK = "▁▂▃▄▅▆▇█"
+
+
+@dataclass
+class History:
+    """Bounded time series of one engine (None = unknown at that poll, drawn as a gap)."""
+
+    times: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))
+    tokens_per_s: deque[float | None] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))
+    kv: deque[float | None] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))
+    running: deque[float | None] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))
+    waiting: deque[float | None] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))
+    vram: deque[float | None] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))
+    restarts: deque[float] = field(default_factory=lambda: deque(maxlen=100))
+
+    def window(self, seconds: float, now: float) -> list[int]:
+        """Indices of the points within the last `seconds`."""
+        return [i for i, t in enumerate(self.times) if now - t <= seconds]
+
+
+def sparkline(values: list[float | None], width: int = 12) -> str:
+    tail = values[-width:]
+    known = [v for v in tail if v is not None]
+    if not known:
+        return "·" * len(tail)
+    top = max(known) or 1.0
+    return "".join("·" if v is None else SPARK[min(len(SPARK) - 1, int(v / top * (len(SPARK) - 1)))] for v in tail)
+
+
+@dataclass
+class EngineTrack:
+    config: Engine
+    recent: deque[EngineSnapshot] = field(default_factory=lambda: deque(maxlen=2))
+    view: EngineView | None = None
+    history: History = field(default_factory=History)
+    last_ok_at: float | None = None
+
+
+@dataclass
+class HostTrack:
+    config: Host
+    snapshot: HostSnapshot | None = None
+    last_ok_at: float | None = None
+    vram: deque[float | None] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))
+
+
+class PoolState:
+    """Every target's latest state; `apply_*` are called once per finished poll."""
+
+    def __init__(self, config: PoolConfig, clock: Callable[[], float] = time.time) -> None:
+        self.config = config
+        self.clock = clock
+        self.engines = {e.name: EngineTrack(e) for e in config.engines}
+        self.hosts = {h.name: HostTrack(h) for h in config.hosts}
+
+    def apply_engine(self, snapshot: EngineSnapshot) -> EngineView:
+        track = self.engines[snapshot.name]
+        track.recent.append(snapshot)
+        view = engine_view(list(track.recent))
+        if view.state == "ok" or (view.state == "degraded" and snapshot.metrics is not None):
+            track.last_ok_at = snapshot.fetched_at
+        if view.counter_resets:
+            track.history.restarts.append(snapshot.fetched_at)
+        track.view = view
+        h = track.history
+        h.times.append(snapshot.fetched_at)
+        h.tokens_per_s.append(view.generation_tokens_per_s)
+        h.kv.append(view.kv_cache_usage)
+        h.running.append(view.requests_running)
+        h.waiting.append(view.requests_waiting)
+        h.vram.append(self.engine_vram_fraction(snapshot.name))
+        return view
+
+    def apply_host(self, snapshot: HostSnapshot) -> None:
+        track = self.hosts[snapshot.name]
+        track.snapshot = snapshot
+        if snapshot.state.value == "ok":
+            track.last_ok_at = snapshot.fetched_at
+        track.vram.append(host_vram_fraction(snapshot))
+
+    def engine_vram_fraction(self, name: str) -> float | None:
+        engine = self.engines[name].config
+        host = self.hosts.get(engine.host or "")
+        if host is None or host.snapshot is None:
+            return None
+        gpus = [g for g in host.snapshot.gpus if engine.gpus is None or g.index in engine.gpus]
+        used = [g.memory_used_bytes for g in gpus]
+        total = [g.memory_total_bytes for g in gpus]
+        if not gpus or None in used or None in total or not sum(t for t in total if t):
+            return None
+        return sum(u for u in used if u) / sum(t for t in total if t)
+
+    def age_s(self, last_ok_at: float | None) -> float | None:
+        return None if last_ok_at is None else max(0.0, self.clock() - last_ok_at)
+
+
+def host_vram_fraction(snapshot: HostSnapshot) -> float | None:
+    used = [g.memory_used_bytes for g in snapshot.gpus]
+    total = [g.memory_total_bytes for g in snapshot.gpus]
+    if not snapshot.gpus or None in used or None in total:
+        return None
+    denominator = sum(t for t in total if t)
+    return sum(u for u in used if u) / denominator if denominator else None

@@ -1,0 +1,53 @@
+"""One action registry: it generates the key bindings, the command palette entries and the help screen.
+Keys are remappable with a `[keys]` table in hosts.toml (action id = key)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from textual.binding import Binding
+
+
+@dataclass(frozen=True)
+class Action:
+    id: str
+    title: str
+    key: str
+    action: str
+    """Textual action string run by the key and the palette."""
+    help: str
+    mutating: bool = False
+    """Changes something on the pool: hidden and refused in --read-only mode."""
+    show: bool = True
+    """Shown in the footer."""
+
+
+ACTIONS: tuple[Action, ...] = (
+    Action("detail", "Node detail", "enter", "app.open_detail", "GPUs, metrics and history charts of the selected row"),
+    Action("filter", "Filter", "slash", "app.filter", "Show only rows containing some text"),
+    Action("sort", "Sort", "s", "app.sort", "Sort by the next column (host, tok/s, KV, waiting, name)"),
+    Action("gateway", "Gateway", "g", "app.gateway", "LiteLLM routes, drift and degrade hints"),
+    Action("alerts", "Alerts", "a", "app.alerts", "The alert log"),
+    Action("window", "Chart window", "w", "app.window", "Switch history charts between 5 minutes and 1 hour"),
+    Action("theme", "Next theme", "t", "app.next_theme", "Cycle through the themes in themes/ (remembered)"),
+    Action("refresh", "Poll now", "r", "app.poll_now", "Poll every target now"),
+    Action("help", "Help", "question_mark", "app.help", "Keys and actions"),
+    Action("back", "Back", "escape", "app.go_back", "Close this screen, or clear the filter", show=False),
+    Action("quit", "Quit", "q", "app.quit", "Leave the console"),
+)
+
+
+def visible(read_only: bool) -> list[Action]:
+    return [a for a in ACTIONS if not (read_only and a.mutating)]
+
+
+MUTATING = frozenset(a.action.removeprefix("app.") for a in ACTIONS if a.mutating)
+
+
+def bindings() -> list[Binding]:
+    """Every action's key binding; --read-only disables the mutating ones through App.check_action."""
+    return [Binding(a.key, a.action, a.title, show=a.show, id=a.id, priority=a.id in ("quit",)) for a in ACTIONS]
+
+
+def key_label(key: str) -> str:
+    return {"slash": "/", "question_mark": "?", "escape": "Esc", "enter": "Enter"}.get(key, key)

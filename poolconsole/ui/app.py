@@ -1,0 +1,258 @@
+"""The console app: wiring only. One poll loop per target in a worker, results arrive as past-tense
+messages, the model is updated, and screens redraw at most a few times a second."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from textual import work
+from textual.app import App, SystemCommand
+from textual.message import Message
+from textual.screen import Screen
+from textual.worker import Worker, WorkerState
+
+from poolconsole.collect.engines.poll import EnginePoller
+from poolconsole.collect.hosts.poll import HostPoller
+from poolconsole.collect.hosts.run import LOCAL, _local_snapshot
+from poolconsole.collect.pool import engine_client
+from poolconsole.collect.ssh import SSHPool
+from poolconsole.config.models import PoolConfig
+from poolconsole.model.alerts import AlertEvent, Alerts
+from poolconsole.model.hosts import HostSnapshot
+from poolconsole.model.pool import PoolState
+from poolconsole.model.snapshots import EngineSnapshot
+from poolconsole.ui import actions, themes
+from poolconsole.ui.screens.detail import DetailScreen
+from poolconsole.ui.screens.others import AlertsScreen, GatewayScreen, HelpScreen
+from poolconsole.ui.screens.overview import OverviewScreen
+
+REDRAW_S = 0.5
+
+
+class EnginePolled(Message):
+    def __init__(self, snapshot: EngineSnapshot) -> None:
+        super().__init__()
+        self.snapshot = snapshot
+
+
+class HostPolled(Message):
+    def __init__(self, snapshot: HostSnapshot) -> None:
+        super().__init__()
+        self.snapshot = snapshot
+
+
+class PoolApp(App[None]):
+    TITLE = "poolconsole"
+    CSS_PATH = Path(__file__).with_name("app.tcss")
+    BINDINGS = actions.bindings()  # type: ignore[assignment]
+
+    def __init__(
+        self,
+        config: PoolConfig,
+        *,
+        read_only: bool = False,
+        live: bool = True,
+        clock: Callable[[], float] = time.time,
+        theme_state: Path | None = None,
+        subtitle: str = "",
+    ) -> None:
+        self.read_only = read_only
+        super().__init__()
+        self.config = config
+        self.live = live
+        self.state = PoolState(config, clock)
+        self.alerts = Alerts(config.alerts)
+        self.theme_state = theme_state
+        self.window_index = 0
+        self.sub_title = subtitle + ("  [read-only]" if read_only else "")
+        self._dirty = False
+        self._wake = asyncio.Event()
+        self.ssh: SSHPool | None = None
+        self.update_times: list[float] = []
+        """Seconds spent applying each poll result (benchmarks read it)."""
+
+    # -- start-up ------------------------------------------------------------------------------------
+    def on_mount(self) -> None:
+        names = []
+        for theme in themes.load_themes():
+            self.register_theme(theme)
+            names.append(theme.name)
+        self.pool_themes = names or ["textual-dark"]
+        remembered = themes.remembered_theme(self.theme_state)
+        default = themes.DEFAULT if themes.DEFAULT in names else self.pool_themes[0]
+        self.theme = remembered if remembered in self.available_themes else default
+        if self.config.keys:
+            self.set_keymap(self.config.keys)
+        self.push_screen(OverviewScreen(self.state))
+        self.set_interval(REDRAW_S, self._redraw)
+        if self.live:
+            self._start_polling()
+
+    def get_theme_variable_defaults(self) -> dict[str, str]:
+        return dict(themes.SEMANTIC)
+
+    def _start_polling(self) -> None:
+        settings = self.config.settings
+        for engine in self.config.engines:
+            self._engine_loop(EnginePoller(engine, engine_client(self.config), settings))
+        remote = [h for h in self.config.hosts if h.address not in LOCAL]
+        self.ssh = SSHPool(remote, settings.ssh_timeout_s, settings.ssh_concurrency)
+        for host in self.config.hosts:
+            self._host_loop(host.name)
+
+    @work(group="poll", exit_on_error=False)
+    async def _engine_loop(self, poller: EnginePoller) -> None:
+        """One loop per engine: the next poll starts only after this one finished (no overlap)."""
+        try:
+            while True:
+                started = time.monotonic()
+                self.post_message(EnginePolled(await poller.poll()))
+                await self._sleep(self.config.settings.poll_interval_s - (time.monotonic() - started))
+        finally:
+            await poller.client.aclose()
+
+    @work(group="poll", exit_on_error=False)
+    async def _host_loop(self, name: str) -> None:
+        host = next(h for h in self.config.hosts if h.name == name)
+        poller = (
+            HostPoller(host, self.ssh[name], self.config.engines) if self.ssh and name in self.ssh.connections else None
+        )
+        while True:
+            started = time.monotonic()
+            if poller is None:
+                snapshot = await asyncio.to_thread(_local_snapshot, host)
+                if snapshot is None:  # NVML absent: fall back to SSH to this machine
+                    assert self.ssh is not None
+                    poller = HostPoller(host, self.ssh.add(host), self.config.engines)
+                    snapshot = await poller.poll()
+            else:
+                snapshot = await poller.poll()
+            self.post_message(HostPolled(snapshot))
+            await self._sleep(self.config.settings.poll_interval_s - (time.monotonic() - started))
+
+    async def _sleep(self, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(self._wake.wait()), max(0.05, seconds))
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """The one place worker failures land: a broken loop is reported, the console keeps running."""
+        if event.state is WorkerState.ERROR and event.worker.error is not None:
+            self.notify(f"a poll loop stopped: {event.worker.error}", severity="error", timeout=10)
+
+    async def on_unmount(self) -> None:
+        self.workers.cancel_group(self, "poll")
+        if self.ssh is not None:
+            await self.ssh.close()
+
+    # -- results ------------------------------------------------------------------------------------
+    def on_engine_polled(self, message: EnginePolled) -> None:
+        started = time.perf_counter()
+        view = self.state.apply_engine(message.snapshot)
+        self._alert(self.alerts.engine(view, message.snapshot.fetched_at))
+        self._dirty = True
+        self.update_times.append(time.perf_counter() - started)
+
+    def on_host_polled(self, message: HostPolled) -> None:
+        started = time.perf_counter()
+        self.state.apply_host(message.snapshot)
+        self._alert(self.alerts.host(message.snapshot, message.snapshot.fetched_at))
+        self._dirty = True
+        self.update_times.append(time.perf_counter() - started)
+
+    def _alert(self, events: list[AlertEvent]) -> None:
+        for event in events:
+            if event.fired:
+                self.notify(f"{event.target}: {event.message}", title="alert", severity="warning", timeout=8)
+                if self.config.alerts.bell:
+                    self.bell()
+
+    def _redraw(self) -> None:
+        """Coalesced: however many results arrived, the visible screen redraws once."""
+        if not self._dirty:
+            return
+        self._dirty = False
+        self.refresh_screen()
+
+    def refresh_screen(self) -> None:
+        screen = self.screen
+        for method in ("refresh_rows", "refresh_view"):
+            if hasattr(screen, method):
+                getattr(screen, method)()
+
+    # -- actions (the registry binds keys and the palette to these) ----------------------------------
+    def _overview(self) -> OverviewScreen | None:
+        return next((s for s in self.screen_stack if isinstance(s, OverviewScreen)), None)
+
+    def action_open_detail(self) -> None:
+        overview = self._overview()
+        key = overview.selected() if overview else None
+        if key is not None and isinstance(self.screen, OverviewScreen):
+            self.push_screen(DetailScreen(self.state, key, self.window_index))
+
+    def action_filter(self) -> None:
+        if isinstance(self.screen, OverviewScreen):
+            self.screen.open_filter()
+
+    def action_sort(self) -> None:
+        if isinstance(self.screen, OverviewScreen):
+            self.screen.next_sort()
+
+    def action_gateway(self) -> None:
+        self._replace_top(GatewayScreen(self.state))
+
+    def action_alerts(self) -> None:
+        self._replace_top(AlertsScreen(self.alerts))
+
+    def action_help(self) -> None:
+        self._replace_top(HelpScreen(actions.visible(self.read_only), dict(self.config.keys), self.read_only))
+
+    def _replace_top(self, screen: Screen[None]) -> None:
+        if not isinstance(self.screen, OverviewScreen):
+            self.pop_screen()
+        self.push_screen(screen)
+
+    def action_window(self) -> None:
+        self.window_index = (self.window_index + 1) % 2
+        if isinstance(self.screen, DetailScreen):
+            self.screen.toggle_window()
+
+    def action_next_theme(self) -> None:
+        names = self.pool_themes
+        current = names.index(self.theme) if self.theme in names else -1
+        self.set_theme(names[(current + 1) % len(names)])
+
+    def set_theme(self, name: str) -> None:
+        self.theme = name
+        themes.remember_theme(name, self.theme_state)
+        self.refresh_screen()
+        self.notify(f"theme: {name}", timeout=2)
+
+    def action_poll_now(self) -> None:
+        self._wake.set()
+        self._wake = asyncio.Event()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """--read-only: every action that changes the pool is hidden from keys, footer and palette, and refused."""
+        return not (self.read_only and action in actions.MUTATING)
+
+    def action_go_back(self) -> None:
+        if len(self.screen_stack) > 2:
+            self.pop_screen()
+        elif isinstance(self.screen, OverviewScreen):
+            self.screen.clear_filter()
+
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
+        keymap = dict(self.config.keys)
+        for a in actions.visible(self.read_only):
+            yield SystemCommand(
+                f"{a.title} [{actions.key_label(keymap.get(a.id, a.key))}]",
+                a.help,
+                lambda a=a: self.run_action(a.action.removeprefix("app.")),
+            )
+        for name in self.pool_themes:
+            yield SystemCommand(f"Theme: {name}", "Switch theme (remembered)", lambda n=name: self.set_theme(n))

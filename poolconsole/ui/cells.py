@@ -1,0 +1,149 @@
+"""Table cells from the model: plain data in, Rich Text out, colours from the active theme's variables."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from rich.text import Text
+
+from poolconsole.model.hosts import HostSnapshot
+from poolconsole.model.pool import EngineTrack, HostTrack, PoolState, sparkline
+
+BAR = " ▁▂▃▄▅▆▇█"
+NA = "n/a"
+
+
+@dataclass(frozen=True)
+class Colors:
+    ok: str
+    warn: str
+    bad: str
+    dim: str
+    unified: str
+
+    @classmethod
+    def from_theme(cls, variables: Mapping[str, str]) -> Colors:
+        return cls(
+            variables.get("success", "green"),
+            variables.get("stale", variables.get("warning", "yellow")),
+            variables.get("target-down", variables.get("error", "red")),
+            variables.get("foreground-darken-3", "grey50"),
+            variables.get("unified", variables.get("accent", "cyan")),
+        )
+
+
+def pct(value: float | None) -> str:
+    return NA if value is None else f"{value * 100:.0f}%"
+
+
+def num(value: float | None, digits: int = 0) -> str:
+    return NA if value is None else f"{value:.{digits}f}"
+
+
+def seconds(value: float | None) -> str:
+    if value is None:
+        return NA
+    return f"{value * 1000:.0f}ms" if value < 1 else f"{value:.1f}s"
+
+
+def age(value: float | None) -> str:
+    if value is None:
+        return "never"
+    if value < 60:
+        return f"{value:.0f}s"
+    return f"{value / 60:.0f}m" if value < 3600 else f"{value / 3600:.0f}h"
+
+
+def level(fraction: float | None, c: Colors, warn: float = 0.8, bad: float = 0.95) -> str:
+    if fraction is None:
+        return c.dim
+    return c.bad if fraction >= bad else c.warn if fraction >= warn else c.ok
+
+
+def gpu_bars(host: HostSnapshot | None, gpus: list[int] | None, c: Colors) -> Text:
+    """One bar per GPU (a TP node shows all of its cards); unified memory drawn as ◆ with its share."""
+    if host is None or not host.gpus:
+        return Text(NA, style=c.dim)
+    chosen = [g for g in host.gpus if gpus is None or g.index in gpus] or list(host.gpus)
+    if host.memory_kind == "unified":
+        g = chosen[0]
+        frac = g.memory_used_bytes / g.memory_total_bytes if g.memory_used_bytes and g.memory_total_bytes else None
+        text = Text("◆ ", style=c.unified)
+        text.append(f"{pct(frac)} uni", style=level(frac, c))
+        swap = host.system_memory.swap_used_bytes if host.system_memory else None
+        if swap:
+            text.append(" swap!", style=f"bold {c.bad}")
+        return text
+    text = Text()
+    for g in chosen:
+        if g.memory_used_bytes is None or not g.memory_total_bytes:
+            text.append("?", style=c.dim)
+            continue
+        frac = g.memory_used_bytes / g.memory_total_bytes
+        text.append(BAR[min(len(BAR) - 1, max(1, round(frac * (len(BAR) - 1))))], style=level(frac, c))
+    used = sum(g.memory_used_bytes or 0 for g in chosen)
+    total = sum(g.memory_total_bytes or 0 for g in chosen)
+    text.append(f" {used / 2**30:.0f}/{total / 2**30:.0f}G" if total else "", style=c.dim)
+    return text
+
+
+def state_text(state: str, c: Colors) -> Text:
+    style = c.ok if state == "ok" else c.warn if state == "degraded" else c.bad
+    return Text(state, style=f"bold {style}" if state != "ok" else style)
+
+
+COLUMNS: tuple[tuple[str, str], ...] = (
+    ("host", "Host"), ("engine", "Engine"), ("kind", "Kind"), ("model", "Model"), ("profile", "Profile"),
+    ("vram", "GPU mem"), ("kv", "KV"), ("queue", "Run/Wait"), ("tps", "tok/s"), ("spark", "tok/s trend"),
+    ("ttft", "TTFT p50"), ("state", "State"), ("age", "Age"), ("source", "Source"),
+)  # fmt: skip
+
+
+def engine_row(state: PoolState, track: EngineTrack, c: Colors) -> dict[str, Text | str]:
+    v = track.view
+    cfg = track.config
+    host = state.hosts.get(cfg.host or "")
+    snap = host.snapshot if host else None
+    models = ", ".join(v.models[:2]) if v and v.models else (cfg.model or "")
+    running = num(v.requests_running) if v else NA
+    waiting = num(v.requests_waiting) if v else NA
+    queue = Text(f"{running}/{waiting}")
+    if v and v.requests_waiting and v.requests_waiting >= state.config.alerts.waiting:
+        queue.stylize(f"bold {c.bad}")
+    kv = v.kv_cache_usage if v else None
+    return {
+        "host": cfg.host or "-",
+        "engine": cfg.name,
+        "kind": f"{cfg.kind.value} {v.version or ''}".strip() if v else cfg.kind.value,
+        "model": models[:28],
+        "profile": cfg.profile or "-",
+        "vram": gpu_bars(snap, cfg.gpus, c),
+        "kv": Text(pct(kv), style=level(kv, c, 0.75, state.config.alerts.kv_usage)),
+        "queue": queue,
+        "tps": num(v.generation_tokens_per_s) if v else NA,
+        "spark": sparkline(list(track.history.tokens_per_s)[-60:], 12),
+        "ttft": seconds(v.ttft_p50_s) if v else NA,
+        "state": state_text(v.state, c) if v else Text("polling", style=c.dim),
+        "age": age(state.age_s(track.last_ok_at)),
+        "source": (v.source.removeprefix("GET ") if v and v.source else "-")[:24],
+    }
+
+
+def host_row(state: PoolState, track: HostTrack, c: Colors) -> dict[str, Text | str]:
+    snap = track.snapshot
+    label = snap.state.value if snap else "polling"
+    return {
+        "host": track.config.name, "engine": "-", "kind": snap.source or "-" if snap else "-",
+        "model": (track.config.description or "")[:28], "profile": "-",
+        "vram": gpu_bars(snap, None, c), "kv": NA, "queue": NA, "tps": NA, "spark": "", "ttft": NA,
+        "state": state_text(label, c) if snap else Text(label, style=c.dim),
+        "age": age(state.age_s(track.last_ok_at)), "source": (snap.source or "-") if snap else "-",
+    }  # fmt: skip
+
+
+def host_of_row(state: PoolState, key: str) -> str | None:
+    if key.startswith("host:"):
+        return key[5:]
+    track = state.engines.get(key.removeprefix("engine:"))
+    return track.config.host if track else None

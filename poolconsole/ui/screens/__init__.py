@@ -1,0 +1,1 @@
+"""Screens of the console, each with a sibling .tcss."""

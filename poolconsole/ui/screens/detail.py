@@ -1,0 +1,186 @@
+"""Node detail: the engine's metrics, its host's GPUs with their processes mapped to engines, and
+history charts (tok/s, KV %, running / waiting, VRAM) over 5 minutes or an hour, restarts marked."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from textual.app import ComposeResult
+from textual.containers import Grid, Horizontal, Vertical
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Header, Static
+from textual_plotext import PlotextPlot
+
+from poolconsole.model.pool import EngineTrack, History, HostTrack, PoolState
+from poolconsole.ui import cells
+
+WINDOWS = ((300.0, "5 min"), (3600.0, "1 h"))
+
+
+def engine_text(track: EngineTrack) -> str:
+    v = track.view
+    cfg = track.config
+    if v is None:
+        return f"{cfg.name}: waiting for the first poll"
+    lines = [
+        f"[b]{cfg.name}[/b]  {cfg.kind.value} {v.version or ''}  on {cfg.host or '?'}  state [b]{v.state}[/b]",
+        f"model {', '.join(v.models) or cfg.model or 'n/a'}   profile {cfg.profile or '-'}   {v.url}",
+        f"running {cells.num(v.requests_running)}  waiting {cells.num(v.requests_waiting)}  "
+        f"KV {cells.pct(v.kv_cache_usage)}  ranks {cells.num(v.ranks)}  preemptions {cells.num(v.preemptions_total)}",
+        f"tok/s {cells.num(v.generation_tokens_per_s, 1)}  prompt tok/s {cells.num(v.prompt_tokens_per_s, 1)}  "
+        f"TTFT mean {cells.seconds(v.ttft_mean_s)} p50 {cells.seconds(v.ttft_p50_s)} p95 {cells.seconds(v.ttft_p95_s)}"
+        f" ({v.ttft_window or 'n/a'})  ITL mean {cells.seconds(v.itl_mean_s)} p95 {cells.seconds(v.itl_p95_s)}",
+        f"prefix-cache hit {cells.pct(v.prefix_cache_hit_rate)}  spec-decode acceptance "
+        f"{cells.pct(v.spec_decode_acceptance_rate)}  counter resets (restarts) seen: {len(track.history.restarts)}",
+    ]
+    if v.error:
+        lines.append(f"[b]error:[/b] {v.error}")
+    unknown = [f"{k}: {r}" for k, r in v.unknown.items() if k in ("kv_cache_usage", "ttft_mean_s", "requests_running")]
+    if unknown:
+        lines.append("unknown: " + "; ".join(unknown))
+    return "\n".join(lines)
+
+
+def host_text(track: HostTrack) -> str:
+    snap = track.snapshot
+    if snap is None:
+        return f"{track.config.name}: waiting for the first poll"
+    mem = snap.system_memory
+    memory = (
+        f"system memory {((mem.total_bytes or 0) - (mem.available_bytes or 0)) / 2**30:.1f} / "
+        f"{(mem.total_bytes or 0) / 2**30:.0f} GiB, swap {(mem.swap_used_bytes or 0) / 2**30:.1f} GiB"
+        if mem and mem.total_bytes
+        else "system memory n/a"
+    )
+    lines = [
+        f"[b]host {snap.name}[/b] ({snap.address})  {snap.state.value}  source {snap.source or '-'}  "
+        f"{snap.memory_kind or ''} memory  rtt {cells.num(snap.rtt_ms, 1)} ms",
+        memory,
+    ]
+    if snap.error:
+        lines.append(f"[b]error:[/b] {snap.error}")
+    lines += [f"· {n}" for n in snap.notes[:4]]
+    return "\n".join(lines)
+
+
+class DetailScreen(Screen[None]):
+    CSS_PATH = Path(__file__).with_suffix(".tcss")
+
+    def __init__(self, state: PoolState, key: str, window_index: int = 0) -> None:
+        super().__init__()
+        self.state = state
+        self.key = key
+        self.window_index = window_index
+
+    @property
+    def engine(self) -> EngineTrack | None:
+        return self.state.engines.get(self.key.removeprefix("engine:")) if self.key.startswith("engine:") else None
+
+    @property
+    def host(self) -> HostTrack | None:
+        name = cells.host_of_row(self.state, self.key)
+        return self.state.hosts.get(name or "")
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with Vertical():
+            with Horizontal(id="top"):
+                yield Static(id="engine-info")
+                yield Static(id="host-info")
+            yield DataTable(id="gpus", cursor_type="row")
+            with Grid(id="charts"):
+                for chart in ("tps", "kv", "queue", "vram"):
+                    yield PlotextPlot(id=f"chart-{chart}")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one("#gpus", DataTable)
+        for key, label in (
+            ("gpu", "GPU"),
+            ("name", "Name"),
+            ("mem", "Memory"),
+            ("util", "Util"),
+            ("temp", "Temp"),
+            ("power", "Power / limit"),
+            ("procs", "Processes -> engines"),
+        ):
+            table.add_column(label, key=key)
+        self.refresh_view()
+
+    def toggle_window(self) -> None:
+        self.window_index = (self.window_index + 1) % len(WINDOWS)
+        self.refresh_view()
+
+    def refresh_view(self) -> None:
+        engine = self.engine
+        host = self.host
+        self.query_one("#engine-info", Static).update(engine_text(engine) if engine else "")
+        self.query_one("#host-info", Static).update(host_text(host) if host else "no host configured")
+        self._gpu_table(host)
+        self._charts(engine, host)
+
+    def _gpu_table(self, host: HostTrack | None) -> None:
+        table = self.query_one("#gpus", DataTable)
+        table.clear()
+        snap = host.snapshot if host else None
+        if snap is None:
+            return
+        for g in snap.gpus:
+            procs = [
+                f"{p.pid}:{p.engine or '?'} {(p.used_memory_bytes or 0) / 2**30:.1f}G"
+                for p in snap.processes
+                if p.gpu_uuid == g.uuid
+            ]
+            mem = (
+                f"{(g.memory_used_bytes or 0) / 2**30:.1f} / {g.memory_total_bytes / 2**30:.0f} GiB"
+                f"{' (unified)' if g.memory_source == 'system' else ''}"
+                if g.memory_total_bytes
+                else "n/a"
+            )
+            table.add_row(
+                str(g.index),
+                g.name or "?",
+                mem,
+                cells.num(g.utilization_pct) + "%",
+                cells.num(g.temperature_c) + "C",
+                f"{cells.num(g.power_w)} / {cells.num(g.power_limit_w)} W",
+                ", ".join(procs) or "-",
+                key=str(g.index),
+            )
+
+    def _charts(self, engine: EngineTrack | None, host: HostTrack | None) -> None:
+        seconds, label = WINDOWS[self.window_index]
+        now = self.state.clock()
+        history = engine.history if engine else None
+        specs: list[tuple[str, str, list[tuple[str, Any]]]] = []
+        if history is not None:
+            specs = [
+                ("tps", f"generation tok/s ({label})", [("tok/s", history.tokens_per_s)]),
+                ("kv", f"KV cache % ({label})", [("KV %", [None if v is None else v * 100 for v in history.kv])]),
+                ("queue", f"running / waiting ({label})", [("running", history.running), ("waiting", history.waiting)]),
+                ("vram", f"VRAM % ({label})", [("VRAM %", [None if v is None else v * 100 for v in history.vram])]),
+            ]
+        for chart, title, series in specs or [(c, "no engine on this row", []) for c in ("tps", "kv", "queue", "vram")]:
+            widget = self.query_one(f"#chart-{chart}", PlotextPlot)
+            plt = widget.plt
+            plt.clear_data()
+            plt.clear_figure()
+            plt.title(title)
+            if history is not None:
+                self._plot(plt, history, series, seconds, now)
+            widget.refresh()
+
+    @staticmethod
+    def _plot(plt: Any, history: History, series: list[tuple[str, Any]], seconds: float, now: float) -> None:
+        indices = history.window(seconds, now)
+        for name, values in series:
+            values = list(values)
+            points = [(history.times[i] - now, values[i]) for i in indices if values[i] is not None]
+            if points:
+                plt.plot([p[0] for p in points], [p[1] for p in points], label=name, marker="braille")
+        for at in history.restarts:
+            if now - at <= seconds:
+                plt.vline(at - now, "red")
+        plt.xlabel("seconds ago (red line: restart, counters reset)")
+        plt.xlim(-seconds, 0)

@@ -1,0 +1,130 @@
+"""Gateway view, alert log and help: small read-only screens."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Header, Static
+
+from poolconsole.model.alerts import Alerts
+from poolconsole.model.gateway import gateway_reports
+from poolconsole.model.pool import PoolState
+from poolconsole.ui.actions import Action, key_label
+
+
+class GatewayScreen(Screen[None]):
+    CSS_PATH = Path(__file__).with_name("others.tcss")
+
+    def __init__(self, state: PoolState) -> None:
+        super().__init__()
+        self.state = state
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with VerticalScroll():
+            yield Static(id="gateway-summary")
+            yield DataTable(id="routes", cursor_type="row")
+            yield Static(id="drift")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one("#routes", DataTable)
+        for key, label in (
+            ("gw", "Gateway"),
+            ("model", "Model"),
+            ("engine", "Engine"),
+            ("host", "Host"),
+            ("state", "Engine state"),
+        ):
+            table.add_column(label, key=key)
+        self.refresh_view()
+
+    def refresh_view(self) -> None:
+        reports = gateway_reports(self.state)
+        table = self.query_one("#routes", DataTable)
+        table.clear()
+        summary, drift = [], []
+        if not reports:
+            summary.append('No LiteLLM gateway is configured (kind = "litellm").')
+        for r in reports:
+            summary.append(f"[b]{r.gateway}[/b]: {r.state}; liveness {r.liveness}; readiness {r.readiness}")
+            for route in r.routes:
+                table.add_row(
+                    r.gateway,
+                    route.model,
+                    route.engine or "NONE",
+                    route.host or "-",
+                    route.engine_state or "-",
+                    key=f"{r.gateway}:{route.model}",
+                )
+                if route.engine is None:
+                    drift.append(f"drift: gateway route {route.model!r} is served by no engine")
+            drift += [f"drift: {engine} serves {model!r}, which no gateway routes" for engine, model in r.unrouted]
+            drift += [f"degrade hint: {h}" for h in r.hints]
+        self.query_one("#gateway-summary", Static).update("\n".join(summary))
+        self.query_one("#drift", Static).update(
+            "\n".join(drift) or "no drift: every route is served and every served model is routed"
+        )
+
+
+class AlertsScreen(Screen[None]):
+    CSS_PATH = Path(__file__).with_name("others.tcss")
+
+    def __init__(self, alerts: Alerts) -> None:
+        super().__init__()
+        self.alerts = alerts
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static(id="alerts-summary")
+        yield DataTable(id="alert-log", cursor_type="row")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one("#alert-log", DataTable)
+        for key, label in (("at", "Time"), ("target", "Target"), ("rule", "Rule"), ("what", "What")):
+            table.add_column(label, key=key)
+        self.refresh_view()
+
+    def refresh_view(self) -> None:
+        table = self.query_one("#alert-log", DataTable)
+        table.clear()
+        for i, event in enumerate(reversed(self.alerts.log)):
+            at = dt.datetime.fromtimestamp(event.at, dt.UTC).strftime("%H:%M:%S")
+            table.add_row(at, event.target, event.rule, ("FIRED " if event.fired else "") + event.message, key=str(i))
+        active = [f"{t}/{r}" for (t, r) in self.alerts.active]
+        self.query_one("#alerts-summary", Static).update(
+            f"{len(active)} active: {', '.join(active) or 'none'}   (times in UTC)"
+        )
+
+
+class HelpScreen(Screen[None]):
+    CSS_PATH = Path(__file__).with_name("others.tcss")
+
+    def __init__(self, actions: list[Action], keymap: dict[str, str], read_only: bool) -> None:
+        super().__init__()
+        self.actions = actions
+        self.keymap = keymap
+        self.read_only = read_only
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield DataTable(id="help", cursor_type="row")
+        yield Static(
+            "Ctrl+P opens the command palette (same actions, and themes). Keys are remappable with a [keys] "
+            "table in hosts.toml."
+            + ("  Read-only mode: actions that change the pool are hidden." if self.read_only else ""),
+            id="help-note",
+        )
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one("#help", DataTable)
+        for key, label in (("key", "Key"), ("id", "Action id"), ("what", "What it does")):
+            table.add_column(label, key=key)
+        for a in self.actions:
+            table.add_row(key_label(self.keymap.get(a.id, a.key)), a.id, f"{a.title}: {a.help}", key=a.id)

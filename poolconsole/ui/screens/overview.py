@@ -1,0 +1,168 @@
+"""Pool overview: one row per engine grouped by host, plus hosts without engines. Rows are updated in
+place (keyed diffs inside one batch), the cursor stays where it is, `/` filters, `s` sorts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Header, Input, Static
+
+from poolconsole.model.pool import PoolState
+from poolconsole.ui import cells
+
+SORTS: tuple[tuple[str, str], ...] = (
+    ("host", "host"),
+    ("tps", "tok/s"),
+    ("kv", "KV"),
+    ("queue", "waiting"),
+    ("engine", "name"),
+)
+
+
+def _plain(value: Text | str) -> str:
+    return value.plain if isinstance(value, Text) else value
+
+
+def _number(text: str) -> float:
+    head = text.split("/")[-1].rstrip("%")
+    try:
+        return float(head)
+    except ValueError:
+        return -1.0
+
+
+class OverviewScreen(Screen[None]):
+    CSS_PATH = Path(__file__).with_suffix(".tcss")
+
+    def __init__(self, state: PoolState) -> None:
+        super().__init__()
+        self.state = state
+        self.rendered: dict[str, dict[str, str]] = {}
+        self.filter_text = ""
+        self.sort_index = 0
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with Vertical():
+            yield Input(placeholder="filter rows (Esc clears)", id="filter")
+            yield DataTable(id="pool", cursor_type="row", zebra_stripes=True)
+            yield Static("", id="status-line")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        for key, label in cells.COLUMNS:
+            table.add_column(label, key=key)
+        box = self.query_one("#filter", Input)
+        box.display = False
+        box.disabled = True  # hidden: it must not take focus (and the keys) from the table
+        table.focus()
+        self.refresh_rows()
+
+    # -- data ----------------------------------------------------------------------------------------
+    def rows(self) -> dict[str, dict[str, Any]]:
+        c = cells.Colors.from_theme(self.app.theme_variables)
+        out: dict[str, dict[str, Any]] = {}
+        with_engines = set()
+        for track in self.state.engines.values():
+            out[f"engine:{track.config.name}"] = cells.engine_row(self.state, track, c)
+            with_engines.add(track.config.host)
+        for host in self.state.hosts.values():
+            if host.config.name not in with_engines:
+                out[f"host:{host.config.name}"] = cells.host_row(self.state, host, c)
+        if self.filter_text:
+            needle = self.filter_text.lower()
+            out = {k: r for k, r in out.items() if any(needle in _plain(v).lower() for v in r.values())}
+        return out
+
+    def _order(self, rows: dict[str, dict[str, Any]]) -> list[str]:
+        column = SORTS[self.sort_index][0]
+        if column in ("host", "engine"):
+            return sorted(rows, key=lambda k: (_plain(rows[k]["host"]), _plain(rows[k]["engine"])))
+        return sorted(rows, key=lambda k: -_number(_plain(rows[k][column])))
+
+    def refresh_rows(self) -> None:
+        """Apply the latest model to the table: update changed cells only, add and drop rows as needed."""
+        table = self.query_one(DataTable)
+        rows = self.rows()
+        order = self._order(rows)
+        cursor_key = self._cursor_key()
+        structure_changed = list(self.rendered) != order
+        with self.app.batch_update():
+            if structure_changed:
+                table.clear()
+                self.rendered = {}
+                for key in order:
+                    table.add_row(*rows[key].values(), key=key)
+                    self.rendered[key] = {c: _plain(v) + str(getattr(v, "style", "")) for c, v in rows[key].items()}
+                if cursor_key in rows:
+                    table.move_cursor(row=order.index(cursor_key), animate=False)
+            else:
+                for key in order:
+                    old = self.rendered[key]
+                    for column, value in rows[key].items():
+                        signature = _plain(value) + str(getattr(value, "style", ""))
+                        if old.get(column) != signature:
+                            table.update_cell(key, column, value, update_width=True)
+                            old[column] = signature
+        self._status_line()
+
+    def _cursor_key(self) -> str | None:
+        table = self.query_one(DataTable)
+        if table.row_count == 0:
+            return None
+        try:
+            return str(table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value)
+        except Exception:
+            return None
+
+    def selected(self) -> str | None:
+        return self._cursor_key()
+
+    def _status_line(self) -> None:
+        app: Any = self.app
+        alerts = len(app.alerts.active) if hasattr(app, "alerts") else 0
+        mode = "  READ-ONLY" if getattr(app, "read_only", False) else ""
+        shown = self.query_one(DataTable).row_count
+        filt = f"  filter: {self.filter_text!r}" if self.filter_text else ""
+        self.query_one("#status-line", Static).update(
+            f"{shown} rows  sorted by {SORTS[self.sort_index][1]}{filt}  active alerts: {alerts}{mode}"
+        )
+
+    # -- interaction ---------------------------------------------------------------------------------
+    def open_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.display = True
+        box.disabled = False
+        box.focus()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        self.filter_text = event.value.strip()
+        self.refresh_rows()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.query_one(DataTable).focus()
+
+    def clear_filter(self) -> bool:
+        box = self.query_one("#filter", Input)
+        if not box.display:
+            return False
+        box.value = ""
+        box.display = False
+        box.disabled = True
+        self.filter_text = ""
+        self.query_one(DataTable).focus()
+        self.refresh_rows()
+        return True
+
+    def next_sort(self) -> None:
+        self.sort_index = (self.sort_index + 1) % len(SORTS)
+        self.refresh_rows()
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        self.app.call_later(self.app.run_action, "open_detail")

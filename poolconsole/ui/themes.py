@@ -1,0 +1,44 @@
+"""Themes are data: TOML files in themes/ (name, colours, and the console's semantic variables)."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+
+from platformdirs import user_state_path
+from textual.theme import Theme
+
+THEMES_DIR = Path(__file__).resolve().parents[2] / "themes"
+DEFAULT = "pool-dark"
+SEMANTIC = {"gpu-hot": "$error", "target-down": "$error", "stale": "$warning", "unified": "$accent"}
+
+
+def load_themes(directory: Path = THEMES_DIR) -> list[Theme]:
+    themes: list[Theme] = []
+    for path in sorted(directory.glob("*.toml")):
+        data = tomllib.loads(path.read_text())
+        variables = {str(k): str(v) for k, v in data.pop("variables", {}).items()}
+        themes.append(Theme(variables=variables, **data))
+    return themes
+
+
+def state_file() -> Path:
+    return user_state_path("poolconsole") / "ui.json"
+
+
+def remembered_theme(path: Path | None = None) -> str | None:
+    try:
+        value = json.loads((path or state_file()).read_text()).get("theme")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return value if isinstance(value, str) else None
+
+
+def remember_theme(name: str, path: Path | None = None) -> None:
+    target = path or state_file()
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(json.dumps({"theme": name}))
+    except OSError:
+        pass  # a read-only home does not stop the console

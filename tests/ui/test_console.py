@@ -1,0 +1,151 @@
+"""Pilot tests of the console: navigate, filter, sort, open detail, gateway drift, theme switch,
+read-only mode, and a host that dies while the others keep updating."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from textual.widgets import DataTable
+
+from poolconsole.config import parse_config
+from poolconsole.sim.run import SimPool
+from poolconsole.ui.app import EnginePolled, HostPolled, PoolApp
+from poolconsole.ui.screens.detail import DetailScreen
+from poolconsole.ui.screens.others import GatewayScreen, HelpScreen
+from poolconsole.ui.screens.overview import OverviewScreen
+from tests.helpers import uipool
+
+
+def static_app(tmp_path: Path, read_only: bool = False) -> PoolApp:
+    return PoolApp(uipool.config(), live=False, clock=uipool.clock, theme_state=tmp_path / "ui.json",
+                   read_only=read_only, subtitle="test pool")
+
+
+async def feed(app: PoolApp) -> None:
+    cfg = app.config
+    for host in uipool.host_snapshots(cfg):
+        app.post_message(HostPolled(host))
+    for snap in uipool.engine_snapshots(cfg):
+        app.post_message(EnginePolled(snap))
+
+
+async def settle(pilot: object, app: PoolApp) -> None:
+    await pilot.pause()  # type: ignore[attr-defined]
+    app.refresh_screen()
+    await pilot.pause()  # type: ignore[attr-defined]
+
+
+def table_rows(app: PoolApp) -> list[str]:
+    table = app.screen.query_one("#pool", DataTable)
+    return [str(key.value) for key in table.rows]
+
+
+async def test_overview_rows_filter_sort_and_cursor(tmp_path: Path) -> None:
+    app = static_app(tmp_path)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await feed(app)
+        await settle(pilot, app)
+        assert isinstance(app.screen, OverviewScreen)
+        rows = table_rows(app)
+        assert len(rows) == 8 and "engine:qwen3-next-80b" in rows
+        table = app.screen.query_one("#pool", DataTable)
+        assert table.get_cell("engine:qwen3-next-80b", "state").plain == "ok"
+        assert table.get_cell("engine:qwen3-next-80b", "queue").plain == "0/0"
+        assert table.get_cell("engine:embeddings", "kv").plain == "n/a"  # Ollama exposes no KV: n/a, never 0
+        await pilot.press("down", "down")
+        selected = app.screen.selected()
+        await feed(app)  # a new poll must not move the cursor
+        await settle(pilot, app)
+        assert app.screen.selected() == selected
+        await pilot.press("slash", *"vllm")
+        await settle(pilot, app)
+        assert all(r.startswith("engine:") for r in table_rows(app)) and len(table_rows(app)) == 3
+        await pilot.press("escape")
+        await settle(pilot, app)
+        assert len(table_rows(app)) == 8
+        await pilot.press("s")  # sort by tok/s
+        await settle(pilot, app)
+        assert "tok/s" in str(app.screen.query_one("#status-line").render())
+
+
+async def test_detail_gateway_help_and_back(tmp_path: Path) -> None:
+    app = static_app(tmp_path)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await feed(app)
+        await settle(pilot, app)
+        keys = table_rows(app)
+        app.screen.query_one("#pool", DataTable).move_cursor(row=keys.index("engine:qwen3-next-80b"))
+        await pilot.press("enter")
+        await settle(pilot, app)
+        assert isinstance(app.screen, DetailScreen)
+        info = str(app.screen.query_one("#engine-info").render())
+        assert "qwen3-next-80b" in info and "TTFT" in info
+        assert app.screen.query_one("#gpus", DataTable).row_count == 4  # the TP node's four cards
+        await pilot.press("escape")
+        await pilot.press("g")
+        await settle(pilot, app)
+        assert isinstance(app.screen, GatewayScreen)
+        drift = str(app.screen.query_one("#drift").render())
+        assert "retired-model" in drift and "served by no engine" in drift
+        await pilot.press("question_mark")
+        await settle(pilot, app)
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        assert isinstance(app.screen, OverviewScreen)
+
+
+async def test_theme_switch_is_remembered(tmp_path: Path) -> None:
+    app = static_app(tmp_path)
+    async with app.run_test(size=(120, 30)) as pilot:
+        first = app.theme
+        assert first == "pool-dark"  # the default
+        await pilot.press("t")
+        await pilot.pause()
+        second = app.theme
+        assert second != first and second in app.pool_themes
+    assert (tmp_path / "ui.json").read_text().count(second) == 1
+    again = static_app(tmp_path)
+    async with again.run_test(size=(120, 30)):
+        assert again.theme == second
+
+
+async def test_read_only_is_shown_and_refuses_mutating_actions(tmp_path: Path) -> None:
+    app = static_app(tmp_path, read_only=True)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await pilot.pause()
+        assert "read-only" in app.sub_title
+        shown = {b.binding.action for b in app.screen.active_bindings.values() if b.enabled}
+        from poolconsole.ui import actions
+
+        assert not shown & {f"app.{a}" for a in actions.MUTATING}
+        assert all(app.check_action(a, ()) is False for a in actions.MUTATING)
+
+
+async def test_a_dead_host_does_not_stop_the_others(tmp_path: Path) -> None:
+    pool = SimPool(seed=9)
+    await pool.start(tmp_path / "keys")
+    try:
+        await pool.wait_ready()
+        config = parse_config(pool.config_toml().replace("poll_interval_s = 1.0", "poll_interval_s = 0.5")
+                              .replace("http_timeout_s = 3.0", "http_timeout_s = 1.0"))
+        app = PoolApp(config, theme_state=tmp_path / "ui.json")
+        async with app.run_test(size=(160, 40)) as pilot:
+            await asyncio.sleep(2.5)
+            await settle(pilot, app)
+            table = app.screen.query_one("#pool", DataTable)
+            assert table.get_cell("engine:qwen3-30b-a3b", "state").plain == "ok"
+            await pool.host_down("ws48")
+            polls_before = len(app.state.engines["qwen3-next-80b"].history.times)
+            await asyncio.sleep(3.0)
+            await settle(pilot, app)
+            assert table.get_cell("engine:qwen3-30b-a3b", "state").plain == "down"
+            view = app.state.engines["qwen3-30b-a3b"].view
+            assert view is not None and "refused" in (view.error or "")
+            assert app.state.hosts["ws48"].snapshot is not None
+            assert app.state.hosts["ws48"].snapshot.state.value == "unreachable"
+            assert len(app.state.engines["qwen3-next-80b"].history.times) >= polls_before + 3  # still updating
+            assert table.get_cell("engine:qwen3-next-80b", "state").plain == "ok"
+            assert ("qwen3-30b-a3b", "down") in app.alerts.active
+    finally:
+        await pool.stop()
