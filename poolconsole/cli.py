@@ -119,6 +119,63 @@ def cmd_schema(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _levels(text: str) -> tuple[int, ...]:
+    try:
+        levels = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError("--concurrency takes numbers separated by commas, e.g. 1,4,16") from None
+    if not levels or any(n < 1 or n > 1024 for n in levels):
+        raise argparse.ArgumentTypeError("--concurrency levels must be between 1 and 1024")
+    return levels
+
+
+def cmd_smoke(args: argparse.Namespace) -> int:
+    from poolconsole.ops.smoke import store
+    from poolconsole.ops.smoke.run import SmokeOptions, choose_targets, document, run_blocking
+
+    config = _load(args.config)
+    options = SmokeOptions(tuple(args.targets), args.via_gateway, args.concurrency, args.requests, args.seed,
+                           args.stall_timeout, args.timeout)
+    unknown = [t for t in args.targets if t not in {e.name for e in config.engines}]
+    if unknown:
+        print(f"poolconsole smoke: no engine named {', '.join(unknown)} in the config", file=sys.stderr)
+        return EXIT_CONFIG
+    if not choose_targets(config, options):
+        print("poolconsole smoke: nothing to test (no engine; gateways need --via-gateway)", file=sys.stderr)
+        return EXIT_CONFIG
+
+    def progress(result: Any) -> None:
+        if not args.json:
+            mark = "PASS" if result.passed else "FAIL"
+            level = f" c={result.concurrency}" if result.concurrency else ""
+            print(f"{mark}  {result.target:20s} {result.model[:28]:28s} {result.check}{level}: {result.reason}",
+                  flush=True)
+
+    results, seed = run_blocking(config, options, progress)
+    doc = document(results, seed)
+    db = Path(args.db) if args.db else store.default_db()
+    engines = {e.name: e for e in config.engines}
+    conditions = {name: {"kind": e.kind.value, "profile": e.profile, "quantization": e.profile, "version": None}
+                  for name, e in engines.items()}
+    try:
+        run_id = store.save_run(db, seed, doc["passed"], " ".join(sys.argv[1:]), doc["results"], conditions)
+        doc["run_id"], doc["db"] = run_id, str(db)
+        if args.compare:
+            changes = store.compare(db, run_id)
+            doc["comparison"] = [c.to_json() for c in changes]
+    except OSError as exc:
+        doc["store_error"] = f"results not stored: {exc}"
+    if args.json:
+        print(json.dumps(doc, indent=2, allow_nan=False))
+    else:
+        for change in doc.get("comparison", []):
+            flag = "REGRESSION" if change["regression"] else "ok"
+            print(f"{flag:10s} {change['target']} {change['model']} {change['check']} c={change['concurrency']} "
+                  f"{change['figure']}: {change['baseline']:.4g} -> {change['now']:.4g} ({change['change_pct']:+.1f}%)")
+        print(("passed" if doc["passed"] else "FAILED") + f" ({len(results)} checks, seed {seed})")
+    return EXIT_OK if doc["passed"] else EXIT_PROBLEM
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from poolconsole.sim.run import run_demo
 
@@ -151,6 +208,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     schema = sub.add_parser("schema", help="print the JSON Schema of hosts.toml")
     schema.set_defaults(func=cmd_schema)
+
+    smoke = sub.add_parser("smoke", help="smoke-test engines and gateway models: correctness, TTFT, ITL, tok/s, SLOs")
+    smoke.add_argument("targets", nargs="*", metavar="TARGET", help="engine names (default: every engine)")
+    smoke.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS)
+    smoke.add_argument("--via-gateway", action="store_true", help="also test every model through the gateway(s)")
+    smoke.add_argument("--json", action="store_true", help="print one JSON document")
+    smoke.add_argument("--concurrency", type=_levels, default=(1,), metavar="1,4,16", help="streams in flight")
+    smoke.add_argument("--requests", type=int, default=4, metavar="N", help="timed requests per level (default 4)")
+    smoke.add_argument("--compare", action="store_true", help="compare with each target's last passing run")
+    smoke.add_argument("--db", metavar="PATH", help="SQLite file for stored runs (default: user data dir)")
+    smoke.add_argument("--seed", type=int, help="prompt seed (default: random per run)")
+    smoke.add_argument("--stall-timeout", type=float, default=15.0, metavar="S", help="max silence in a stream")
+    smoke.add_argument("--timeout", type=float, default=120.0, metavar="S", help="max time of one request")
+    smoke.set_defaults(func=cmd_smoke)
 
     demo = sub.add_parser("demo", help="run a simulated pool on 127.0.0.1 and open the console on it")
     demo.add_argument("--serve-only", action="store_true", help="only run the pool (for tests and tools)")

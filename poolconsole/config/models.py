@@ -116,6 +116,40 @@ class Host(Strict):
         return value
 
 
+class SmokeSettings(Strict):
+    """How `poolconsole smoke` tests an engine (the optional `[engines.smoke]` table)."""
+
+    tools: bool = False
+    """The engine serves tool calls (vLLM with --enable-auto-tool-choice, SGLang with a tool parser, llama.cpp --jinja)."""
+    json_schema: bool = False
+    """The engine supports response_format json_schema (structured output)."""
+    anthropic: bool = False
+    """A gateway that also speaks the Anthropic Messages API (/v1/messages)."""
+    embedding_models: list[str] | None = None
+    """Models to test as embedding models (default: names containing "embed")."""
+    models: list[str] | None = None
+    """Only these models (default: every model /v1/models lists)."""
+    probe_prompt: str | None = None
+    """Correctness probe: a prompt..."""
+    probe_expect: str | None = None
+    """...and a regular expression the answer must match."""
+    max_tokens: Annotated[int, Field(ge=2, le=8192)] = 64
+    """Output tokens asked for by the timed streaming check."""
+    slo_ttft_p95_s: Annotated[float, Field(gt=0)] | None = None
+    """SLO: 95th percentile time to first token, seconds."""
+    slo_itl_p95_s: Annotated[float, Field(gt=0)] | None = None
+    """SLO: 95th percentile inter-token latency, seconds."""
+    slo_min_tokens_per_s: Annotated[float, Field(gt=0)] | None = None
+    """SLO: minimum decode speed of one stream (per_stream tok/s)."""
+
+    @field_validator("probe_expect")
+    @classmethod
+    def _regex(cls, value: str | None) -> str | None:
+        if value is not None:
+            re.compile(value)
+        return value
+
+
 class Engine(Strict):
     """An inference engine endpoint (`[[engines]]`)."""
 
@@ -141,6 +175,8 @@ class Engine(Strict):
     """Free text shown in the console."""
     degrade_to: str | None = None
     """Engine (by name) with a smaller model that non-critical traffic can move to when this one queues."""
+    smoke: SmokeSettings = SmokeSettings()
+    """Smoke-test settings and SLOs."""
 
     @field_validator("name")
     @classmethod

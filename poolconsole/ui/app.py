@@ -12,6 +12,7 @@ from typing import Any
 
 from textual import work
 from textual.app import App, SystemCommand
+from textual.css.query import NoMatches
 from textual.message import Message
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
@@ -180,9 +181,14 @@ class PoolApp(App[None]):
 
     def refresh_screen(self) -> None:
         screen = self.screen
+        if not getattr(screen, "ready", False):
+            return  # not composed yet: it draws itself when it mounts
         for method in ("refresh_rows", "refresh_view"):
             if hasattr(screen, method):
-                getattr(screen, method)()
+                try:
+                    getattr(screen, method)()
+                except NoMatches:
+                    return  # the screen is being torn down (quitting, or popped between two ticks)
 
     # -- actions (the registry binds keys and the palette to these) ----------------------------------
     def _overview(self) -> OverviewScreen | None:

@@ -19,7 +19,7 @@ class Reply:
     body: bytes = b""
     headers: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0
-    mode: str = "normal"  # normal | hang | truncate | close
+    mode: str = "normal"  # normal | hang | truncate | close | stall (half the body, then silence)
 
     @classmethod
     def file(
@@ -78,7 +78,14 @@ class RawHTTPServer:
             while True:
                 request = await reader.readuntil(b"\r\n\r\n")
                 path = request.split(b" ", 2)[1].decode().split("?")[0]
+                length = 0
+                for line in request.split(b"\r\n"):
+                    if line.lower().startswith(b"content-length:"):
+                        length = int(line.split(b":", 1)[1])
+                body = await reader.readexactly(length) if length else b""
                 self.hits[path] = self.hits.get(path, 0) + 1
+                if b'"stream":true' in body.replace(b" ", b"") and path + "#stream" in self.routes:
+                    path += "#stream"  # a streaming request gets the streaming reply
                 reply = self.routes.get(path, Reply(404, b'{"error":"not found"}'))
                 if reply.delay_s:
                     await asyncio.sleep(reply.delay_s)
@@ -88,11 +95,13 @@ class RawHTTPServer:
                     writer.close()
                     return
                 length = len(reply.body)
-                body = reply.body[: length // 2] if reply.mode == "truncate" else reply.body
+                body = reply.body[: length // 2] if reply.mode in ("truncate", "stall") else reply.body
                 head = [f"HTTP/1.1 {reply.status} {REASONS.get(reply.status, 'X')}", f"Content-Length: {length}"]
                 head += [f"{k}: {v}" for k, v in reply.headers.items()]
                 writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + body)
                 await writer.drain()
+                if reply.mode == "stall":
+                    await asyncio.sleep(3600)
                 if reply.mode == "truncate":
                     writer.close()
                     return

@@ -107,6 +107,7 @@ class DetailScreen(Screen[None]):
         ):
             table.add_column(label, key=key)
         self.refresh_view()
+        self.ready = True
 
     def toggle_window(self) -> None:
         self.window_index = (self.window_index + 1) % len(WINDOWS)

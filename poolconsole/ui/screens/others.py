@@ -42,6 +42,7 @@ class GatewayScreen(Screen[None]):
         ):
             table.add_column(label, key=key)
         self.refresh_view()
+        self.ready = True
 
     def refresh_view(self) -> None:
         reports = gateway_reports(self.state)
@@ -89,6 +90,7 @@ class AlertsScreen(Screen[None]):
         for key, label in (("at", "Time"), ("target", "Target"), ("rule", "Rule"), ("what", "What")):
             table.add_column(label, key=key)
         self.refresh_view()
+        self.ready = True
 
     def refresh_view(self) -> None:
         table = self.query_one("#alert-log", DataTable)

@@ -63,6 +63,7 @@ class OverviewScreen(Screen[None]):
         box.disabled = True  # hidden: it must not take focus (and the keys) from the table
         table.focus()
         self.refresh_rows()
+        self.ready = True
 
     # -- data ----------------------------------------------------------------------------------------
     def rows(self) -> dict[str, dict[str, Any]]:

@@ -1,0 +1,76 @@
+"""Console benchmark (issue 5), run by hand: `python benchmarks/ui_bench.py [NODES] [SECONDS]`.
+
+The demo pool with 64 extra nodes runs in a child process (`poolconsole demo --serve-only`), so its CPU
+is not charged to the console. The console (headless, the real app with live polling at a 1 s
+refresh) runs here for two minutes. Printed: the console process's CPU share of one core, the mean
+and max time to apply one poll result to the model, and resident memory at start and end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import resource
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from poolconsole.config import load_config  # noqa: E402
+from poolconsole.ui.app import PoolApp  # noqa: E402
+
+
+def rss_mib() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+async def main(nodes: int, seconds: float) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        config_path = Path(tmp) / "pool.toml"
+        sim = subprocess.Popen([sys.executable, "-m", "poolconsole", "demo", "--serve-only", "--nodes", str(nodes),
+                                "--config-out", str(config_path)], stdout=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 120
+            while not config_path.exists():
+                if time.monotonic() > deadline or sim.poll() is not None:
+                    raise RuntimeError("the demo pool did not start")
+                await asyncio.sleep(0.2)
+            text = config_path.read_text().replace("poll_interval_s = 1.0", "poll_interval_s = 1.0")
+            config_path.write_text(text)
+            config = load_config(config_path)
+            app = PoolApp(config, theme_state=Path(tmp) / "ui.json")
+            async with app.run_test(size=(160, 45)):
+                await asyncio.sleep(10)  # connections up, first polls done
+                app.update_times.clear()
+                rss_start = rss_mib()
+                cpu0, wall0 = time.process_time(), time.monotonic()
+                await asyncio.sleep(seconds)
+                cpu, wall = time.process_time() - cpu0, time.monotonic() - wall0
+                rss_end = rss_mib()
+                updates = list(app.update_times)
+                states = {t.view.state for t in app.state.engines.values() if t.view}
+        finally:
+            sim.send_signal(signal.SIGINT)
+            sim.wait(30)
+    targets = len(config.engines) + len(config.hosts)
+    print(f"console on {len(config.engines)} engines + {len(config.hosts)} hosts ({targets} poll loops, 1 s refresh), "
+          f"{wall:.0f} s measured")
+    print(f"CPU: {cpu:.1f} s of {wall:.0f} s = {cpu / wall * 100:.1f}% of one core (target <= 5%)")
+    print(f"apply one update: mean {statistics.mean(updates) * 1e3:.3f} ms, max {max(updates) * 1e3:.2f} ms "
+          f"over {len(updates)} updates ({len(updates) / wall:.0f}/s)")
+    print(f"RSS: {rss_start:.0f} MiB at start, {rss_end:.0f} MiB at end (max RSS "
+          f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB); engine states seen {sorted(states)}")
+    print(f"pid {os.getpid()}")
+
+
+if __name__ == "__main__":
+    asyncio.run(main(int(sys.argv[1]) if len(sys.argv) > 1 else 64, float(sys.argv[2]) if len(sys.argv) > 2 else 120))

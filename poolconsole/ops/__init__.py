@@ -1,0 +1,1 @@
+"""Operator actions: smoke tests (and, later, restarts and rollovers). Never imports Textual."""

@@ -1,0 +1,1 @@
+"""Smoke tests and quick benchmarks against the OpenAI APIs."""

@@ -1,0 +1,159 @@
+"""Timed streaming over raw httpx: each SSE event is timestamped on arrival. A stall, malformed SSE,
+an HTTP error or a truncated stream ends the request with a reason, never a hang."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+
+@dataclass
+class StreamResult:
+    ok: bool
+    reason: str | None
+    sent_at: float
+    token_times: list[float] = field(default_factory=list)
+    content: str = ""
+    usage_tokens: int | None = None
+    prompt_tokens: int | None = None
+    tool_args: str = ""
+    tool_name: str | None = None
+
+    @property
+    def output_tokens(self) -> int:
+        """Completion tokens from the usage chunk; content events when the server sent no usage."""
+        return self.usage_tokens if self.usage_tokens is not None else len(self.token_times)
+
+    @property
+    def ttft(self) -> float | None:
+        return self.token_times[0] - self.sent_at if self.token_times else None
+
+    @property
+    def itls(self) -> list[float]:
+        return [b - a for a, b in zip(self.token_times, self.token_times[1:], strict=False)]
+
+    @property
+    def decode_tps(self) -> float | None:
+        """(output tokens - 1) / (last token time - first token time): the decode speed."""
+        if len(self.token_times) < 2:
+            return None
+        span = self.token_times[-1] - self.token_times[0]
+        return (self.output_tokens - 1) / span if span > 0 else None
+
+
+async def stream_chat(client: httpx.AsyncClient, url: str, body: dict[str, Any], headers: dict[str, str],
+                      stall_s: float, total_s: float) -> StreamResult:
+    sent = time.perf_counter()
+    result = StreamResult(False, None, sent)
+    try:
+        async with asyncio.timeout(total_s):
+            async with client.stream("POST", url, json=body, headers=headers) as response:
+                if response.status_code != 200:
+                    text = (await response.aread()).decode(errors="replace")
+                    result.reason = f"HTTP {response.status_code}: {' '.join(text.split())[:200]}"
+                    return result
+                lines = response.aiter_lines()
+                done = False
+                while not done:
+                    try:
+                        line = await asyncio.wait_for(anext(lines), stall_s)
+                    except StopAsyncIteration:
+                        break
+                    except TimeoutError:
+                        result.reason = (f"stream stalled: nothing for {stall_s:g} s after "
+                                         f"{len(result.token_times)} tokens")
+                        return result
+                    now = time.perf_counter()
+                    if not line.startswith("data:"):
+                        continue
+                    payload = line[5:].strip()
+                    if payload == "[DONE]":
+                        done = True
+                        break
+                    try:
+                        event = json.loads(payload)
+                    except ValueError:
+                        result.reason = f"malformed SSE event: {payload[:120]!r}"
+                        return result
+                    _consume(result, event, now)
+                if not done:
+                    result.reason = f"stream ended without [DONE] after {len(result.token_times)} tokens"
+                    return result
+    except TimeoutError:
+        result.reason = f"request did not finish within {total_s:g} s"
+        return result
+    except httpx.HTTPError as exc:
+        result.reason = f"{type(exc).__name__}: {exc or 'connection failed'}"
+        return result
+    if not result.token_times:
+        result.reason = "the stream carried no content token"
+        return result
+    result.ok = True
+    return result
+
+
+def _consume(result: StreamResult, event: Any, now: float) -> None:
+    if not isinstance(event, dict):
+        return
+    if isinstance(event.get("error"), dict | str):
+        result.reason = f"error event in the stream: {str(event['error'])[:200]}"
+    usage = event.get("usage")
+    if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
+        result.usage_tokens = usage["completion_tokens"]
+        result.prompt_tokens = usage.get("prompt_tokens") if isinstance(usage.get("prompt_tokens"), int) else None
+    for choice in event.get("choices") or []:
+        delta = choice.get("delta") or choice if isinstance(choice, dict) else {}
+        content = delta.get("content") or delta.get("text") if isinstance(delta, dict) else None
+        if isinstance(content, str) and content:
+            result.content += content
+            result.token_times.append(now)
+        for call in delta.get("tool_calls") or [] if isinstance(delta, dict) else []:
+            fn = call.get("function") or {} if isinstance(call, dict) else {}
+            if fn.get("name"):
+                result.tool_name = fn["name"]
+            if isinstance(fn.get("arguments"), str) and fn["arguments"]:
+                result.tool_args += fn["arguments"]
+                result.token_times.append(now)
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = q * (len(ordered) - 1)
+    low, high = math.floor(rank), math.ceil(rank)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+@dataclass(frozen=True)
+class LevelStats:
+    ttft: dict[str, float | None] | None
+    itl: dict[str, float | None] | None
+    tokens_per_s: dict[str, float | None] | None
+    output_tokens: int
+    prompt_tokens: int | None
+
+
+def level_stats(results: list[StreamResult], wall_s: float) -> LevelStats:
+    good = [r for r in results if r.ok]
+    ttfts = [r.ttft for r in good if r.ttft is not None]
+    itls = [x for r in good for x in r.itls]
+    speeds = [s for r in good if (s := r.decode_tps) is not None]
+    output = sum(r.output_tokens for r in good)
+    prompts = [r.prompt_tokens for r in good if r.prompt_tokens is not None]
+    return LevelStats(
+        {"mean": statistics.fmean(ttfts), "p50": percentile(ttfts, 0.5), "p95": percentile(ttfts, 0.95)}
+        if ttfts else None,
+        {"mean": statistics.fmean(itls), "p95": percentile(itls, 0.95)} if itls else None,
+        {"per_stream": statistics.median(speeds) if speeds else None,
+         "aggregate": output / wall_s if wall_s > 0 else None} if good else None,
+        output,
+        round(statistics.fmean(prompts)) if prompts else None,
+    )

@@ -1,0 +1,72 @@
+"""Render every console screen from the live demo pool to SVG and PNG in screenshots/.
+
+Run by hand: `.venv/bin/pip install cairosvg && .venv/bin/python scripts/screenshots.py`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from textual.widgets import DataTable  # noqa: E402
+
+from poolconsole.config import parse_config  # noqa: E402
+from poolconsole.sim.run import SimPool  # noqa: E402
+from poolconsole.ui.app import PoolApp  # noqa: E402
+
+OUT = ROOT / "screenshots"
+SIZE = (160, 45)
+
+
+async def main() -> None:
+    OUT.mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        pool = SimPool(scenario="normal", seed=7)
+        await pool.start(Path(tmp) / "keys")
+        try:
+            await pool.wait_ready()
+            config = parse_config(pool.config_toml())
+            app = PoolApp(config, theme_state=Path(tmp) / "ui.json", subtitle="demo pool")
+            async with app.run_test(size=SIZE) as pilot:
+                await asyncio.sleep(40)  # let history build up
+                shots: list[tuple[str, tuple[str, ...]]] = [
+                    ("overview", ()), ("detail", ("enter",)), ("gateway", ("escape", "g")),
+                    ("alerts", ("escape", "a")), ("help", ("escape", "question_mark")),
+                    ("filter", ("escape", "slash", *"vllm")),
+                ]
+                table = app.screen.query_one("#pool", DataTable)
+                keys = [str(k.value) for k in table.rows]
+                table.move_cursor(row=keys.index("engine:qwen3-next-80b"))
+                for name, keys_to_press in shots:
+                    await pilot.press(*keys_to_press)
+                    await asyncio.sleep(1.2)
+                    app.clear_notifications()
+                    await pilot.pause()
+                    app.save_screenshot(str(OUT / f"{name}.svg"))
+                for theme in ("pool-light", "pool-high-contrast", "pool-colorblind"):
+                    await pilot.press("escape", "escape")
+                    app.set_theme(theme)
+                    await asyncio.sleep(1.0)
+                    app.clear_notifications()
+                    await pilot.pause()
+                    app.save_screenshot(str(OUT / f"theme-{theme}.svg"))
+                app.set_theme("pool-dark")
+        finally:
+            await pool.stop()
+    try:
+        import cairosvg
+    except ImportError:
+        print("cairosvg is not installed: SVG only")
+        return
+    for svg in sorted(OUT.glob("*.svg")):
+        cairosvg.svg2png(url=str(svg), write_to=str(svg.with_suffix(".png")), output_width=1600)
+        print(svg.with_suffix(".png").relative_to(ROOT))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Install the LiteLLM proxy into its own virtualenv under ~/.cache/poolconsole (about 45 s, 750 MB).
+# 1.108.7 is the newest litellm[proxy] whose pinned companions exist on the package index
+# (shared/reference/real-engines.md). Cached: a second run is a no-op. Prints the litellm executable.
+set -euo pipefail
+VERSION="${LITELLM_VERSION:-1.108.7}"
+CACHE="${POOLCONSOLE_CACHE:-$HOME/.cache/poolconsole}"
+VENV="$CACHE/litellm-$VERSION"
+if [[ -f "$VENV/.ready" ]]; then echo "$VENV/bin/litellm"; exit 0; fi
+PY="${PYTHON:-python3}"
+rm -rf "$VENV"
+"$PY" -m venv "$VENV"
+"$VENV/bin/pip" install -q -U pip >&2
+"$VENV/bin/pip" install -q "litellm[proxy]==$VERSION" >&2
+touch "$VENV/.ready"
+echo "$VENV/bin/litellm"
