@@ -27,7 +27,8 @@ fi
 if [[ " $* " != *"not engine"* ]]; then
   POOLCONSOLE_LLAMA_SERVER="$(PYTHON="$PWD/.venv/bin/python" scripts/build-llama-server.sh)"
   POOLCONSOLE_VLLM_PYTHON="$(PYTHON="$PY" scripts/setup-vllm.sh)"
-  export POOLCONSOLE_LLAMA_SERVER POOLCONSOLE_VLLM_PYTHON
+  POOLCONSOLE_LITELLM="$(PYTHON="$PY" scripts/setup-litellm.sh)"
+  export POOLCONSOLE_LLAMA_SERVER POOLCONSOLE_VLLM_PYTHON POOLCONSOLE_LITELLM
 fi
 
 exec .venv/bin/python -m pytest -p no:cacheprovider "$@"

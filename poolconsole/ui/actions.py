@@ -28,6 +28,8 @@ ACTIONS: tuple[Action, ...] = (
     Action("sort", "Sort", "s", "app.sort", "Sort by the next column (host, tok/s, KV, waiting, name)"),
     Action("gateway", "Gateway", "g", "app.gateway", "LiteLLM routes, drift and degrade hints"),
     Action("alerts", "Alerts", "a", "app.alerts", "The alert log"),
+    Action("smoke", "Smoke test", "m", "app.smoke", "Smoke-test the selected engine (all checks, stored, vs baseline)"),
+    Action("smoke_all", "Smoke test pool", "M", "app.smoke_all", "Smoke-test every engine, one after another"),
     Action("window", "Chart window", "w", "app.window", "Switch history charts between 5 minutes and 1 hour"),
     Action("theme", "Next theme", "t", "app.next_theme", "Cycle through the themes in themes/ (remembered)"),
     Action("refresh", "Poll now", "r", "app.poll_now", "Poll every target now"),

@@ -31,6 +31,7 @@ from poolconsole.ui import actions, themes
 from poolconsole.ui.screens.detail import DetailScreen
 from poolconsole.ui.screens.others import AlertsScreen, GatewayScreen, HelpScreen
 from poolconsole.ui.screens.overview import OverviewScreen
+from poolconsole.ui.screens.smoke import SmokeScreen
 
 REDRAW_S = 0.5
 
@@ -74,6 +75,7 @@ class PoolApp(App[None]):
         self._dirty = False
         self._wake = asyncio.Event()
         self.ssh: SSHPool | None = None
+        self.smoke_db: Path | None = None
         self.update_times: list[float] = []
         """Seconds spent applying each poll result (benchmarks read it)."""
 
@@ -221,6 +223,41 @@ class PoolApp(App[None]):
         if not isinstance(self.screen, OverviewScreen):
             self.pop_screen()
         self.push_screen(screen)
+
+    def action_smoke(self) -> None:
+        overview = self._overview()
+        key = overview.selected() if overview else None
+        if key is None or not key.startswith("engine:"):
+            self.notify("select an engine row to smoke-test it (M tests the whole pool)", severity="warning")
+            return
+        self._start_smoke([key.removeprefix("engine:")])
+
+    def action_smoke_all(self) -> None:
+        self._start_smoke([])
+
+    def _start_smoke(self, targets: list[str]) -> None:
+        screen = SmokeScreen(targets)
+        self._replace_top(screen)
+        self._smoke(screen, targets)
+
+    @work(group="smoke", exclusive=True, exit_on_error=False)
+    async def _smoke(self, screen: SmokeScreen, targets: list[str]) -> None:
+        """One smoke run at a time; results land in the screen as they finish, then in the store."""
+        from poolconsole.ops.smoke import store
+        from poolconsole.ops.smoke.run import SmokeOptions, document, run_smoke
+
+        options = SmokeOptions(tuple(targets), via_gateway=not targets, concurrency=(1, 4), requests=4)
+        try:
+            results, seed = await run_smoke(self.config, options, screen.add)
+            doc = document(results, seed)
+            db = self.smoke_db or store.default_db()
+            run_id = await asyncio.to_thread(store.save_run, db, seed, doc["passed"], "console", doc["results"], {})
+            changes = await asyncio.to_thread(store.compare, db, run_id)
+            screen.finish(changes)
+            self.notify(f"smoke test {'passed' if doc['passed'] else 'FAILED'}: {len(results)} checks",
+                        severity="information" if doc["passed"] else "error")
+        except Exception as exc:  # reported on the screen: the console keeps running
+            screen.finish([], f"smoke test stopped: {type(exc).__name__}: {exc}")
 
     def action_window(self) -> None:
         self.window_index = (self.window_index + 1) % 2

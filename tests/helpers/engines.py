@@ -43,6 +43,10 @@ def _locate(env: str, script: str) -> str:
     return out.stdout.strip().splitlines()[-1]
 
 
+def litellm_binary() -> str:
+    return _locate("POOLCONSOLE_LITELLM", "setup-litellm.sh")
+
+
 def llama_server_binary() -> str:
     return _locate("POOLCONSOLE_LLAMA_SERVER", "build-llama-server.sh")
 
@@ -179,4 +183,22 @@ def vllm_server(tmp: Path) -> Iterator[str]:
         "--enable-prefix-caching",
     ]
     with running(cmd, "/health", port, work / "server.log", 300, env) as url:
+        yield url
+
+
+@contextmanager
+def litellm_proxy(tmp: Path, backends: dict[str, str], master_key: str = "sk-poolconsole-test") -> Iterator[str]:
+    """The real LiteLLM proxy (its own virtualenv) routing `model -> llama-server URL`, with a master key."""
+    port = free_port()
+    lines = ["model_list:"]
+    for model, url in backends.items():
+        lines += [f"  - model_name: {model}", "    litellm_params:", f"      model: openai/{model}",
+                  f'      api_base: "{url}/v1"', '      api_key: "none"']
+    lines += ["litellm_settings: {telemetry: false, drop_params: true}", f"general_settings: {{master_key: {master_key}}}"]
+    config = tmp / f"litellm-{port}.yaml"
+    config.write_text("\n".join(lines) + "\n")
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_TELEMETRY": "False",
+           "NO_PROXY": "127.0.0.1,localhost"}
+    cmd = [litellm_binary(), "--config", str(config), "--host", "127.0.0.1", "--port", str(port)]
+    with running(cmd, "/health/liveliness", port, tmp / f"litellm-{port}.log", 120, env) as url:
         yield url

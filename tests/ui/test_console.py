@@ -149,3 +149,34 @@ async def test_a_dead_host_does_not_stop_the_others(tmp_path: Path) -> None:
             assert ("qwen3-30b-a3b", "down") in app.alerts.active
     finally:
         await pool.stop()
+
+
+async def test_smoke_action_runs_and_shows_results(tmp_path: Path) -> None:
+    from poolconsole.ui.screens.smoke import SmokeScreen
+
+    pool = SimPool(seed=11)
+    await pool.start()
+    try:
+        await pool.wait_ready()
+        app = PoolApp(parse_config(pool.config_toml()), theme_state=tmp_path / "ui.json")
+        app.smoke_db = tmp_path / "smoke.sqlite3"
+        async with app.run_test(size=(160, 45)) as pilot:
+            await asyncio.sleep(1.5)
+            await settle(pilot, app)
+            table = app.screen.query_one("#pool", DataTable)
+            table.move_cursor(row=table_rows(app).index("engine:qwen3-30b-a3b"))
+            await pilot.press("m")
+            await pilot.pause()
+            assert isinstance(app.screen, SmokeScreen)
+            for _ in range(120):
+                if app.screen.finished:
+                    break
+                await asyncio.sleep(0.25)
+            assert app.screen.finished
+            checks = {r.check for r in app.screen.results}
+            assert {"models", "chat", "chat_stream", "completions"} <= checks
+            assert all(r.passed for r in app.screen.results), [r.reason for r in app.screen.results]
+            assert app.screen.query_one("#smoke-results", DataTable).row_count == len(app.screen.results)
+        assert (tmp_path / "smoke.sqlite3").exists()
+    finally:
+        await pool.stop()

@@ -1,0 +1,95 @@
+"""Smoke accuracy and overhead benchmark (issue 6), run by hand: `python benchmarks/smoke_bench.py`.
+
+A server with known timing (first token X ms after the request, then one token every Y ms) runs in a
+child process; the smoke client measures it at several concurrency levels. Printed side by side:
+measured TTFT and per-stream tok/s against the truth (target: within 3 % at 1 and 64), and how far the
+client can go on one core before its own parsing distorts the timings (target >= 256 streams).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import multiprocessing
+import sys
+import time
+from multiprocessing.connection import Connection
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import httpx  # noqa: E402
+
+from poolconsole.ops.smoke.stream import level_stats, stream_chat  # noqa: E402
+
+FIRST_MS, EVERY_MS, TOKENS = 200.0, 20.0, 50
+
+
+def serve(conn: Connection) -> None:
+    from aiohttp import web
+
+    async def chat(request: web.Request) -> web.StreamResponse:
+        start = time.perf_counter()
+        await request.read()
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        for i in range(TOKENS):
+            due = start + (FIRST_MS + i * EVERY_MS) / 1000
+            await asyncio.sleep(max(0.0, due - time.perf_counter()))
+            chunk = {"choices": [{"index": 0, "delta": {"content": f" t{i}"}, "finish_reason": None}]}
+            await response.write(f"data: {json.dumps(chunk)}\n\n".encode())
+        usage = {"choices": [], "usage": {"prompt_tokens": 8, "completion_tokens": TOKENS, "total_tokens": 58}}
+        await response.write(f"data: {json.dumps(usage)}\n\ndata: [DONE]\n\n".encode())
+        return response
+
+    async def main() -> None:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", chat)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0, backlog=2048)
+        await site.start()
+        conn.send(runner.addresses[0][1])
+        await asyncio.get_running_loop().run_in_executor(None, conn.recv)
+
+    asyncio.run(main())
+
+
+async def measure(url: str, concurrency: int) -> None:
+    client = httpx.AsyncClient(timeout=120, trust_env=False,
+                               limits=httpx.Limits(max_connections=2048, max_keepalive_connections=2048))
+    body = {"model": "m", "messages": [{"role": "user", "content": "x"}], "stream": True}
+    try:
+        started = time.perf_counter()
+        results = await asyncio.gather(*(stream_chat(client, url, body, {}, 30, 120) for _ in range(concurrency)))
+        wall = time.perf_counter() - started
+    finally:
+        await client.aclose()
+    stats = level_stats(list(results), wall)
+    ok = sum(r.ok for r in results)
+    true_ttft = FIRST_MS / 1000
+    true_tps = 1000 / EVERY_MS
+    ttft = stats.ttft["mean"] if stats.ttft else float("nan")
+    tps = stats.tokens_per_s["per_stream"] if stats.tokens_per_s else float("nan")
+    print(f"c={concurrency:4d}: {ok}/{concurrency} ok; TTFT mean {ttft * 1000:7.1f} ms vs {FIRST_MS:.0f} "
+          f"({(ttft / true_ttft - 1) * 100:+5.1f}%); per-stream {tps:6.2f} tok/s vs {true_tps:.2f} "
+          f"({(tps / true_tps - 1) * 100:+5.1f}%); aggregate {stats.tokens_per_s['aggregate'] if stats.tokens_per_s else 0:7.1f} tok/s")
+
+
+async def main() -> None:
+    parent, child = multiprocessing.Pipe()
+    proc = multiprocessing.Process(target=serve, args=(child,), daemon=True)
+    proc.start()
+    url = f"http://127.0.0.1:{parent.recv()}/v1/chat/completions"
+    print(f"server: first token after {FIRST_MS:.0f} ms, then one every {EVERY_MS:.0f} ms, {TOKENS} tokens")
+    try:
+        for level in (1, 64, 128, 256, 512):
+            await measure(url, level)
+    finally:
+        parent.send("stop")
+        proc.join(5)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,95 @@
+"""Smoke-test results: checks as they finish (live progress), then TTFT and tok/s against the baseline."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, cast
+
+from textual.app import ComposeResult
+from textual.containers import Grid
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Header, Static
+from textual_plotext import PlotextPlot
+
+from poolconsole.ops.smoke.checks import CheckResult
+from poolconsole.ops.smoke.store import Change
+
+
+def _fmt(value: float | None, scale: float = 1.0, unit: str = "") -> str:
+    return "n/a" if value is None else f"{value * scale:.1f}{unit}"
+
+
+class SmokeScreen(Screen[None]):
+    CSS_PATH = Path(__file__).with_suffix(".tcss")
+
+    def __init__(self, targets: list[str]) -> None:
+        super().__init__()
+        self.targets = targets
+        self.results: list[CheckResult] = []
+        self.changes: list[Change] = []
+        self.finished = False
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static(id="smoke-status")
+        yield DataTable(id="smoke-results", cursor_type="row")
+        with Grid(id="smoke-charts"):
+            yield PlotextPlot(id="chart-ttft")
+            yield PlotextPlot(id="chart-tps")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one("#smoke-results", DataTable)
+        for key, label in (("target", "Target"), ("model", "Model"), ("check", "Check"), ("c", "Conc."),
+                           ("ok", "Result"), ("ttft", "TTFT p50/p95"), ("tps", "tok/s stream/aggr"),
+                           ("reason", "Reason")):
+            table.add_column(label, key=key)
+        self._status()
+        self.ready = True
+
+    def add(self, result: CheckResult) -> None:
+        self.results.append(result)
+        table = self.query_one("#smoke-results", DataTable)
+        t = result.ttft_s
+        ttft = f"{_fmt(t.get('p50'), 1000)}/{_fmt(t.get('p95'), 1000, ' ms')}" if t else "-"
+        tps = result.output_tokens_per_s
+        speed = f"{_fmt(tps.get('per_stream'))}/{_fmt(tps.get('aggregate'))}" if tps else "-"
+        table.add_row(result.target, result.model[:30], result.check, str(result.concurrency or "-"),
+                      "PASS" if result.passed else "FAIL", ttft, speed, result.reason[:70],
+                      key=str(len(self.results)))
+        self._status()
+
+    def finish(self, changes: list[Change], error: str | None = None) -> None:
+        self.finished = True
+        self.changes = changes
+        self._status(error)
+        self._charts()
+
+    def _status(self, error: str | None = None) -> None:
+        failed = sum(not r.passed for r in self.results)
+        state = "finished" if self.finished else "running"
+        regressions = [c for c in self.changes if c.regression]
+        text = (f"smoke test of {', '.join(self.targets) or 'the pool'}: {state}, {len(self.results)} checks, "
+                f"{failed} failed" + (f", {len(regressions)} regression(s) against the baseline" if self.changes
+                                      else ""))
+        if error:
+            text += f"\n{error}"
+        self.query_one("#smoke-status", Static).update(text)
+
+    def _charts(self) -> None:
+        streams = [r for r in self.results if r.check == "chat_stream" and r.ttft_s]
+        labels = [f"{r.target[:10]} c{r.concurrency}" for r in streams]
+        base = {(c.target, c.model, c.concurrency, c.figure): c.baseline for c in self.changes}
+        for chart, title, figure, attr, key in (
+            ("ttft", "TTFT p95 (ms): now vs baseline", "ttft_p95", "ttft_s", "p95"),
+            ("tps", "tok/s per stream: now vs baseline", "tps_per_stream", "output_tokens_per_s", "per_stream"),
+        ):
+            plt = self.query_one(f"#chart-{chart}", PlotextPlot).plt
+            plt.clear_figure()
+            plt.title(title)
+            scale = 1000 if chart == "ttft" else 1
+            now = [((getattr(r, attr) or {}).get(key) or 0) * scale for r in streams]
+            before = [(base.get((r.target, r.model, r.concurrency, figure)) or 0) * scale for r in streams]
+            if labels:
+                cast(Any, plt).multiple_bar(labels, [now, before], labels=["now", "baseline"])
+            self.query_one(f"#chart-{chart}", PlotextPlot).refresh()
