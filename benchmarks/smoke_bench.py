@@ -19,8 +19,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import httpx  # noqa: E402
 
+from poolconsole.ops.smoke.checks import STREAMS_PER_CLIENT, stream_client  # noqa: E402
 from poolconsole.ops.smoke.stream import level_stats, stream_chat  # noqa: E402
 
 FIRST_MS, EVERY_MS, TOKENS = 200.0, 20.0, 50
@@ -46,6 +46,11 @@ def serve(conn: Connection) -> None:
     async def main() -> None:
         app = web.Application()
         app.router.add_post("/v1/chat/completions", chat)
+
+        async def ping(request: web.Request) -> web.Response:
+            return web.Response(text="ok")
+
+        app.router.add_get("/ping", ping)
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0, backlog=2048)
@@ -57,24 +62,33 @@ def serve(conn: Connection) -> None:
 
 
 async def measure(url: str, concurrency: int) -> None:
-    client = httpx.AsyncClient(timeout=120, trust_env=False,
-                               limits=httpx.Limits(max_connections=2048, max_keepalive_connections=2048))
+    """Warm: the connections are open first (a smoke run's client reuses them after its models check),
+    so TTFT is the request's own time; the cold figure adds the TCP connects of `concurrency` streams."""
+    clients = [stream_client(120) for _ in range(max(1, -(-concurrency // STREAMS_PER_CLIENT)))]
     body = {"model": "m", "messages": [{"role": "user", "content": "x"}], "stream": True}
+    ping = url.replace("/v1/chat/completions", "/ping")
+    await asyncio.gather(*(clients[i % len(clients)].get(ping) for i in range(concurrency)))
     try:
         started = time.perf_counter()
-        results = await asyncio.gather(*(stream_chat(client, url, body, {}, 30, 120) for _ in range(concurrency)))
+        results = await asyncio.gather(
+            *(stream_chat(clients[i % len(clients)], url, body, {}, 30, 120) for i in range(concurrency))
+        )
         wall = time.perf_counter() - started
     finally:
-        await client.aclose()
+        for client in clients:
+            await client.aclose()
     stats = level_stats(list(results), wall)
     ok = sum(r.ok for r in results)
     true_ttft = FIRST_MS / 1000
     true_tps = 1000 / EVERY_MS
     ttft = stats.ttft["mean"] if stats.ttft else float("nan")
     tps = stats.tokens_per_s["per_stream"] if stats.tokens_per_s else float("nan")
-    print(f"c={concurrency:4d}: {ok}/{concurrency} ok; TTFT mean {ttft * 1000:7.1f} ms vs {FIRST_MS:.0f} "
-          f"({(ttft / true_ttft - 1) * 100:+5.1f}%); per-stream {tps:6.2f} tok/s vs {true_tps:.2f} "
-          f"({(tps / true_tps - 1) * 100:+5.1f}%); aggregate {stats.tokens_per_s['aggregate'] if stats.tokens_per_s else 0:7.1f} tok/s")
+    aggregate = (stats.tokens_per_s or {}).get("aggregate") or 0.0
+    print(
+        f"c={concurrency:4d}: {ok}/{concurrency} ok; TTFT mean {ttft * 1000:7.1f} ms vs {FIRST_MS:.0f} "
+        f"({(ttft / true_ttft - 1) * 100:+5.1f}%); per-stream {tps:6.2f} tok/s vs {true_tps:.2f} "
+        f"({(tps / true_tps - 1) * 100:+5.1f}%); aggregate {aggregate:7.1f} tok/s"
+    )
 
 
 async def main() -> None:

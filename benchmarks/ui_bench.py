@@ -36,8 +36,20 @@ def rss_mib() -> float:
 async def main(nodes: int, seconds: float) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         config_path = Path(tmp) / "pool.toml"
-        sim = subprocess.Popen([sys.executable, "-m", "poolconsole", "demo", "--serve-only", "--nodes", str(nodes),
-                                "--config-out", str(config_path)], stdout=subprocess.DEVNULL)
+        sim = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "poolconsole",
+                "demo",
+                "--serve-only",
+                "--nodes",
+                str(nodes),
+                "--config-out",
+                str(config_path),
+            ],
+            stdout=subprocess.DEVNULL,
+        )
         try:
             deadline = time.monotonic() + 120
             while not config_path.exists():
@@ -62,13 +74,19 @@ async def main(nodes: int, seconds: float) -> None:
             sim.send_signal(signal.SIGINT)
             sim.wait(30)
     targets = len(config.engines) + len(config.hosts)
-    print(f"console on {len(config.engines)} engines + {len(config.hosts)} hosts ({targets} poll loops, 1 s refresh), "
-          f"{wall:.0f} s measured")
+    print(
+        f"console on {len(config.engines)} engines + {len(config.hosts)} hosts ({targets} poll loops, 1 s refresh), "
+        f"{wall:.0f} s measured"
+    )
     print(f"CPU: {cpu:.1f} s of {wall:.0f} s = {cpu / wall * 100:.1f}% of one core (target <= 5%)")
-    print(f"apply one update: mean {statistics.mean(updates) * 1e3:.3f} ms, max {max(updates) * 1e3:.2f} ms "
-          f"over {len(updates)} updates ({len(updates) / wall:.0f}/s)")
-    print(f"RSS: {rss_start:.0f} MiB at start, {rss_end:.0f} MiB at end (max RSS "
-          f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB); engine states seen {sorted(states)}")
+    print(
+        f"apply one update: mean {statistics.mean(updates) * 1e3:.3f} ms, max {max(updates) * 1e3:.2f} ms "
+        f"over {len(updates)} updates ({len(updates) / wall:.0f}/s)"
+    )
+    print(
+        f"RSS: {rss_start:.0f} MiB at start, {rss_end:.0f} MiB at end (max RSS "
+        f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB); engine states seen {sorted(states)}"
+    )
     print(f"pid {os.getpid()}")
 
 

@@ -134,8 +134,15 @@ def cmd_smoke(args: argparse.Namespace) -> int:
     from poolconsole.ops.smoke.run import SmokeOptions, choose_targets, document, run_blocking
 
     config = _load(args.config)
-    options = SmokeOptions(tuple(args.targets), args.via_gateway, args.concurrency, args.requests, args.seed,
-                           args.stall_timeout, args.timeout)
+    options = SmokeOptions(
+        tuple(args.targets),
+        args.via_gateway,
+        args.concurrency,
+        args.requests,
+        args.seed,
+        args.stall_timeout,
+        args.timeout,
+    )
     unknown = [t for t in args.targets if t not in {e.name for e in config.engines}]
     if unknown:
         print(f"poolconsole smoke: no engine named {', '.join(unknown)} in the config", file=sys.stderr)
@@ -148,15 +155,19 @@ def cmd_smoke(args: argparse.Namespace) -> int:
         if not args.json:
             mark = "PASS" if result.passed else "FAIL"
             level = f" c={result.concurrency}" if result.concurrency else ""
-            print(f"{mark}  {result.target:20s} {result.model[:28]:28s} {result.check}{level}: {result.reason}",
-                  flush=True)
+            print(
+                f"{mark}  {result.target:20s} {result.model[:28]:28s} {result.check}{level}: {result.reason}",
+                flush=True,
+            )
 
     results, seed = run_blocking(config, options, progress)
     doc = document(results, seed)
     db = Path(args.db) if args.db else store.default_db()
     engines = {e.name: e for e in config.engines}
-    conditions = {name: {"kind": e.kind.value, "profile": e.profile, "quantization": e.profile, "version": None}
-                  for name, e in engines.items()}
+    conditions = {
+        name: {"kind": e.kind.value, "profile": e.profile, "quantization": e.profile, "version": None}
+        for name, e in engines.items()
+    }
     try:
         run_id = store.save_run(db, seed, doc["passed"], " ".join(sys.argv[1:]), doc["results"], conditions)
         doc["run_id"], doc["db"] = run_id, str(db)
@@ -170,8 +181,10 @@ def cmd_smoke(args: argparse.Namespace) -> int:
     else:
         for change in doc.get("comparison", []):
             flag = "REGRESSION" if change["regression"] else "ok"
-            print(f"{flag:10s} {change['target']} {change['model']} {change['check']} c={change['concurrency']} "
-                  f"{change['figure']}: {change['baseline']:.4g} -> {change['now']:.4g} ({change['change_pct']:+.1f}%)")
+            print(
+                f"{flag:10s} {change['target']} {change['model']} {change['check']} c={change['concurrency']} "
+                f"{change['figure']}: {change['baseline']:.4g} -> {change['now']:.4g} ({change['change_pct']:+.1f}%)"
+            )
         print(("passed" if doc["passed"] else "FAILED") + f" ({len(results)} checks, seed {seed})")
     return EXIT_OK if doc["passed"] else EXIT_PROBLEM
 

@@ -35,8 +35,11 @@ async def main() -> None:
             async with app.run_test(size=SIZE) as pilot:
                 await asyncio.sleep(40)  # let history build up
                 shots: list[tuple[str, tuple[str, ...]]] = [
-                    ("overview", ()), ("detail", ("enter",)), ("gateway", ("escape", "g")),
-                    ("alerts", ("escape", "a")), ("help", ("escape", "question_mark")),
+                    ("overview", ()),
+                    ("detail", ("enter",)),
+                    ("gateway", ("escape", "g")),
+                    ("alerts", ("escape", "a")),
+                    ("help", ("escape", "question_mark")),
                     ("filter", ("escape", "slash", *"vllm")),
                 ]
                 table = app.screen.query_one("#pool", DataTable)

@@ -84,6 +84,50 @@ def _strict(text: str) -> list[Sample]:
     return samples
 
 
+_FAST_SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?[ \t]+(\S+)(?:[ \t]+-?\d+)?$")
+_FAST_LABEL = re.compile(r'\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*(?:,|$)')
+
+
+def _unescape(value: str) -> str:
+    if "\\" not in value:
+        return value
+    return value.replace("\\\\", "\x00").replace('\\"', '"').replace("\\n", "\n").replace("\x00", "\\")
+
+
+def _fast(text: str) -> list[Sample] | None:
+    """The selected lines of a well-formed page, read with two regular expressions; None as soon as a
+    line is anything unusual, and prometheus_client's parser reads the page instead. Measured: the
+    library spends ~150 us per sample in its character-by-character label scanner, which made parsing
+    most of a 72-engine console's CPU (benchmarks/collect_bench.py prints both side by side)."""
+    samples: list[Sample] = []
+    for line in text.splitlines():
+        if not line or line[0] == "#":
+            continue
+        match = _FAST_SAMPLE.match(line)
+        if match is None:
+            return None
+        name, raw_labels, raw_value = match.groups()
+        labels: list[tuple[str, str]] = []
+        if raw_labels:
+            end = 0
+            for label in _FAST_LABEL.finditer(raw_labels):
+                if label.start() != end:
+                    return None
+                labels.append((label.group(1), _unescape(label.group(2))))
+                end = label.end()
+            if end != len(raw_labels):
+                return None
+        try:
+            value = float(raw_value)
+        except ValueError:
+            return None
+        if name.endswith("_created"):
+            continue
+        labels.sort()
+        samples.append(Sample(_normalise_name(name), tuple(labels), value))
+    return samples
+
+
 def _lenient(text: str) -> Exposition:
     """Line by line: keep every sample that parses, count the lines that do not."""
     samples: list[Sample] = []
@@ -163,6 +207,9 @@ def parse_exposition(body: bytes | str, wanted: frozenset[str] | None = None, pr
         total, prefixed = selected.lines, selected.prefixed
         if bad and bad > selected.lines:
             raise ParseError(f"not Prometheus text: {bad} lines cannot be samples (first: {first_bad!r})")
+    fast = _fast(text) if wanted is not None else None
+    if fast is not None:
+        return Exposition(fast, bad, first_bad, total, prefixed)
     try:
         result = Exposition(_strict(text), bad, first_bad)
     except Exception:  # the third-party parser raises ValueError, IndexError, KeyError...

@@ -120,7 +120,7 @@ class SmokeSettings(Strict):
     """How `poolconsole smoke` tests an engine (the optional `[engines.smoke]` table)."""
 
     tools: bool = False
-    """The engine serves tool calls (vLLM with --enable-auto-tool-choice, SGLang with a tool parser, llama.cpp --jinja)."""
+    """The engine serves tool calls (vLLM --enable-auto-tool-choice, SGLang with a tool parser, llama.cpp --jinja)."""
     json_schema: bool = False
     """The engine supports response_format json_schema (structured output)."""
     anthropic: bool = False

@@ -11,7 +11,6 @@ from poolconsole.config.models import AlertSettings
 from poolconsole.model.hosts import HostSnapshot
 from poolconsole.model.view import EngineView
 
-
 COLLAPSE_POLLS = 15
 
 
@@ -91,8 +90,13 @@ class Alerts:
         peak = max(self.peak_tps.get(view.name, 0.0) * 0.995, mean)  # a slowly decaying best
         self.peak_tps[view.name] = peak
         collapsed = peak > 0 and mean < peak * self.settings.tps_collapse
-        return self._set(view.name, "tps_collapse", collapsed,
-                         f"tok/s collapsed to {mean:.0f} (recent best {peak:.0f}) with requests running", now)
+        return self._set(
+            view.name,
+            "tps_collapse",
+            collapsed,
+            f"tok/s collapsed to {mean:.0f} (recent best {peak:.0f}) with requests running",
+            now,
+        )
 
     def host(self, snap: HostSnapshot, now: float) -> list[AlertEvent]:
         events: list[AlertEvent | None] = []

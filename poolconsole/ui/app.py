@@ -254,8 +254,10 @@ class PoolApp(App[None]):
             run_id = await asyncio.to_thread(store.save_run, db, seed, doc["passed"], "console", doc["results"], {})
             changes = await asyncio.to_thread(store.compare, db, run_id)
             screen.finish(changes)
-            self.notify(f"smoke test {'passed' if doc['passed'] else 'FAILED'}: {len(results)} checks",
-                        severity="information" if doc["passed"] else "error")
+            self.notify(
+                f"smoke test {'passed' if doc['passed'] else 'FAILED'}: {len(results)} checks",
+                severity="information" if doc["passed"] else "error",
+            )
         except Exception as exc:  # reported on the screen: the console keeps running
             screen.finish([], f"smoke test stopped: {type(exc).__name__}: {exc}")
 

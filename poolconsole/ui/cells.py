@@ -93,10 +93,12 @@ def state_text(state: str, c: Colors) -> Text:
     return Text(state, style=f"bold {style}" if state != "ok" else style)
 
 
-COLUMNS: tuple[tuple[str, str], ...] = (
-    ("host", "Host"), ("engine", "Engine"), ("kind", "Kind"), ("model", "Model"), ("profile", "Profile"),
-    ("vram", "GPU mem"), ("kv", "KV"), ("queue", "Run/Wait"), ("tps", "tok/s"), ("spark", "tok/s trend"),
-    ("ttft", "TTFT p50"), ("state", "State"), ("age", "Age"), ("source", "Source"),
+# (key, label, width): fixed widths, so an update never re-measures a whole column.
+COLUMNS: tuple[tuple[str, str, int], ...] = (
+    ("host", "Host", 9), ("engine", "Engine", 19), ("kind", "Kind", 15), ("model", "Model", 22),
+    ("profile", "Profile", 13), ("vram", "GPU mem", 15), ("kv", "KV", 4), ("queue", "Run/Wait", 8),
+    ("tps", "tok/s", 6), ("spark", "tok/s trend", 12), ("ttft", "TTFT p50", 8), ("state", "State", 11),
+    ("age", "Age", 5), ("source", "Source", 22),
 )  # fmt: skip
 
 

@@ -192,13 +192,25 @@ def litellm_proxy(tmp: Path, backends: dict[str, str], master_key: str = "sk-poo
     port = free_port()
     lines = ["model_list:"]
     for model, url in backends.items():
-        lines += [f"  - model_name: {model}", "    litellm_params:", f"      model: openai/{model}",
-                  f'      api_base: "{url}/v1"', '      api_key: "none"']
-    lines += ["litellm_settings: {telemetry: false, drop_params: true}", f"general_settings: {{master_key: {master_key}}}"]
+        lines += [
+            f"  - model_name: {model}",
+            "    litellm_params:",
+            f"      model: openai/{model}",
+            f'      api_base: "{url}/v1"',
+            '      api_key: "none"',
+        ]
+    lines += [
+        "litellm_settings: {telemetry: false, drop_params: true}",
+        f"general_settings: {{master_key: {master_key}}}",
+    ]
     config = tmp / f"litellm-{port}.yaml"
     config.write_text("\n".join(lines) + "\n")
-    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_TELEMETRY": "False",
-           "NO_PROXY": "127.0.0.1,localhost"}
+    env = {
+        **os.environ,
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "LITELLM_TELEMETRY": "False",
+        "NO_PROXY": "127.0.0.1,localhost",
+    }
     cmd = [litellm_binary(), "--config", str(config), "--host", "127.0.0.1", "--port", str(port)]
     with running(cmd, "/health/liveliness", port, tmp / f"litellm-{port}.log", 120, env) as url:
         yield url

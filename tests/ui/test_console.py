@@ -18,8 +18,14 @@ from tests.helpers import uipool
 
 
 def static_app(tmp_path: Path, read_only: bool = False) -> PoolApp:
-    return PoolApp(uipool.config(), live=False, clock=uipool.clock, theme_state=tmp_path / "ui.json",
-                   read_only=read_only, subtitle="test pool")
+    return PoolApp(
+        uipool.config(),
+        live=False,
+        clock=uipool.clock,
+        theme_state=tmp_path / "ui.json",
+        read_only=read_only,
+        subtitle="test pool",
+    )
 
 
 async def feed(app: PoolApp) -> None:
@@ -127,8 +133,11 @@ async def test_a_dead_host_does_not_stop_the_others(tmp_path: Path) -> None:
     await pool.start(tmp_path / "keys")
     try:
         await pool.wait_ready()
-        config = parse_config(pool.config_toml().replace("poll_interval_s = 1.0", "poll_interval_s = 0.5")
-                              .replace("http_timeout_s = 3.0", "http_timeout_s = 1.0"))
+        config = parse_config(
+            pool.config_toml()
+            .replace("poll_interval_s = 1.0", "poll_interval_s = 0.5")
+            .replace("http_timeout_s = 3.0", "http_timeout_s = 1.0")
+        )
         app = PoolApp(config, theme_state=tmp_path / "ui.json")
         async with app.run_test(size=(160, 40)) as pilot:
             await asyncio.sleep(2.5)

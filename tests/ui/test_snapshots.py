@@ -51,6 +51,7 @@ SCREENS = {
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 @pytest.mark.parametrize("screen", list(SCREENS))
 def test_screen(snap_compare: Any, tmp_path: Path, screen: str, size: tuple[int, int]) -> None:
-    app = PoolApp(uipool.config(), live=False, clock=uipool.clock, theme_state=tmp_path / "ui.json",
-                  subtitle="snapshot pool")
+    app = PoolApp(
+        uipool.config(), live=False, clock=uipool.clock, theme_state=tmp_path / "ui.json", subtitle="snapshot pool"
+    )
     assert snap_compare(app, terminal_size=size, run_before=SCREENS[screen])

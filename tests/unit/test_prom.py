@@ -91,3 +91,27 @@ def test_pretty_printed_paste_is_rejected_not_misread() -> None:
     # The LiteLLM PR author pretty-printed labels over several lines: not exposition text.
     with pytest.raises(ParseError):
         parse_exposition((SAMPLES / "litellm-metrics-2024-09-pr5789.txt").read_text())
+
+
+@pytest.mark.parametrize(
+    "capture", sorted(p.name for p in VLLM.glob("metrics*.txt")) + sorted(p.name for p in LLAMA.glob("metrics*.txt"))
+)
+def test_fast_path_reads_exactly_what_prometheus_client_reads(capture: str) -> None:
+    from poolconsole.collect.engines import specs
+    from poolconsole.collect.prom import _fast, _strict, select_lines
+
+    path = (VLLM if (VLLM / capture).exists() else LLAMA) / capture
+    for spec in (specs.VLLM, specs.LLAMACPP, specs.SGLANG):
+        selected = select_lines(path.read_text(), spec.wanted, spec.prefix).text
+        fast = _fast(selected)
+        assert fast is not None
+        assert sorted((s.name, s.labels, s.value) for s in fast) == sorted(
+            (s.name, s.labels, s.value) for s in _strict(selected)
+        )
+
+
+def test_fast_path_hands_unusual_lines_to_the_library() -> None:
+    from poolconsole.collect.prom import _fast
+
+    assert _fast('x{a="1" b="2"} 1\n') is None  # no comma between labels: not for the fast path
+    assert _fast('x{a="q\\"uote"} 1\n')[0].labels == (("a", 'q"uote'),)  # type: ignore[index]

@@ -19,7 +19,7 @@ import openai
 from poolconsole.config.models import Engine, SmokeSettings
 from poolconsole.ops.smoke.stream import StreamResult, level_stats, stream_chat
 
-WORDS = "amber basil cedar delta ember fjord garnet harbor indigo juniper kestrel lumen marble nectar".split()
+WORDS = "amber basil cedar delta ember fjord garnet harbor indigo juniper kestrel lumen marble nectar".split()  # noqa: SIM905
 WEATHER_TOOL: Any = {
     "type": "function",
     "function": {
@@ -75,7 +75,8 @@ class Prompts:
     def chat(self, words: int = 24) -> str:
         nonce = " ".join(self.rng.choice(WORDS) for _ in range(6))
         return f"[run {self.seed}-{self.rng.randrange(10**6)} {nonce}] Write a short story about " + " ".join(
-            self.rng.choice(WORDS) for _ in range(words))
+            self.rng.choice(WORDS) for _ in range(words)
+        )
 
 
 def is_embedding_model(model: str, settings: SmokeSettings) -> bool:
@@ -84,21 +85,40 @@ def is_embedding_model(model: str, settings: SmokeSettings) -> bool:
     return "embed" in model.lower()
 
 
+STREAMS_PER_CLIENT = 16
+
+
+def stream_client(total_s: float) -> httpx.AsyncClient:
+    limits = httpx.Limits(max_connections=STREAMS_PER_CLIENT, max_keepalive_connections=STREAMS_PER_CLIENT)
+    return httpx.AsyncClient(timeout=httpx.Timeout(total_s, connect=10.0), trust_env=False, limits=limits)
+
+
 class Checker:
     def __init__(self, target: Target, prompts: Prompts, *, stall_s: float, total_s: float) -> None:
         self.target = target
         self.prompts = prompts
         self.stall_s = stall_s
         self.total_s = total_s
-        self.sdk = openai.AsyncOpenAI(base_url=target.base_url + "/v1", api_key=target.api_key or "none",
-                                      timeout=total_s, max_retries=0)
-        self.http = httpx.AsyncClient(timeout=httpx.Timeout(total_s, connect=10.0), trust_env=False,
-                                      limits=httpx.Limits(max_connections=512, max_keepalive_connections=512))
+        self.sdk = openai.AsyncOpenAI(
+            base_url=target.base_url + "/v1", api_key=target.api_key or "none", timeout=total_s, max_retries=0
+        )
+        self.http = stream_client(total_s)
+        self.stream_clients: list[httpx.AsyncClient] = []
         self.headers = {"Authorization": f"Bearer {target.api_key}"} if target.api_key else {}
 
     async def close(self) -> None:
         await self.sdk.close()
         await self.http.aclose()
+        for client in self.stream_clients:
+            await client.aclose()
+
+    def _clients(self, concurrency: int) -> list[httpx.AsyncClient]:
+        """Streams spread over clients of STREAMS_PER_CLIENT connections: httpcore's pool does work
+        proportional to its connections on every event, which distorts timings past a few dozen streams."""
+        needed = max(1, math.ceil(concurrency / STREAMS_PER_CLIENT))
+        while len(self.stream_clients) < needed:
+            self.stream_clients.append(stream_client(self.total_s))
+        return self.stream_clients[:needed]
 
     def result(self, model: str, check: str, passed: bool, reason: str, **kw: Any) -> CheckResult:
         return CheckResult(self.target.name, model, check, passed, reason, **kw)
@@ -115,21 +135,28 @@ class Checker:
         except (openai.APIError, httpx.HTTPError) as exc:
             return None, self.result(model, check, False, f"{type(exc).__name__}: {exc}")
         except Exception as exc:  # a malformed answer the SDK cannot decode
-            return None, self.result(model, check, False, f"the openai client could not read the answer: "
-                                                          f"{type(exc).__name__}: {exc}")
+            return None, self.result(
+                model, check, False, f"the openai client could not read the answer: {type(exc).__name__}: {exc}"
+            )
 
     async def models(self) -> tuple[list[str], CheckResult]:
         page, failed = await self._sdk("*", "models", self.sdk.models.list())
         if failed:
             return [], failed
         ids = [m.id for m in page.data]
-        return ids, self.result("*", "models", bool(ids), f"{len(ids)} model(s)" if ids else "no model listed",
-                                details={"models": ids})
+        return ids, self.result(
+            "*", "models", bool(ids), f"{len(ids)} model(s)" if ids else "no model listed", details={"models": ids}
+        )
 
     async def chat(self, model: str, settings: SmokeSettings) -> CheckResult:
         prompt = settings.probe_prompt or self.prompts.chat(8)
-        reply, failed = await self._sdk(model, "chat", self.sdk.chat.completions.create(
-            model=model, messages=[{"role": "user", "content": prompt}], max_tokens=32, temperature=0))
+        reply, failed = await self._sdk(
+            model,
+            "chat",
+            self.sdk.chat.completions.create(
+                model=model, messages=[{"role": "user", "content": prompt}], max_tokens=32, temperature=0
+            ),
+        )
         if failed:
             return failed
         if not reply.choices:
@@ -140,25 +167,54 @@ class Checker:
         if usage is None:
             return self.result(model, "chat", False, "the answer has no usage block", details=details)
         if settings.probe_expect and not re.search(settings.probe_expect, text):
-            return self.result(model, "chat", False, f"correctness probe failed: answer does not match "
-                               f"{settings.probe_expect!r}", details=details)
+            return self.result(
+                model,
+                "chat",
+                False,
+                f"correctness probe failed: answer does not match {settings.probe_expect!r}",
+                details=details,
+            )
         probe = "; correctness probe passed" if settings.probe_expect else ""
-        return self.result(model, "chat", bool(text), ("answered" + probe) if text else "empty answer",
-                           prompt_tokens=usage.prompt_tokens, output_tokens=usage.completion_tokens, details=details)
+        return self.result(
+            model,
+            "chat",
+            bool(text),
+            ("answered" + probe) if text else "empty answer",
+            prompt_tokens=usage.prompt_tokens,
+            output_tokens=usage.completion_tokens,
+            details=details,
+        )
 
     async def completions(self, model: str) -> CheckResult:
-        reply, failed = await self._sdk(model, "completions", self.sdk.completions.create(
-            model=model, prompt=self.prompts.chat(8), max_tokens=16, temperature=0))
+        reply, failed = await self._sdk(
+            model,
+            "completions",
+            self.sdk.completions.create(model=model, prompt=self.prompts.chat(8), max_tokens=16, temperature=0),
+        )
         if failed:
             return failed
         text = reply.choices[0].text if reply.choices else ""
-        return self.result(model, "completions", bool(text), "answered" if text else "empty answer",
-                           output_tokens=reply.usage.completion_tokens if reply.usage else None)
+        return self.result(
+            model,
+            "completions",
+            bool(text),
+            "answered" if text else "empty answer",
+            output_tokens=reply.usage.completion_tokens if reply.usage else None,
+        )
 
     async def tool_call(self, model: str) -> CheckResult:
-        reply, failed = await self._sdk(model, "tool_call", self.sdk.chat.completions.create(
-            model=model, messages=[{"role": "user", "content": "What is the weather in Paris? Use the tool."}],
-            tools=[WEATHER_TOOL], tool_choice="required", max_tokens=128, temperature=0))
+        reply, failed = await self._sdk(
+            model,
+            "tool_call",
+            self.sdk.chat.completions.create(
+                model=model,
+                messages=[{"role": "user", "content": "What is the weather in Paris? Use the tool."}],
+                tools=[WEATHER_TOOL],
+                tool_choice="required",
+                max_tokens=128,
+                temperature=0,
+            ),
+        )
         if failed:
             return failed
         calls = reply.choices[0].message.tool_calls if reply.choices else None
@@ -168,19 +224,30 @@ class Checker:
         try:
             args = json.loads(fn.arguments)
         except (ValueError, TypeError):
-            return self.result(model, "tool_call", False, f"tool call arguments are not valid JSON: "
-                               f"{str(fn.arguments)[:80]!r}")
+            return self.result(
+                model, "tool_call", False, f"tool call arguments are not valid JSON: {str(fn.arguments)[:80]!r}"
+            )
         if fn.name != "get_weather" or not isinstance(args, dict):
             return self.result(model, "tool_call", False, f"malformed tool call: {fn.name}({str(args)[:60]})")
         return self.result(model, "tool_call", True, f"get_weather({json.dumps(args)[:60]})")
 
     async def json_output(self, model: str) -> CheckResult:
-        schema: Any = {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
-                  "required": ["city", "days"]}
-        reply, failed = await self._sdk(model, "json", self.sdk.chat.completions.create(
-            model=model, messages=[{"role": "user", "content": "Plan a trip: give a city and a number of days."}],
-            response_format=cast(Any, {"type": "json_schema", "json_schema": {"name": "trip", "schema": schema}}),
-            max_tokens=96, temperature=0))
+        schema: Any = {
+            "type": "object",
+            "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+            "required": ["city", "days"],
+        }
+        reply, failed = await self._sdk(
+            model,
+            "json",
+            self.sdk.chat.completions.create(
+                model=model,
+                messages=[{"role": "user", "content": "Plan a trip: give a city and a number of days."}],
+                response_format=cast(Any, {"type": "json_schema", "json_schema": {"name": "trip", "schema": schema}}),
+                max_tokens=96,
+                temperature=0,
+            ),
+        )
         if failed:
             return failed
         text = reply.choices[0].message.content or "" if reply.choices else ""
@@ -205,19 +272,35 @@ class Checker:
         if any(not math.isfinite(x) for x in a):
             return self.result(model, "embeddings", False, "vector holds NaN or infinity")
         same = len(a) == len(b) and all(abs(x - y) <= 1e-6 * max(1.0, abs(x)) for x, y in zip(a, b, strict=True))
-        return self.result(model, "embeddings", same, f"dimension {len(a)}" + ("" if same else
-                           "; identical input gave different vectors"), details={"dimension": len(a)})
+        return self.result(
+            model,
+            "embeddings",
+            same,
+            f"dimension {len(a)}" + ("" if same else "; identical input gave different vectors"),
+            details={"dimension": len(a)},
+        )
 
     async def anthropic(self, model: str) -> CheckResult:
         headers = {"x-api-key": self.target.api_key or "none", "anthropic-version": "2023-06-01", **self.headers}
         try:
-            response = await self.http.post(self.target.base_url + "/v1/messages", headers=headers, json={
-                "model": model, "max_tokens": 16, "messages": [{"role": "user", "content": self.prompts.chat(6)}]})
+            response = await self.http.post(
+                self.target.base_url + "/v1/messages",
+                headers=headers,
+                json={
+                    "model": model,
+                    "max_tokens": 16,
+                    "messages": [{"role": "user", "content": self.prompts.chat(6)}],
+                },
+            )
         except httpx.HTTPError as exc:
             return self.result(model, "anthropic_messages", False, f"{type(exc).__name__}: {exc}")
         if response.status_code != 200:
-            return self.result(model, "anthropic_messages", False,
-                               f"HTTP {response.status_code}: {' '.join(response.text.split())[:160]}")
+            return self.result(
+                model,
+                "anthropic_messages",
+                False,
+                f"HTTP {response.status_code}: {' '.join(response.text.split())[:160]}",
+            )
         try:
             body = response.json()
             text = "".join(c.get("text", "") for c in body.get("content", []) if isinstance(c, dict))
@@ -227,17 +310,29 @@ class Checker:
 
     async def chat_stream(self, model: str, settings: SmokeSettings, concurrency: int, requests: int) -> CheckResult:
         gate = asyncio.Semaphore(concurrency)
+        clients = self._clients(concurrency)
 
-        async def one() -> StreamResult:
-            body = {"model": model, "messages": [{"role": "user", "content": self.prompts.chat()}],
-                    "max_tokens": settings.max_tokens, "temperature": 0.7, "stream": True,
-                    "stream_options": {"include_usage": True}}
+        async def one(index: int) -> StreamResult:
+            body = {
+                "model": model,
+                "messages": [{"role": "user", "content": self.prompts.chat()}],
+                "max_tokens": settings.max_tokens,
+                "temperature": 0.7,
+                "stream": True,
+                "stream_options": {"include_usage": True},
+            }
             async with gate:
-                return await stream_chat(self.http, self.target.base_url + "/v1/chat/completions", body,
-                                         self.headers, self.stall_s, self.total_s)
+                return await stream_chat(
+                    clients[index % len(clients)],
+                    self.target.base_url + "/v1/chat/completions",
+                    body,
+                    self.headers,
+                    self.stall_s,
+                    self.total_s,
+                )
 
         started = time.perf_counter()
-        results = await asyncio.gather(*(one() for _ in range(requests)))
+        results = await asyncio.gather(*(one(i) for i in range(requests)))
         wall = time.perf_counter() - started
         stats = level_stats(results, wall)
         failures = [r.reason for r in results if not r.ok]
@@ -250,14 +345,28 @@ class Checker:
         reasons += slo_fail
         passed = not failures and not slo_fail
         summary = "; ".join(reasons) if reasons else f"{stats.output_tokens} tokens in {wall:.2f} s"
-        return self.result(model, "chat_stream", passed, summary, concurrency=concurrency, requests=requests,
-                           ttft_s=stats.ttft, itl_s=stats.itl, output_tokens_per_s=stats.tokens_per_s,
-                           prompt_tokens=stats.prompt_tokens, output_tokens=stats.output_tokens,
-                           details={"wall_s": wall})
+        return self.result(
+            model,
+            "chat_stream",
+            passed,
+            summary,
+            concurrency=concurrency,
+            requests=requests,
+            ttft_s=stats.ttft,
+            itl_s=stats.itl,
+            output_tokens_per_s=stats.tokens_per_s,
+            prompt_tokens=stats.prompt_tokens,
+            output_tokens=stats.output_tokens,
+            details={"wall_s": wall},
+        )
 
 
-def slo_failures(settings: SmokeSettings, ttft: dict[str, float | None] | None, itl: dict[str, float | None] | None,
-                 tps: dict[str, float | None] | None) -> list[str]:
+def slo_failures(
+    settings: SmokeSettings,
+    ttft: dict[str, float | None] | None,
+    itl: dict[str, float | None] | None,
+    tps: dict[str, float | None] | None,
+) -> list[str]:
     out = []
     if settings.slo_ttft_p95_s is not None and ttft and (ttft.get("p95") or 0) > settings.slo_ttft_p95_s:
         out.append(f"SLO: TTFT p95 {ttft['p95']:.3f} s > {settings.slo_ttft_p95_s:g} s")

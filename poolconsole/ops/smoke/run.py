@@ -36,8 +36,9 @@ def choose_targets(config: PoolConfig, options: SmokeOptions) -> list[Target]:
     return out
 
 
-async def smoke_target(target: Target, options: SmokeOptions, prompts: Prompts,
-                       progress: Callable[[CheckResult], None] | None = None) -> list[CheckResult]:
+async def smoke_target(
+    target: Target, options: SmokeOptions, prompts: Prompts, progress: Callable[[CheckResult], None] | None = None
+) -> list[CheckResult]:
     settings = target.engine.smoke
     checker = Checker(target, prompts, stall_s=options.stall_s, total_s=options.total_s)
     results: list[CheckResult] = []
@@ -71,8 +72,9 @@ async def smoke_target(target: Target, options: SmokeOptions, prompts: Prompts,
     return results
 
 
-async def run_smoke(config: PoolConfig, options: SmokeOptions,
-                    progress: Callable[[CheckResult], None] | None = None) -> tuple[list[CheckResult], int]:
+async def run_smoke(
+    config: PoolConfig, options: SmokeOptions, progress: Callable[[CheckResult], None] | None = None
+) -> tuple[list[CheckResult], int]:
     """Targets one after another (timings of one must not be disturbed by another's load)."""
     seed = options.seed if options.seed is not None else random.randrange(1, 2**31)
     prompts = Prompts(seed)
@@ -83,10 +85,15 @@ async def run_smoke(config: PoolConfig, options: SmokeOptions,
 
 
 def document(results: list[CheckResult], seed: int, extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {"passed": bool(results) and all(r.passed for r in results), "seed": seed,
-            "results": [r.to_json() for r in results], **(extra or {})}
+    return {
+        "passed": bool(results) and all(r.passed for r in results),
+        "seed": seed,
+        "results": [r.to_json() for r in results],
+        **(extra or {}),
+    }
 
 
-def run_blocking(config: PoolConfig, options: SmokeOptions,
-                 progress: Callable[[CheckResult], None] | None = None) -> tuple[list[CheckResult], int]:
+def run_blocking(
+    config: PoolConfig, options: SmokeOptions, progress: Callable[[CheckResult], None] | None = None
+) -> tuple[list[CheckResult], int]:
     return asyncio.run(run_smoke(config, options, progress))

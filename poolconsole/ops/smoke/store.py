@@ -52,22 +52,50 @@ def _get(d: dict[str, Any] | None, key: str) -> float | None:
     return d.get(key) if d else None
 
 
-def save_run(path: Path, seed: int, passed: bool, command: str, results: list[dict[str, Any]],
-             conditions: dict[str, dict[str, str | None]]) -> int:
+def save_run(
+    path: Path,
+    seed: int,
+    passed: bool,
+    command: str,
+    results: list[dict[str, Any]],
+    conditions: dict[str, dict[str, str | None]],
+) -> int:
     with connect(path) as db:
-        run = db.execute("INSERT INTO runs (started_at, seed, passed, command) VALUES (?, ?, ?, ?)",
-                         (time.time(), seed, int(passed), command)).lastrowid
+        run = db.execute(
+            "INSERT INTO runs (started_at, seed, passed, command) VALUES (?, ?, ?, ?)",
+            (time.time(), seed, int(passed), command),
+        ).lastrowid
         assert run is not None
         for r in results:
             cond = conditions.get(r["target"], {})
             db.execute(
                 "INSERT INTO results VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (run, time.time(), r["target"], r["model"], r["check"], cond.get("kind"), cond.get("version"),
-                 cond.get("profile"), cond.get("quantization"), r["concurrency"], r["requests"], r["prompt_tokens"],
-                 r["output_tokens"], int(r["passed"]), r["reason"], _get(r["ttft_s"], "mean"),
-                 _get(r["ttft_s"], "p50"), _get(r["ttft_s"], "p95"), _get(r["itl_s"], "mean"),
-                 _get(r["itl_s"], "p95"), _get(r["output_tokens_per_s"], "per_stream"),
-                 _get(r["output_tokens_per_s"], "aggregate"), json.dumps(r)))
+                (
+                    run,
+                    time.time(),
+                    r["target"],
+                    r["model"],
+                    r["check"],
+                    cond.get("kind"),
+                    cond.get("version"),
+                    cond.get("profile"),
+                    cond.get("quantization"),
+                    r["concurrency"],
+                    r["requests"],
+                    r["prompt_tokens"],
+                    r["output_tokens"],
+                    int(r["passed"]),
+                    r["reason"],
+                    _get(r["ttft_s"], "mean"),
+                    _get(r["ttft_s"], "p50"),
+                    _get(r["ttft_s"], "p95"),
+                    _get(r["itl_s"], "mean"),
+                    _get(r["itl_s"], "p95"),
+                    _get(r["output_tokens_per_s"], "per_stream"),
+                    _get(r["output_tokens_per_s"], "aggregate"),
+                    json.dumps(r),
+                ),
+            )
         return run
 
 
@@ -87,14 +115,27 @@ class Change:
         return (self.now - self.baseline) / self.baseline * 100 if self.baseline else 0.0
 
     def to_json(self) -> dict[str, Any]:
-        return {"target": self.target, "model": self.model, "check": self.check, "concurrency": self.concurrency,
-                "figure": self.figure, "baseline": self.baseline, "now": self.now,
-                "change_pct": round(self.change_pct, 1), "regression": self.regression}
+        return {
+            "target": self.target,
+            "model": self.model,
+            "check": self.check,
+            "concurrency": self.concurrency,
+            "figure": self.figure,
+            "baseline": self.baseline,
+            "now": self.now,
+            "change_pct": round(self.change_pct, 1),
+            "regression": self.regression,
+        }
 
 
 # (column, higher is worse)
-FIGURES = (("ttft_p95", True), ("ttft_mean", True), ("itl_p95", True), ("tps_per_stream", False),
-           ("tps_aggregate", False))
+FIGURES = (
+    ("ttft_p95", True),
+    ("ttft_mean", True),
+    ("itl_p95", True),
+    ("tps_per_stream", False),
+    ("tps_aggregate", False),
+)
 
 
 def compare(path: Path, run_id: int, threshold: float = 0.10) -> list[Change]:
@@ -108,7 +149,8 @@ def compare(path: Path, run_id: int, threshold: float = 0.10) -> list[Change]:
             base = db.execute(
                 "SELECT * FROM results WHERE run_id < ? AND target = ? AND model = ? AND check_name = ? "
                 "AND concurrency IS ? AND passed = 1 ORDER BY run_id DESC LIMIT 1",
-                (run_id, row["target"], row["model"], row["check_name"], row["concurrency"])).fetchone()
+                (run_id, row["target"], row["model"], row["check_name"], row["concurrency"]),
+            ).fetchone()
             if base is None:
                 continue
             for figure, higher_is_worse in FIGURES:
@@ -117,6 +159,9 @@ def compare(path: Path, run_id: int, threshold: float = 0.10) -> list[Change]:
                     continue
                 delta = (now - before) / before
                 worse = delta > threshold if higher_is_worse else delta < -threshold
-                changes.append(Change(row["target"], row["model"], row["check_name"], row["concurrency"], figure,
-                                      before, now, worse))
+                changes.append(
+                    Change(
+                        row["target"], row["model"], row["check_name"], row["concurrency"], figure, before, now, worse
+                    )
+                )
     return changes

@@ -48,8 +48,9 @@ class StreamResult:
         return (self.output_tokens - 1) / span if span > 0 else None
 
 
-async def stream_chat(client: httpx.AsyncClient, url: str, body: dict[str, Any], headers: dict[str, str],
-                      stall_s: float, total_s: float) -> StreamResult:
+async def stream_chat(
+    client: httpx.AsyncClient, url: str, body: dict[str, Any], headers: dict[str, str], stall_s: float, total_s: float
+) -> StreamResult:
     sent = time.perf_counter()
     result = StreamResult(False, None, sent)
     try:
@@ -67,8 +68,9 @@ async def stream_chat(client: httpx.AsyncClient, url: str, body: dict[str, Any],
                     except StopAsyncIteration:
                         break
                     except TimeoutError:
-                        result.reason = (f"stream stalled: nothing for {stall_s:g} s after "
-                                         f"{len(result.token_times)} tokens")
+                        result.reason = (
+                            f"stream stalled: nothing for {stall_s:g} s after {len(result.token_times)} tokens"
+                        )
                         return result
                     now = time.perf_counter()
                     if not line.startswith("data:"):
@@ -150,10 +152,15 @@ def level_stats(results: list[StreamResult], wall_s: float) -> LevelStats:
     prompts = [r.prompt_tokens for r in good if r.prompt_tokens is not None]
     return LevelStats(
         {"mean": statistics.fmean(ttfts), "p50": percentile(ttfts, 0.5), "p95": percentile(ttfts, 0.95)}
-        if ttfts else None,
+        if ttfts
+        else None,
         {"mean": statistics.fmean(itls), "p95": percentile(itls, 0.95)} if itls else None,
-        {"per_stream": statistics.median(speeds) if speeds else None,
-         "aggregate": output / wall_s if wall_s > 0 else None} if good else None,
+        {
+            "per_stream": statistics.median(speeds) if speeds else None,
+            "aggregate": output / wall_s if wall_s > 0 else None,
+        }
+        if good
+        else None,
         output,
         round(statistics.fmean(prompts)) if prompts else None,
     )

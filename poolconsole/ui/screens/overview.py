@@ -56,8 +56,8 @@ class OverviewScreen(Screen[None]):
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
-        for key, label in cells.COLUMNS:
-            table.add_column(label, key=key)
+        for key, label, width in cells.COLUMNS:
+            table.add_column(label, key=key, width=width)
         box = self.query_one("#filter", Input)
         box.display = False
         box.disabled = True  # hidden: it must not take focus (and the keys) from the table
@@ -66,7 +66,7 @@ class OverviewScreen(Screen[None]):
         self.ready = True
 
     # -- data ----------------------------------------------------------------------------------------
-    def rows(self) -> dict[str, dict[str, Any]]:
+    def rows(self) -> dict[str, dict[str, Text]]:
         c = cells.Colors.from_theme(self.app.theme_variables)
         out: dict[str, dict[str, Any]] = {}
         with_engines = set()
@@ -76,6 +76,8 @@ class OverviewScreen(Screen[None]):
         for host in self.state.hosts.values():
             if host.config.name not in with_engines:
                 out[f"host:{host.config.name}"] = cells.host_row(self.state, host, c)
+        # Text, not str: a str cell is parsed as markup on every render
+        out = {k: {c: v if isinstance(v, Text) else Text(v) for c, v in r.items()} for k, r in out.items()}
         if self.filter_text:
             needle = self.filter_text.lower()
             out = {k: r for k, r in out.items() if any(needle in _plain(v).lower() for v in r.values())}
@@ -109,7 +111,7 @@ class OverviewScreen(Screen[None]):
                     for column, value in rows[key].items():
                         signature = _plain(value) + str(getattr(value, "style", ""))
                         if old.get(column) != signature:
-                            table.update_cell(key, column, value, update_width=True)
+                            table.update_cell(key, column, value)
                             old[column] = signature
         self._status_line()
 

@@ -40,9 +40,16 @@ class SmokeScreen(Screen[None]):
 
     def on_mount(self) -> None:
         table = self.query_one("#smoke-results", DataTable)
-        for key, label in (("target", "Target"), ("model", "Model"), ("check", "Check"), ("c", "Conc."),
-                           ("ok", "Result"), ("ttft", "TTFT p50/p95"), ("tps", "tok/s stream/aggr"),
-                           ("reason", "Reason")):
+        for key, label in (
+            ("target", "Target"),
+            ("model", "Model"),
+            ("check", "Check"),
+            ("c", "Conc."),
+            ("ok", "Result"),
+            ("ttft", "TTFT p50/p95"),
+            ("tps", "tok/s stream/aggr"),
+            ("reason", "Reason"),
+        ):
             table.add_column(label, key=key)
         self._status()
         self.ready = True
@@ -54,9 +61,17 @@ class SmokeScreen(Screen[None]):
         ttft = f"{_fmt(t.get('p50'), 1000)}/{_fmt(t.get('p95'), 1000, ' ms')}" if t else "-"
         tps = result.output_tokens_per_s
         speed = f"{_fmt(tps.get('per_stream'))}/{_fmt(tps.get('aggregate'))}" if tps else "-"
-        table.add_row(result.target, result.model[:30], result.check, str(result.concurrency or "-"),
-                      "PASS" if result.passed else "FAIL", ttft, speed, result.reason[:70],
-                      key=str(len(self.results)))
+        table.add_row(
+            result.target,
+            result.model[:30],
+            result.check,
+            str(result.concurrency or "-"),
+            "PASS" if result.passed else "FAIL",
+            ttft,
+            speed,
+            result.reason[:70],
+            key=str(len(self.results)),
+        )
         self._status()
 
     def finish(self, changes: list[Change], error: str | None = None) -> None:
@@ -69,9 +84,10 @@ class SmokeScreen(Screen[None]):
         failed = sum(not r.passed for r in self.results)
         state = "finished" if self.finished else "running"
         regressions = [c for c in self.changes if c.regression]
-        text = (f"smoke test of {', '.join(self.targets) or 'the pool'}: {state}, {len(self.results)} checks, "
-                f"{failed} failed" + (f", {len(regressions)} regression(s) against the baseline" if self.changes
-                                      else ""))
+        text = (
+            f"smoke test of {', '.join(self.targets) or 'the pool'}: {state}, {len(self.results)} checks, "
+            f"{failed} failed" + (f", {len(regressions)} regression(s) against the baseline" if self.changes else "")
+        )
         if error:
             text += f"\n{error}"
         self.query_one("#smoke-status", Static).update(text)
