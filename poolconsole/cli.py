@@ -189,6 +189,114 @@ def cmd_smoke(args: argparse.Namespace) -> int:
     return EXIT_OK if doc["passed"] else EXIT_PROBLEM
 
 
+def cmd_plan(args: argparse.Namespace) -> int:
+    """What runs where, with the headroom left: every engine's active profile through the fit check."""
+    from poolconsole.ops.fit import fit
+
+    config = _load(args.config)
+    for host in config.hosts:
+        engines = [e for e in config.engines if e.host == host.name]
+        gpus = host.gpu_memory_gib
+        memory = (
+            f"{len(gpus)} GPU(s) {'/'.join(f'{g:g}' for g in gpus)} GiB"
+            if gpus
+            else (f"{host.memory_gib:g} GiB unified" if host.memory_gib else "GPU memory not configured")
+        )
+        print(f"{host.name} ({host.description or host.address}): {memory}")
+        for engine in engines:
+            profile = next((p for p in engine.profiles if p.name == engine.profile), None)
+            if profile is None:
+                print(f"  {engine.name}: {engine.kind.value}, {engine.model or ''} (no profile to check)")
+                continue
+            report = fit(engine, profile, host)
+            for line in report.lines():
+                print("  " + line)
+            others = [p.name for p in engine.profiles if p.name != profile.name]
+            if others:
+                print(f"  other profiles: {', '.join(others)}")
+    return EXIT_OK
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    from poolconsole.ops import audit
+
+    path = Path(args.db) if args.db else audit.default_path()
+    rows = audit.entries(path, args.limit)
+    if args.json:
+        print(json.dumps([e.to_json() for e in rows], indent=2))
+        return EXIT_OK
+    for e in rows:
+        when = dt.datetime.fromtimestamp(e.at, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+        change = f" {e.profile_from} -> {e.profile_to}" if e.profile_to else ""
+        print(f"{when}Z {e.user} {e.action} {e.target}{change}: {e.outcome} ({e.duration_s:.1f} s) {e.detail}")
+        for command in e.commands:
+            print(f"    $ {command}")
+    if not rows:
+        print(f"no actions recorded in {path}")
+    return EXIT_OK
+
+
+def cmd_action(args: argparse.Namespace) -> int:
+    """restart / rollover from the command line; --yes is the confirmation a script gives."""
+    from poolconsole.collect.ssh import SSHPool
+    from poolconsole.ops import actions, audit
+
+    config = _load(args.config)
+    engine = next((e for e in config.engines if e.name == args.engine), None)
+    if engine is None:
+        print(f"poolconsole: no engine named {args.engine}", file=sys.stderr)
+        return EXIT_CONFIG
+    host = config.host(engine.host)
+    if host is None:
+        print(f"poolconsole: engine {engine.name} names no [[hosts]] entry to run commands on", file=sys.stderr)
+        return EXIT_CONFIG
+    try:
+        commands = actions.plan_restart(engine)
+    except actions.ActionRefused as exc:
+        print(f"refused: {exc}", file=sys.stderr)
+        return EXIT_PROBLEM
+    if args.read_only:
+        print("refused: read-only mode", file=sys.stderr)
+        return EXIT_PROBLEM
+    print(f"{args.command} {engine.name} on {host.name} ({host.address}) will run:")
+    for command in commands:
+        print(f"    $ {command}")
+    if not args.yes:
+        print("add --yes to confirm", file=sys.stderr)
+        return EXIT_PROBLEM
+    path = Path(args.audit_db) if args.audit_db else audit.default_path()
+
+    async def run() -> actions.Outcome:
+        pool = SSHPool([host], config.settings.ssh_timeout_s, 4)
+        ctx = actions.ActionContext(config, pool[host.name], path, progress=lambda line: print(f"  {line}"))
+        try:
+            if args.command == "restart":
+                return await actions.restart(ctx, engine)
+            smoke = None if args.no_smoke else _smoke_verdict(config, engine.name)
+            return await actions.rollover(ctx, engine, args.profile, force=args.force, smoke=smoke)
+        finally:
+            await pool.close()
+
+    try:
+        outcome = asyncio.run(run())
+    except actions.ActionRefused as exc:
+        print(f"refused: {exc}", file=sys.stderr)
+        return EXIT_PROBLEM
+    print(f"{outcome.action} {outcome.engine}: {outcome.outcome}: {outcome.detail} ({outcome.seconds:.1f} s)")
+    return EXIT_OK if outcome.outcome == "ok" else EXIT_PROBLEM
+
+
+def _smoke_verdict(config: PoolConfig, engine: str) -> Any:
+    async def verdict() -> object:
+        from poolconsole.ops.smoke.run import SmokeOptions, run_smoke
+
+        results, _ = await run_smoke(config, SmokeOptions((engine,), requests=2, total_s=60))
+        failed = [f"{r.check}: {r.reason}" for r in results if not r.passed]
+        return True if results and not failed else "; ".join(failed) or "no check ran"
+
+    return verdict
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from poolconsole.sim.run import run_demo
 
@@ -235,6 +343,32 @@ def build_parser() -> argparse.ArgumentParser:
     smoke.add_argument("--stall-timeout", type=float, default=15.0, metavar="S", help="max silence in a stream")
     smoke.add_argument("--timeout", type=float, default=120.0, metavar="S", help="max time of one request")
     smoke.set_defaults(func=cmd_smoke)
+
+    plan = sub.add_parser("plan", help="the instance map: what runs where, with the memory headroom left")
+    plan.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS)
+    plan.set_defaults(func=cmd_plan)
+
+    audit_cmd = sub.add_parser("audit", help="the audit log of actions")
+    audit_cmd.add_argument("--json", action="store_true")
+    audit_cmd.add_argument("--limit", type=int, default=50)
+    audit_cmd.add_argument("--db", metavar="PATH", help="audit database (default: user data dir)")
+    audit_cmd.set_defaults(func=cmd_audit)
+
+    for name, text in (
+        ("restart", "restart an engine over SSH and wait until it is healthy"),
+        ("rollover", "switch an engine to another quantization profile, rolling back on failure"),
+    ):
+        action = sub.add_parser(name, help=text)
+        action.add_argument("engine")
+        if name == "rollover":
+            action.add_argument("profile")
+            action.add_argument("--force", action="store_true", help="switch even if the fit check says no")
+            action.add_argument("--no-smoke", action="store_true", help="skip the smoke test before promoting")
+        action.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS)
+        action.add_argument("--yes", action="store_true", help="confirm (the commands are printed first)")
+        action.add_argument("--audit-db", metavar="PATH", help="audit database (default: user data dir)")
+        action.add_argument("--read-only", action="store_true", default=argparse.SUPPRESS)
+        action.set_defaults(func=cmd_action)
 
     demo = sub.add_parser("demo", help="run a simulated pool on 127.0.0.1 and open the console on it")
     demo.add_argument("--serve-only", action="store_true", help="only run the pool (for tests and tools)")

@@ -82,6 +82,11 @@ class AlertSettings(Strict):
 class Host(Strict):
     """A machine reached over SSH (`[[hosts]]`)."""
 
+    gpu_memory_gib: list[float] | None = None
+    """GPU memory per card for `poolconsole plan` when the host is not polled (e.g. [24, 24, 24, 24])."""
+    memory_gib: float | None = None
+    """System memory (unified-memory hosts: what the GPU can use)."""
+
     name: str
     """Short name shown in the console; engines refer to it with `host = "..."`."""
     address: str
@@ -150,6 +155,103 @@ class SmokeSettings(Strict):
         return value
 
 
+SAFE_PATH = re.compile(r"^[A-Za-z0-9_./~@%+=:,-]+$")
+
+
+def _check_path(value: str | None) -> str | None:
+    if value is not None and (not SAFE_PATH.match(value) or ".." in value.split("/")):
+        raise ValueError("must be a plain path (letters, digits and ._/~@%+=:,- only, no '..')")
+    return value
+
+
+class Control(Strict):
+    """How the engine is restarted and how a profile is applied, over SSH on its host (`[engines.control]`).
+    Every name and path is checked against a safe pattern here, and every remote argument is shell-quoted."""
+
+    backend: Literal["docker", "podman", "compose", "systemd", "supervisor", "command"]
+    """docker / podman (`restart NAME`), compose (project directory + service), systemd (unit),
+    supervisor (supervisorctl program), or command (a custom template)."""
+    name: str
+    """Container, compose service, systemd unit or supervisord program."""
+    binary: str | None = None
+    """Path of docker / podman / systemctl / supervisorctl when not on PATH."""
+    compose_dir: str | None = None
+    """docker compose project directory (backend compose)."""
+    user_unit: bool = False
+    """systemd: a --user unit."""
+    supervisor_conf: str | None = None
+    """supervisorctl -c FILE."""
+    command: list[str] | None = None
+    """backend command: argv template; "{name}" in an argument is replaced by `name`, then every argument is quoted."""
+    profile_file: str | None = None
+    """File on the host that holds the active profile (an env file the engine's launcher sources), written atomically."""
+    health_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 300.0
+    """How long a restarted engine may take to answer healthy."""
+    drain_timeout_s: Annotated[float, Field(ge=0, le=3600)] = 60.0
+    """Rollover: wait at most this long for running and waiting to reach 0 (0 = do not drain)."""
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        return _check_name(value)
+
+    @field_validator("binary", "compose_dir", "supervisor_conf", "profile_file")
+    @classmethod
+    def _path(cls, value: str | None) -> str | None:
+        return _check_path(value)
+
+    @model_validator(mode="after")
+    def _complete(self) -> Control:
+        if self.backend == "compose" and not self.compose_dir:
+            raise ValueError("backend compose needs compose_dir")
+        if self.backend == "command" and not self.command:
+            raise ValueError("backend command needs command = [argv...]")
+        return self
+
+
+class Profile(Strict):
+    """One quantization profile of an engine (`[[engines.profiles]]`)."""
+
+    name: str
+    format: str
+    """AWQ, GPTQ, FP8, NVFP4, GGUF Q4_K_M, ..."""
+    params_b: Annotated[float, Field(gt=0)] | None = None
+    """Total parameters, billions."""
+    active_params_b: Annotated[float, Field(gt=0)] | None = None
+    """Active parameters per token for a MoE, billions (speed, not memory: every expert is loaded)."""
+    bits: Annotated[float, Field(gt=0, le=32)] | None = None
+    """Bits per weight."""
+    weights_gib: Annotated[float, Field(gt=0)] | None = None
+    """Declared size of the weights (wins over params_b x bits / 8)."""
+    kv_dtype: Literal["fp32", "fp16", "bf16", "fp8", "q8_0", "q4_0"] = "fp16"
+    max_model_len: Annotated[int, Field(ge=1)] = 8192
+    max_num_seqs: Annotated[int, Field(ge=1)] = 16
+    tp_size: Annotated[int, Field(ge=1, le=64)] = 1
+    gpu_memory_utilization: Annotated[float, Field(gt=0, le=1)] = 0.90
+    layers: Annotated[int, Field(ge=1)] | None = None
+    """Model numbers for the KV cache: layers, KV heads, head dimension."""
+    kv_heads: Annotated[int, Field(ge=1)] | None = None
+    head_dim: Annotated[int, Field(ge=1)] | None = None
+    overhead_gib: Annotated[float, Field(ge=0)] = 1.5
+    """Runtime overhead per GPU (CUDA context, activations, graphs)."""
+    args: list[str] = []
+    """Extra engine arguments."""
+    env: dict[str, str] = {}
+    """Extra environment."""
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        return _check_name(value)
+
+    @field_validator("env")
+    @classmethod
+    def _env_keys(cls, value: dict[str, str]) -> dict[str, str]:
+        for key in value:
+            _check_env(key)
+        return value
+
+
 class Engine(Strict):
     """An inference engine endpoint (`[[engines]]`)."""
 
@@ -177,6 +279,10 @@ class Engine(Strict):
     """Engine (by name) with a smaller model that non-critical traffic can move to when this one queues."""
     smoke: SmokeSettings = SmokeSettings()
     """Smoke-test settings and SLOs."""
+    control: Control | None = None
+    """Restart and profile control over SSH; without it the engine is watch-only."""
+    profiles: list[Profile] = []
+    """Quantization profiles; `profile` names the active one."""
 
     @field_validator("name")
     @classmethod
@@ -222,6 +328,11 @@ class PoolConfig(Strict):
                 seen.add(name)
         engines = {e.name for e in self.engines}
         for engine in self.engines:
+            names = [p.name for p in engine.profiles]
+            if engine.profiles and engine.profile is not None and engine.profile not in names:
+                problems.append(f"engine {engine.name!r}: profile {engine.profile!r} is not one of its profiles")
+            if len(set(names)) != len(names):
+                problems.append(f"engine {engine.name!r}: duplicate profile names")
             if engine.degrade_to is not None and engine.degrade_to not in engines:
                 problems.append(f"engine {engine.name!r}: degrade_to names no engine ({engine.degrade_to!r})")
         if problems:

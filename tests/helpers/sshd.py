@@ -52,6 +52,7 @@ class FakeHost:
         if not self.host_key.exists():
             keygen(self.host_key)
         (self.root / "authorized_keys").write_text(client_pub + "\n")
+        (self.root / "home").mkdir(exist_ok=True)
         bin_dir = self.root / "bin"
         shutil.rmtree(bin_dir, ignore_errors=True)
         bin_dir.mkdir()
@@ -65,7 +66,10 @@ class FakeHost:
             f"AuthorizedKeysFile {self.root / 'authorized_keys'}\nPidFile {self.root / 'sshd.pid'}\n"
             "PasswordAuthentication no\nKbdInteractiveAuthentication no\nPubkeyAuthentication yes\n"
             "PermitRootLogin prohibit-password\nUsePAM no\nStrictModes no\nMaxSessions 64\nMaxStartups 100\n"
-            f"SetEnv PATH={bin_dir}:/usr/local/bin:/usr/bin:/bin SHIM_SCENARIO={self.root / 'scenario.json'}\n"
+            # HOME: the session's shell must not source this machine's ~/.bashrc. Its `pyenv init` takes a lock;
+            # a session killed in the middle (the "host dies" tests) leaves it behind and every later login hangs.
+            f"SetEnv PATH={bin_dir}:/usr/local/bin:/usr/bin:/bin SHIM_SCENARIO={self.root / 'scenario.json'} "
+            f"HOME={self.root / 'home'}\n"
         )
 
     def set_scenario(self, scenario: dict[str, Any]) -> None:

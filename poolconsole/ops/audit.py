@@ -1,0 +1,124 @@
+"""The audit log: every action (local user, time, target, profiles, exact commands, outcome, duration) in
+SQLite with WAL and synchronous=FULL, so an entry survives a crash once written."""
+
+from __future__ import annotations
+
+import getpass
+import json
+import sqlite3
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from platformdirs import user_data_path
+
+from poolconsole.ops.control import redact
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS actions (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    at REAL NOT NULL, user TEXT NOT NULL, action TEXT NOT NULL, target TEXT NOT NULL,
+    profile_from TEXT, profile_to TEXT, commands TEXT NOT NULL,
+    outcome TEXT NOT NULL, detail TEXT NOT NULL, duration_s REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS active_profiles (engine TEXT PRIMARY KEY, profile TEXT NOT NULL, at REAL NOT NULL);
+"""
+
+
+def default_path() -> Path:
+    return user_data_path("poolconsole") / "audit.sqlite3"
+
+
+@dataclass(frozen=True)
+class Entry:
+    at: float
+    user: str
+    action: str
+    target: str
+    profile_from: str | None
+    profile_to: str | None
+    commands: list[str]
+    outcome: str
+    detail: str
+    duration_s: float
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    db = sqlite3.connect(path, timeout=10)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=FULL")
+    db.executescript(SCHEMA)
+    return db
+
+
+def record(
+    path: Path,
+    action: str,
+    target: str,
+    commands: list[str],
+    outcome: str,
+    detail: str,
+    duration_s: float,
+    profile_from: str | None = None,
+    profile_to: str | None = None,
+) -> Entry:
+    entry = Entry(
+        time.time(),
+        getpass.getuser(),
+        action,
+        target,
+        profile_from,
+        profile_to,
+        [redact(c) for c in commands],
+        outcome,
+        redact(detail),
+        round(duration_s, 3),
+    )
+    with _connect(path) as db:
+        db.execute(
+            "INSERT INTO actions (at, user, action, target, profile_from, profile_to, commands, outcome, "
+            "detail, duration_s) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                entry.at,
+                entry.user,
+                action,
+                target,
+                profile_from,
+                profile_to,
+                json.dumps(entry.commands),
+                outcome,
+                entry.detail,
+                entry.duration_s,
+            ),
+        )
+    return entry
+
+
+def set_active_profile(path: Path, engine: str, profile: str) -> None:
+    with _connect(path) as db:
+        db.execute("INSERT OR REPLACE INTO active_profiles VALUES (?, ?, ?)", (engine, profile, time.time()))
+
+
+def active_profile(path: Path, engine: str) -> str | None:
+    if not path.exists():
+        return None
+    with _connect(path) as db:
+        row = db.execute("SELECT profile FROM active_profiles WHERE engine = ?", (engine,)).fetchone()
+    return str(row[0]) if row else None
+
+
+def entries(path: Path, limit: int = 100) -> list[Entry]:
+    if not path.exists():
+        return []
+    with _connect(path) as db:
+        rows = db.execute(
+            "SELECT at, user, action, target, profile_from, profile_to, commands, outcome, detail, "
+            "duration_s FROM actions ORDER BY id DESC LIMIT ?",
+            (limit,),
+        ).fetchall()
+    return [Entry(r[0], r[1], r[2], r[3], r[4], r[5], json.loads(r[6]), r[7], r[8], r[9]) for r in rows]
