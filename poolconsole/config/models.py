@@ -184,7 +184,7 @@ class Control(Strict):
     command: list[str] | None = None
     """backend command: argv template; "{name}" in an argument is replaced by `name`, then every argument is quoted."""
     profile_file: str | None = None
-    """File on the host that holds the active profile (an env file the engine's launcher sources), written atomically."""
+    """Host file holding the active profile (an env file the engine's launcher sources), written atomically."""
     health_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 300.0
     """How long a restarted engine may take to answer healthy."""
     drain_timeout_s: Annotated[float, Field(ge=0, le=3600)] = 60.0

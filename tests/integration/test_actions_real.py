@@ -36,7 +36,8 @@ def rig(tmp_path: Path) -> Iterator[dict[str, object]]:
     conf.write_text(
         f"[unix_http_server]\nfile={sock}\n\n[supervisord]\nlogfile={tmp_path}/supervisord.log\n"
         f"pidfile={tmp_path}/supervisord.pid\nchildlogdir={tmp_path}\n\n"
-        "[rpcinterface:supervisor]\nsupervisor.rpcinterface_factory = supervisor.rpcinterface:make_main_rpcinterface\n\n"
+        "[rpcinterface:supervisor]\n"
+        "supervisor.rpcinterface_factory = supervisor.rpcinterface:make_main_rpcinterface\n\n"
         f"[supervisorctl]\nserverurl=unix://{sock}\n\n"
         f"[program:llama]\ncommand=/bin/sh -c '. {profile}; exec {llama_server_binary()} $POOL_ARGS --host 127.0.0.1 "
         f"--port {port} --metrics -c 2048 -np 2 -t 1 --threads-http 8'\n"
