@@ -6,7 +6,9 @@ the batch, the GB10 answers [N/A] for memory like the real one.
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +20,7 @@ from poolconsole.collect.hosts import poll as host_cmds
 from poolconsole.sim.pool import EngineSpec, HostSpec
 from poolconsole.sim.server import SimEngine
 
+BROKEN_PROFILE = "fp8-tp4"
 GIB = 1024**3
 MIB = 1024**2
 
@@ -43,6 +46,8 @@ class SimHost:
         self.port = 0
         self.down = False
         self._conns: list[asyncssh.SSHServerConnection] = []
+        self.files: dict[str, str] = {}
+        self.profiles: dict[str, dict[str, str]] = {}
 
     # -- what the machine reports ------------------------------------------------------------------
     def gpu_states(self) -> list[GpuState]:
@@ -186,6 +191,9 @@ class SimHost:
             return fixed[command](), "", 0
         if command == "true":
             return "", "", 0
+        handled = self.control(command)
+        if handled is not None:
+            return handled
         nvidia = self.spec.platform.startswith("nvidia")
         if nvidia and command.startswith("nvidia-smi --query-gpu="):
             fields = tuple(command.split("=", 1)[1].split(" ")[0].split(","))
@@ -196,6 +204,42 @@ class SimHost:
             out, code = self.apps_rows(fields)
             return out, "", code
         return "", f"sh: 1: {command.split()[0]}: not found\n", 127
+
+    def control(self, command: str) -> tuple[str, str, int] | None:
+        """The actions' commands, parsed the way a shell would and acted on: `docker restart NAME` restarts
+        the simulated engine (counters reset); writing a profile file switches its profile on the next
+        restart (speed and memory follow the profile); a profile the engine cannot load keeps it down."""
+        try:
+            words = shlex.split(command)
+        except ValueError:
+            return None
+        if words[:2] == ["docker", "restart"] and len(words) == 3:
+            engine = next((e for e in self.engines if e.spec.name == words[2]), None)
+            if engine is None:
+                return "", f"Error response from daemon: No such container: {words[2]}\n", 1
+            profile = self.profiles.get(engine.spec.name)
+            if profile is not None and profile.get("POOL_PROFILE") == BROKEN_PROFILE:
+                engine.restart(loading_s=3600.0)  # the weights never load: health stays 503
+            else:
+                engine.restart(loading_s=2.0)
+                if engine.load is not None and profile is not None:
+                    engine.load.scale = float(profile.get("POOL_SPEED", "1.0"))
+            return f"{words[2]}\n", "", 0
+        if words[:2] == ["umask", "077"] and "base64" in words and "mv" in words:
+            text = base64.b64decode(words[words.index("printf") + 2]).decode()
+            target = words[-1]
+            values = dict(
+                shlex.split(line)[0].split("=", 1)
+                for line in text.splitlines()
+                if line and not line.startswith("#") and "=" in line
+            )
+            self.files[target] = text
+            engine_name = Path(target).stem
+            self.profiles[engine_name] = values
+            return "", "", 0
+        if words[:1] == ["cat"] and len(words) == 2 and words[1] in self.files:
+            return self.files[words[1]], "", 0
+        return None
 
     async def _process(self, process: asyncssh.SSHServerProcess[str]) -> None:
         stdout, stderr, code = self.answer(process.command or "")

@@ -200,8 +200,42 @@ class SimPool:
             ]
             if spec.gpus:
                 lines.append(f"gpus = [{', '.join(str(g) for g in spec.gpus)}]")
+            if spec.kind in ("vllm", "sglang", "llamacpp") and self.sim_hosts:
+                lines += [
+                    "",
+                    "[engines.control]",
+                    'backend = "docker"',
+                    f'name = "{spec.name}"',
+                    f'profile_file = "/srv/pool/{spec.name}.env"',
+                    "health_timeout_s = 20",
+                    "drain_timeout_s = 0",
+                ]
+                lines += demo_profiles(spec)
             lines.append("")
         return "\n".join(lines)
+
+
+def demo_profiles(spec: EngineSpec) -> list[str]:
+    """Two profiles per engine for the operator loop; on the 80B node a third, fp8, that does not fit in
+    4x24 GB (the fit check refuses it; forced, the engine never loads and the rollover rolls back)."""
+    gpus = max(1, len(spec.gpus))
+    base = spec.weights_gib
+    out: list[str] = []
+    variants = [(spec.profile, base, "1.0"), (f"{spec.profile}-long", base, "0.9")]
+    if spec.name == "qwen3-next-80b":
+        variants.append(("fp8-tp4", 88.0, "1.1"))
+    for name, weights, speed in variants:
+        out += [
+            "",
+            "[[engines.profiles]]",
+            f'name = "{name}"',
+            'format = "demo"',
+            f"weights_gib = {weights}",
+            f"tp_size = {gpus}",
+            "gpu_memory_utilization = 0.92",
+            f'env = {{ POOL_SPEED = "{speed}" }}',
+        ]
+    return out
 
 
 def write_atomically(path: Path, text: str) -> None:

@@ -22,12 +22,16 @@ from poolconsole.collect.hosts.poll import HostPoller
 from poolconsole.collect.hosts.run import LOCAL, _local_snapshot
 from poolconsole.collect.pool import engine_client
 from poolconsole.collect.ssh import SSHPool
-from poolconsole.config.models import PoolConfig
+from poolconsole.config.models import Engine, PoolConfig
 from poolconsole.model.alerts import AlertEvent, Alerts
 from poolconsole.model.hosts import HostSnapshot
 from poolconsole.model.pool import PoolState
 from poolconsole.model.snapshots import EngineSnapshot
+from poolconsole.ops import audit
+from poolconsole.ops.actions import ActionContext, ActionRefused, plan_restart, restart, rollover
+from poolconsole.ops.fit import fit
 from poolconsole.ui import actions, themes
+from poolconsole.ui.screens.action import ActionScreen, AuditScreen, ConfirmAction, ProfilePicker
 from poolconsole.ui.screens.detail import DetailScreen
 from poolconsole.ui.screens.others import AlertsScreen, GatewayScreen, HelpScreen
 from poolconsole.ui.screens.overview import OverviewScreen
@@ -76,6 +80,7 @@ class PoolApp(App[None]):
         self._wake = asyncio.Event()
         self.ssh: SSHPool | None = None
         self.smoke_db: Path | None = None
+        self.audit_path: Path | None = None
         self.update_times: list[float] = []
         """Seconds spent applying each poll result (benchmarks read it)."""
 
@@ -261,6 +266,106 @@ class PoolApp(App[None]):
         except Exception as exc:  # reported on the screen: the console keeps running
             screen.finish([], f"smoke test stopped: {type(exc).__name__}: {exc}")
 
+    # -- destructive actions --------------------------------------------------------------------------
+    def _selected_engine(self) -> Engine | None:
+        overview = self._overview()
+        key = overview.selected() if overview else None
+        engine = next((e for e in self.config.engines if key == f"engine:{e.name}"), None)
+        if engine is None:
+            self.notify("select an engine row first", severity="warning")
+        return engine
+
+    def _action_context(self, engine: Engine, screen: ActionScreen) -> ActionContext:
+        host = self.config.host(engine.host)
+        if host is None or self.ssh is None:
+            raise ActionRefused(f"{engine.name} has no [[hosts]] entry to run commands on")
+        conn = self.ssh.connections.get(host.name) or self.ssh.add(host)
+        return ActionContext(
+            self.config, conn, self.audit_path or audit.default_path(), screen.progress, self.read_only
+        )
+
+    def action_restart(self) -> None:
+        engine = self._selected_engine()
+        if engine is None:
+            return
+        try:
+            commands = plan_restart(engine)
+        except ActionRefused as exc:
+            self.notify(str(exc), severity="error")
+            return
+        lines = (
+            [f"host {engine.host}:"]
+            + [f"  $ {c}" for c in commands]
+            + ["then wait until the engine answers healthy (time-to-ready is reported)"]
+        )
+
+        def go(yes: bool | None) -> None:
+            if yes:
+                screen = ActionScreen(f"restart {engine.name}")
+                self._replace_top(screen)
+                self._act(screen, engine, None)
+
+        self.push_screen(ConfirmAction(f"Restart {engine.name}?", lines), go)
+
+    def action_rollover(self) -> None:
+        engine = self._selected_engine()
+        if engine is None:
+            return
+        if not engine.profiles or engine.control is None:
+            self.notify(f"{engine.name} has no profiles or no [engines.control]", severity="error")
+            return
+        active = audit.active_profile(self.audit_path or audit.default_path(), engine.name) or engine.profile
+
+        def picked(name: str | None) -> None:
+            if name is None:
+                return
+            profile = next(p for p in engine.profiles if p.name == name)
+            host = self.state.hosts.get(engine.host or "")
+            snap = host.snapshot if host else None
+            totals = [g.memory_total_bytes / 2**30 for g in snap.gpus if g.memory_total_bytes] if snap else None
+            report = fit(engine, profile, self.config.host(engine.host), totals or None)
+            lines = [*report.lines(), f"host {engine.host}:", f"  $ (write {engine.control.profile_file if engine.control else '?'})", *[f"  $ {c}" for c in plan_restart(engine)], "then: health check, smoke test, promote; on any failure roll back"]
+
+            def go(yes: bool | None) -> None:
+                if yes:
+                    screen = ActionScreen(f"rollover {engine.name} -> {name}")
+                    self._replace_top(screen)
+                    self._act(screen, engine, name)
+
+            title = f"Switch {engine.name} from {active} to {name}?" + ("" if report.fits else " (DOES NOT FIT)")
+            self.push_screen(ConfirmAction(title, lines), go)
+
+        self.push_screen(ProfilePicker(engine.name, [p.name for p in engine.profiles], active), picked)
+
+    @work(group="actions", exit_on_error=False)
+    async def _act(self, screen: ActionScreen, engine: Engine, profile: str | None) -> None:
+        try:
+            ctx = self._action_context(engine, screen)
+            if profile is None:
+                outcome = await restart(ctx, engine)
+            else:
+                outcome = await rollover(ctx, engine, profile, smoke=self._smoke_gate(engine.name))
+            screen.finish(outcome.outcome, outcome.detail)
+            self.notify(
+                f"{outcome.action} {engine.name}: {outcome.outcome}",
+                severity="information" if outcome.outcome == "ok" else "error",
+            )
+        except ActionRefused as exc:
+            screen.finish("refused", str(exc))
+
+    def _smoke_gate(self, engine: str) -> Any:
+        async def verdict() -> object:
+            from poolconsole.ops.smoke.run import SmokeOptions, run_smoke
+
+            results, _ = await run_smoke(self.config, SmokeOptions((engine,), requests=2, total_s=60))
+            failed = [f"{r.check}: {r.reason}" for r in results if not r.passed]
+            return True if results and not failed else "; ".join(failed) or "no check ran"
+
+        return verdict
+
+    def action_audit_log(self) -> None:
+        self._replace_top(AuditScreen(audit.entries(self.audit_path or audit.default_path(), 200)))
+
     def action_window(self) -> None:
         self.window_index = (self.window_index + 1) % 2
         if isinstance(self.screen, DetailScreen):
@@ -293,7 +398,7 @@ class PoolApp(App[None]):
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         keymap = dict(self.config.keys)
-        for a in actions.visible(self.read_only):
+        for a in actions.visible(self.read_only):  # --read-only: mutating actions are not even listed
             yield SystemCommand(
                 f"{a.title} [{actions.key_label(keymap.get(a.id, a.key))}]",
                 a.help,

@@ -124,8 +124,14 @@ async def test_read_only_is_shown_and_refuses_mutating_actions(tmp_path: Path) -
         shown = {b.binding.action for b in app.screen.active_bindings.values() if b.enabled}
         from poolconsole.ui import actions
 
+        assert {"restart", "rollover"} <= actions.MUTATING
         assert not shown & {f"app.{a}" for a in actions.MUTATING}
         assert all(app.check_action(a, ()) is False for a in actions.MUTATING)
+        await pilot.press("R")  # refused: nothing opens
+        await pilot.pause()
+        assert isinstance(app.screen, OverviewScreen)
+        titles = [c.title for c in app.get_system_commands(app.screen)]
+        assert not any("Restart" in t or "Switch profile" in t for t in titles)
 
 
 async def test_a_dead_host_does_not_stop_the_others(tmp_path: Path) -> None:
@@ -187,5 +193,56 @@ async def test_smoke_action_runs_and_shows_results(tmp_path: Path) -> None:
             assert all(r.passed for r in app.screen.results), [r.reason for r in app.screen.results]
             assert app.screen.query_one("#smoke-results", DataTable).row_count == len(app.screen.results)
         assert (tmp_path / "smoke.sqlite3").exists()
+    finally:
+        await pool.stop()
+
+
+async def test_restart_and_rollover_from_the_console(tmp_path: Path) -> None:
+    from poolconsole.ops import audit
+    from poolconsole.ui.screens.action import ActionScreen, ConfirmAction, ProfilePicker
+
+    pool = SimPool(seed=12)
+    await pool.start(tmp_path / "keys")
+    try:
+        await pool.wait_ready()
+        app = PoolApp(parse_config(pool.config_toml()), theme_state=tmp_path / "ui.json")
+        app.audit_path = tmp_path / "audit.sqlite3"
+        app.smoke_db = tmp_path / "smoke.sqlite3"
+        async with app.run_test(size=(160, 45)) as pilot:
+            await asyncio.sleep(1.5)
+            await settle(pilot, app)
+            table = app.screen.query_one("#pool", DataTable)
+            table.move_cursor(row=table_rows(app).index("engine:qwen3-30b-a3b"))
+            await pilot.press("R")
+            await pilot.pause()
+            assert isinstance(app.screen, ConfirmAction)
+            assert "docker restart qwen3-30b-a3b" in "\n".join(app.screen.lines)  # the exact command, shown first
+            await pilot.press("y")
+            await pilot.pause()
+            assert isinstance(app.screen, ActionScreen)
+            for _ in range(160):
+                if app.screen.outcome:
+                    break
+                await asyncio.sleep(0.25)
+            assert app.screen.outcome == "ok"
+            await pilot.press("escape")
+            table = app.screen.query_one("#pool", DataTable)
+            table.move_cursor(row=table_rows(app).index("engine:qwen3-next-80b"))
+            await pilot.press("P")
+            await pilot.pause()
+            assert isinstance(app.screen, ProfilePicker)
+            app.screen.dismiss("fp8-tp4")  # 88 GiB of weights over 4 x 24 GB: the fit check says no
+            await pilot.pause()
+            assert isinstance(app.screen, ConfirmAction) and "DOES NOT FIT" in app.screen.title_text
+            await pilot.press("y")
+            await pilot.pause()
+            for _ in range(160):
+                if isinstance(app.screen, ActionScreen) and app.screen.outcome:
+                    break
+                await asyncio.sleep(0.25)
+            assert isinstance(app.screen, ActionScreen) and app.screen.outcome == "refused"
+        entries = audit.entries(tmp_path / "audit.sqlite3")
+        assert [(e.action, e.target, e.outcome) for e in entries] == [("restart", "qwen3-30b-a3b", "ok")]
+        assert pool.engines["qwen3-30b-a3b"].load is not None
     finally:
         await pool.stop()

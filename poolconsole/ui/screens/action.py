@@ -1,0 +1,132 @@
+"""Destructive actions in the console: pick a profile, confirm with the exact remote commands shown, follow
+the progress as it streams, read the outcome; and the audit log."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen, Screen
+from textual.widgets import Button, DataTable, Footer, Header, Log, OptionList, Static
+
+from poolconsole.ops.audit import Entry
+
+
+class ProfilePicker(ModalScreen[str | None]):
+    CSS_PATH = Path(__file__).with_suffix(".tcss")
+
+    def __init__(self, engine: str, profiles: list[str], active: str | None) -> None:
+        super().__init__()
+        self.engine = engine
+        self.profiles = profiles
+        self.active = active
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Static(f"Switch {self.engine} to which profile? (active: {self.active or 'unknown'})")
+            yield OptionList(*self.profiles, id="profiles")
+            yield Button("Cancel", id="cancel")
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        self.dismiss(self.profiles[event.option_index])
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(None)
+
+
+class ConfirmAction(ModalScreen[bool]):
+    """Shows exactly what will run where; nothing runs unless the operator says yes."""
+
+    CSS_PATH = Path(__file__).with_suffix(".tcss")
+    BINDINGS = [("y", "answer(True)", "Yes, run it"), ("n", "answer(False)", "No"), ("escape", "answer(False)", "No")]
+
+    def __init__(self, title: str, lines: list[str]) -> None:
+        super().__init__()
+        self.title_text = title
+        self.lines = lines
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Static(f"[b]{self.title_text}[/b]")
+            yield Static("\n".join(self.lines), id="commands")
+            with Horizontal(id="buttons"):
+                yield Button("Run it (y)", id="yes", variant="error")
+                yield Button("Cancel (n)", id="no", variant="primary")
+
+    def on_mount(self) -> None:
+        self.query_one("#no", Button).focus()  # the safe answer has the focus
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "yes")
+
+    def action_answer(self, yes: bool) -> None:
+        self.dismiss(yes)
+
+
+class ActionScreen(Screen[None]):
+    """Progress of one action as it streams in, then its outcome."""
+
+    CSS_PATH = Path(__file__).with_suffix(".tcss")
+
+    def __init__(self, title: str) -> None:
+        super().__init__()
+        self.title_text = title
+        self.outcome: str | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static(f"[b]{self.title_text}[/b]: running", id="action-title")
+        yield Log(id="action-log", highlight=False)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.ready = True
+
+    def progress(self, line: str) -> None:
+        self.query_one(Log).write_line(line)
+
+    def finish(self, outcome: str, detail: str) -> None:
+        self.outcome = outcome
+        self.query_one("#action-title", Static).update(f"[b]{self.title_text}[/b]: {outcome}: {detail}")
+        self.progress(f"== {outcome}: {detail}")
+
+
+class AuditScreen(Screen[None]):
+    CSS_PATH = Path(__file__).with_suffix(".tcss")
+
+    def __init__(self, entries: list[Entry]) -> None:
+        super().__init__()
+        self.entries = entries
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield DataTable(id="audit", cursor_type="row")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        for key, label in (
+            ("at", "Time (UTC)"),
+            ("user", "User"),
+            ("action", "Action"),
+            ("target", "Target"),
+            ("profiles", "Profile"),
+            ("outcome", "Outcome"),
+            ("s", "Seconds"),
+            ("cmd", "Commands"),
+        ):
+            table.add_column(label, key=key)
+        for i, e in enumerate(self.entries):
+            table.add_row(
+                dt.datetime.fromtimestamp(e.at, dt.UTC).strftime("%m-%d %H:%M:%S"),
+                e.user,
+                e.action,
+                e.target,
+                f"{e.profile_from} -> {e.profile_to}" if e.profile_to else "-",
+                e.outcome,
+                f"{e.duration_s:.1f}",
+                " ; ".join(c[:60] for c in e.commands),
+                key=str(i),
+            )
