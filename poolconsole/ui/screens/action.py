@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
+from typing import ClassVar
 
 from textual.app import ComposeResult
+from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, DataTable, Footer, Header, Log, OptionList, Static
@@ -40,7 +42,11 @@ class ConfirmAction(ModalScreen[bool]):
     """Shows exactly what will run where; nothing runs unless the operator says yes."""
 
     CSS_PATH = Path(__file__).with_suffix(".tcss")
-    BINDINGS = [("y", "answer(True)", "Yes, run it"), ("n", "answer(False)", "No"), ("escape", "answer(False)", "No")]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        ("y", "answer(True)", "Yes, run it"),
+        ("n", "answer(False)", "No"),
+        ("escape", "answer(False)", "No"),
+    ]
 
     def __init__(self, title: str, lines: list[str]) -> None:
         super().__init__()
