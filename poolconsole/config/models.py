@@ -77,6 +77,10 @@ class AlertSettings(Strict):
     """How far below a fraction threshold an alert must fall to clear."""
     bell: bool = False
     """Ring the terminal bell when an alert fires."""
+    restart_loop_count: Annotated[int, Field(ge=2)] = 3
+    """Restart loop: this many restarts (counter resets, new process start time) ..."""
+    restart_loop_minutes: Annotated[float, Field(gt=0)] = 10.0
+    """... within this many minutes."""
 
 
 class Host(Strict):

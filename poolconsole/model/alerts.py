@@ -49,6 +49,7 @@ class Alerts:
     log: deque[AlertEvent] = field(default_factory=lambda: deque(maxlen=1000))
     peak_tps: dict[str, float] = field(default_factory=dict)
     recent_tps: dict[str, deque[float | None]] = field(default_factory=dict)
+    restarts: dict[str, deque[float]] = field(default_factory=dict)
 
     def _set(self, target: str, rule: str, on: bool, message: str, now: float) -> AlertEvent | None:
         key = (target, rule)
@@ -75,7 +76,24 @@ class Alerts:
             on = value >= rule.clear if active else value >= rule.fire
             events.append(self._set(view.name, rule.name, on, rule.describe(value), now))
         events.append(self._collapse(view, now))
+        events.append(self._restart_loop(view, now))
         return [e for e in events if e is not None]
+
+    def _restart_loop(self, view: EngineView, now: float) -> AlertEvent | None:
+        """K restarts in M minutes (counter resets or a new process start time between polls)."""
+        seen = self.restarts.setdefault(view.name, deque(maxlen=100))
+        if view.counter_resets and (not seen or now - seen[-1] > 0.5):
+            seen.append(now)
+        window = self.settings.restart_loop_minutes * 60
+        recent = [t for t in seen if now - t <= window]
+        looping = len(recent) >= self.settings.restart_loop_count
+        return self._set(
+            view.name,
+            "restart_loop",
+            looping,
+            f"{len(recent)} restarts in the last {self.settings.restart_loop_minutes:g} min: a restart loop?",
+            now,
+        )
 
     def _collapse(self, view: EngineView, now: float) -> AlertEvent | None:
         """tok/s collapse: the mean of the last COLLAPSE_POLLS polls, all with requests running, falls below a

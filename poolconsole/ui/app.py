@@ -325,9 +325,13 @@ class PoolApp(App[None]):
             totals = [g.memory_total_bytes / 2**30 for g in snap.gpus if g.memory_total_bytes] if snap else None
             report = fit(engine, profile, self.config.host(engine.host), totals or None)
             target = engine.control.profile_file if engine.control else "?"
-            lines = [*report.lines(), f"host {engine.host}:", f"  $ (write {target} atomically)",
-                     *[f"  $ {c}" for c in plan_restart(engine)],
-                     "then: health check, smoke test, promote; on any failure roll back"]
+            lines = [
+                *report.lines(),
+                f"host {engine.host}:",
+                f"  $ (write {target} atomically)",
+                *[f"  $ {c}" for c in plan_restart(engine)],
+                "then: health check, smoke test, promote; on any failure roll back",
+            ]
 
             def go(yes: bool | None) -> None:
                 if yes:
