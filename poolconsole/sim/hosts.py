@@ -180,6 +180,14 @@ class SimHost:
 
     # -- the SSH server -------------------------------------------------------------------------------
     def answer(self, command: str) -> tuple[str, str, int]:
+        if host_cmds.MARK in command:  # a batch: `cmd 2>&1; echo MARK$?;` repeated
+            pieces: list[str] = []
+            for part in command.split(f"; echo {host_cmds.MARK}$?;"):
+                part = part.strip().removesuffix("2>&1").strip()
+                if part:
+                    answer, error, status = self.answer(part)
+                    pieces.append(f"{answer}{error}{host_cmds.MARK}{status}\n")
+            return "".join(pieces), "", 0
         fixed: dict[str, Callable[[], str]] = {
             host_cmds.PROBE: self.probe,
             host_cmds.MEMINFO: self.meminfo,

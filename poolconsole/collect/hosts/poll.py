@@ -3,7 +3,6 @@ fixed commands of the source that answered, parsed into a HostSnapshot."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 from dataclasses import dataclass, replace
 
@@ -22,6 +21,7 @@ SYSCTL = "sysctl -n hw.memsize"
 VM_STAT = "vm_stat"
 MACMON = "macmon pipe -s 1 -i 200"
 NOT_FOUND = 127
+MARK = "@@poolconsole-exit:"
 
 
 @dataclass
@@ -112,36 +112,57 @@ class HostPoller:
         except ParseError as exc:
             return None, [str(exc)]
 
-    async def _query_gpu(self) -> tuple[CommandResult, list[str]]:
-        """Run --query-gpu, dropping any field this driver rejects (one bad field fails the whole query)."""
-        notes: list[str] = []
-        for _ in range(len(nv.FULL_FIELDS)):
-            result = await self.conn.run(nv.query_gpu_command(self.fields))
-            output = result.stdout + result.stderr
-            if result.exit_status in (0, None) or "is not a valid field" not in output:
-                return result, notes
+    async def _batch(self, commands: list[str]) -> list[CommandResult]:
+        """Several fixed commands in one exec (one SSH channel per poll, not one per command); each one's
+        output (stderr folded in) and exit status come back separately."""
+        started = time.monotonic()
+        joined = " ".join(f"{c} 2>&1; echo {MARK}$?;" for c in commands)
+        result = await self.conn.run(joined)
+        elapsed = time.monotonic() - started
+        out: list[CommandResult] = []
+        lines: list[str] = []
+        for line in result.stdout.splitlines():
+            if line.startswith(MARK):
+                status = line[len(MARK):].strip()
+                out.append(CommandResult(commands[len(out)], int(status) if status.isdigit() else None,
+                                         "\n".join(lines) + ("\n" if lines else ""), "", elapsed))
+                lines = []
+                if len(out) == len(commands):
+                    break
+            else:
+                lines.append(line)
+        while len(out) < len(commands):  # the batch was cut short: say so for each missing command
+            out.append(CommandResult(commands[len(out)], None, "\n".join(lines), result.stderr, elapsed))
+            lines = []
+        return out
+
+    def _fix_fields(self, result: CommandResult, apps: CommandResult, notes: list[str]) -> bool:
+        """nvidia-smi fails a whole query for one field the driver does not know: drop it; True = run again."""
+        changed = False
+        output = result.stdout + result.stderr
+        if result.exit_status not in (0, None) and "is not a valid field" in output:
             bad = nv.rejected_field(output)
             if bad in self.fields:
                 self.fields = tuple(f for f in self.fields if f != bad)
                 notes.append(f"driver rejects nvidia-smi field {bad!r}: queried without it")
+                changed = True
             elif self.fields != nv.MINIMAL_FIELDS:
                 self.fields = nv.MINIMAL_FIELDS
                 notes.append("driver rejected the query: fell back to the minimal field set")
-            else:
-                return result, notes
-        return result, notes
-
-    async def _compute_apps(self) -> CommandResult:
-        result = await self.conn.run(nv.query_apps_command(self.apps_fields))
-        if result.exit_status not in (0, None) and "is not a valid field" in result.stdout + result.stderr:
+                changed = True
+        if apps.exit_status not in (0, None) and "is not a valid field" in apps.stdout + apps.stderr \
+                and self.apps_fields != nv.APPS_FALLBACK:
             self.apps_fields = nv.APPS_FALLBACK
-            result = await self.conn.run(nv.query_apps_command(self.apps_fields))
-        return result
+            changed = True
+        return changed
 
     async def _nvidia(self, probe: Probe) -> HostSnapshot:
-        (gpu_result, notes), apps_result, meminfo = await asyncio.gather(
-            self._query_gpu(), self._compute_apps(), self.conn.run(MEMINFO)
-        )
+        notes: list[str] = []
+        for _ in range(len(nv.FULL_FIELDS)):
+            gpu_result, apps_result, meminfo = await self._batch(
+                [nv.query_gpu_command(self.fields), nv.query_apps_command(self.apps_fields), MEMINFO])
+            if not self._fix_fields(gpu_result, apps_result, notes):
+                break
         memory, mem_notes = self._meminfo(meminfo)
         notes += mem_notes
         if gpu_result.exit_status == NOT_FOUND:
@@ -235,7 +256,7 @@ class HostPoller:
 
     async def _amd(self, source: str) -> HostSnapshot:
         command = AMD_SMI if source == "amd-smi" else ROCM_SMI
-        result, meminfo = await asyncio.gather(self.conn.run(command), self.conn.run(MEMINFO))
+        result, meminfo = await self._batch([command, MEMINFO])
         memory, notes = self._meminfo(meminfo)
         try:
             gpus = (
@@ -259,7 +280,7 @@ class HostPoller:
         )
 
     async def _macos(self, probe: Probe) -> HostSnapshot:
-        sysctl, vm_stat = await asyncio.gather(self.conn.run(SYSCTL), self.conn.run(VM_STAT))
+        sysctl, vm_stat = await self._batch([SYSCTL, VM_STAT])
         notes: list[str] = []
         try:
             memory = systems.parse_macos(sysctl.stdout, vm_stat.stdout)
