@@ -37,7 +37,7 @@ from poolconsole.ui.screens.others import AlertsScreen, GatewayScreen, HelpScree
 from poolconsole.ui.screens.overview import OverviewScreen
 from poolconsole.ui.screens.smoke import SmokeScreen
 
-REDRAW_S = 0.5
+REDRAW_S = 1.0  # the poll cadence: redrawing faster only burns CPU
 
 
 class EnginePolled(Message):
