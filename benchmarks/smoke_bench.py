@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import multiprocessing
+import statistics
 import sys
 import time
 from multiprocessing.connection import Connection
@@ -32,6 +33,7 @@ def serve(conn: Connection) -> None:
     async def chat(request: web.Request) -> web.StreamResponse:
         start = time.perf_counter()
         await request.read()
+        first_sent: float | None = None
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
         for i in range(TOKENS):
@@ -39,7 +41,12 @@ def serve(conn: Connection) -> None:
             await asyncio.sleep(max(0.0, due - time.perf_counter()))
             chunk = {"choices": [{"index": 0, "delta": {"content": f" t{i}"}, "finish_reason": None}]}
             await response.write(f"data: {json.dumps(chunk)}\n\n".encode())
-        usage = {"choices": [], "usage": {"prompt_tokens": 8, "completion_tokens": TOKENS, "total_tokens": 58}}
+            if first_sent is None:
+                first_sent = time.perf_counter()
+        last_sent = time.perf_counter()
+        assert first_sent is not None
+        usage = {"choices": [], "usage": {"prompt_tokens": 8, "completion_tokens": TOKENS, "total_tokens": 58},
+                 "server": {"ttft_s": first_sent - start, "tps": (TOKENS - 1) / (last_sent - first_sent)}}
         await response.write(f"data: {json.dumps(usage)}\n\ndata: [DONE]\n\n".encode())
         return response
 
@@ -84,10 +91,16 @@ async def measure(url: str, concurrency: int) -> None:
     ttft = stats.ttft["mean"] if stats.ttft else float("nan")
     tps = stats.tokens_per_s["per_stream"] if stats.tokens_per_s else float("nan")
     aggregate = (stats.tokens_per_s or {}).get("aggregate") or 0.0
+    served = [r.last_event["server"] for r in results if r.ok and r.last_event and "server" in r.last_event]
+    server_ttft = statistics.fmean(s["ttft_s"] for s in served) if served else float("nan")
+    server_tps = statistics.median(s["tps"] for s in served) if served else float("nan")
     print(
         f"c={concurrency:4d}: {ok}/{concurrency} ok; TTFT mean {ttft * 1000:7.1f} ms vs {FIRST_MS:.0f} "
         f"({(ttft / true_ttft - 1) * 100:+5.1f}%); per-stream {tps:6.2f} tok/s vs {true_tps:.2f} "
-        f"({(tps / true_tps - 1) * 100:+5.1f}%); aggregate {aggregate:7.1f} tok/s"
+        f"({(tps / true_tps - 1) * 100:+5.1f}%); aggregate {aggregate:7.1f} tok/s\n"
+        f"        against what the server actually did (its own clock): TTFT {server_ttft * 1000:7.1f} ms "
+        f"({(ttft / server_ttft - 1) * 100:+5.1f}%), per-stream {server_tps:6.2f} tok/s "
+        f"({(tps / server_tps - 1) * 100:+5.1f}%)"
     )
 
 

@@ -25,6 +25,8 @@ class StreamResult:
     prompt_tokens: int | None = None
     tool_args: str = ""
     tool_name: str | None = None
+    last_event: dict[str, Any] | None = None
+    """The last JSON event before [DONE] (usage, llama.cpp timings, a test server's own clock)."""
 
     @property
     def output_tokens(self) -> int:
@@ -104,6 +106,7 @@ async def stream_chat(
 def _consume(result: StreamResult, event: Any, now: float) -> None:
     if not isinstance(event, dict):
         return
+    result.last_event = event
     if isinstance(event.get("error"), dict | str):
         result.reason = f"error event in the stream: {str(event['error'])[:200]}"
     usage = event.get("usage")
