@@ -50,11 +50,22 @@ class StreamResult:
         return (self.output_tokens - 1) / span if span > 0 else None
 
 
+class _Stalled(Exception):
+    pass
+
+
 async def stream_chat(
     client: httpx.AsyncClient, url: str, body: dict[str, Any], headers: dict[str, str], stall_s: float, total_s: float
 ) -> StreamResult:
+    """POST a streaming request and timestamp every SSE event as its bytes arrive.
+
+    The read loop is kept lean: raw bytes split on blank lines (no text line decoder), and one stall
+    deadline rescheduled after each read instead of a new wait_for task per read, so that many streams
+    on one core are measured, not distorted (benchmarks/smoke_bench.py)."""
+    loop = asyncio.get_running_loop()
     sent = time.perf_counter()
     result = StreamResult(False, None, sent)
+    deadline = loop.time() + total_s
     try:
         async with asyncio.timeout(total_s):
             async with client.stream("POST", url, json=body, headers=headers) as response:
@@ -62,31 +73,33 @@ async def stream_chat(
                     text = (await response.aread()).decode(errors="replace")
                     result.reason = f"HTTP {response.status_code}: {' '.join(text.split())[:200]}"
                     return result
-                lines = response.aiter_lines()
                 done = False
-                while not done:
-                    try:
-                        line = await asyncio.wait_for(anext(lines), stall_s)
-                    except StopAsyncIteration:
-                        break
-                    except TimeoutError:
-                        result.reason = (
-                            f"stream stalled: nothing for {stall_s:g} s after {len(result.token_times)} tokens"
-                        )
+                buffer = b""
+                try:
+                    async with asyncio.timeout(stall_s) as stall:
+                        async for chunk in response.aiter_raw():
+                            now = time.perf_counter()
+                            stall.reschedule(min(loop.time() + stall_s, deadline))
+                            buffer += chunk
+                            while not done:
+                                cut = buffer.find(b"\n\n")
+                                if cut < 0:
+                                    break
+                                frame, buffer = buffer[:cut], buffer[cut + 2 :]
+                                done = _frame(result, frame, now)
+                                if result.reason:
+                                    return result
+                            if done:
+                                break
+                except TimeoutError:
+                    if loop.time() >= deadline - 0.01:
+                        raise
+                    result.reason = f"stream stalled: nothing for {stall_s:g} s after {len(result.token_times)} tokens"
+                    return result
+                if not done and buffer.strip():
+                    done = _frame(result, buffer.strip(), time.perf_counter())
+                    if result.reason:
                         return result
-                    now = time.perf_counter()
-                    if not line.startswith("data:"):
-                        continue
-                    payload = line[5:].strip()
-                    if payload == "[DONE]":
-                        done = True
-                        break
-                    try:
-                        event = json.loads(payload)
-                    except ValueError:
-                        result.reason = f"malformed SSE event: {payload[:120]!r}"
-                        return result
-                    _consume(result, event, now)
                 if not done:
                     result.reason = f"stream ended without [DONE] after {len(result.token_times)} tokens"
                     return result
@@ -101,6 +114,23 @@ async def stream_chat(
         return result
     result.ok = True
     return result
+
+
+def _frame(result: StreamResult, frame: bytes, now: float) -> bool:
+    """One SSE event (its data lines); True at [DONE]. A malformed event sets `result.reason`."""
+    for raw in frame.replace(b"\r\n", b"\n").split(b"\n"):
+        if not raw.startswith(b"data:"):
+            continue
+        payload = raw[5:].strip()
+        if payload == b"[DONE]":
+            return True
+        try:
+            event = json.loads(payload)
+        except ValueError:
+            result.reason = f"malformed SSE event: {payload[:120].decode(errors='replace')!r}"
+            return False
+        _consume(result, event, now)
+    return False
 
 
 def _consume(result: StreamResult, event: Any, now: float) -> None:
