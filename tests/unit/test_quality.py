@@ -14,7 +14,8 @@ def test_core_layers_import_without_textual() -> None:
         "import sys; sys.modules['textual'] = None\n"
         "import poolconsole.cli, poolconsole.config, poolconsole.collect.pool, poolconsole.model.view\n"
         "import poolconsole.sim.run, poolconsole.collect.engines.poll, poolconsole.collect.hosts.run\n"
-        "import poolconsole.ops.actions, poolconsole.ops.smoke.run, poolconsole.model.alerts, poolconsole.model.gateway\n"
+        "import poolconsole.ops.actions, poolconsole.ops.smoke.run\n"
+        "import poolconsole.model.alerts, poolconsole.model.gateway\n"
         "assert not [m for m in sys.modules if m.startswith('textual') and sys.modules[m] is not None]\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
