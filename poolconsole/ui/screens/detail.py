@@ -185,3 +185,5 @@ class DetailScreen(Screen[None]):
                 plt.vline(at - now, "red")
         plt.xlabel("seconds ago (red line: restart, counters reset)")
         plt.xlim(-seconds, 0)
+        if any(name.endswith("%") for name, _ in series):
+            plt.ylim(0, 100)  # a percentage chart keeps its scale, so 40 % never looks like a full bar
