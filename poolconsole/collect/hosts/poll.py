@@ -123,9 +123,16 @@ class HostPoller:
         lines: list[str] = []
         for line in result.stdout.splitlines():
             if line.startswith(MARK):
-                status = line[len(MARK):].strip()
-                out.append(CommandResult(commands[len(out)], int(status) if status.isdigit() else None,
-                                         "\n".join(lines) + ("\n" if lines else ""), "", elapsed))
+                status = line[len(MARK) :].strip()
+                out.append(
+                    CommandResult(
+                        commands[len(out)],
+                        int(status) if status.isdigit() else None,
+                        "\n".join(lines) + ("\n" if lines else ""),
+                        "",
+                        elapsed,
+                    )
+                )
                 lines = []
                 if len(out) == len(commands):
                     break
@@ -150,8 +157,11 @@ class HostPoller:
                 self.fields = nv.MINIMAL_FIELDS
                 notes.append("driver rejected the query: fell back to the minimal field set")
                 changed = True
-        if apps.exit_status not in (0, None) and "is not a valid field" in apps.stdout + apps.stderr \
-                and self.apps_fields != nv.APPS_FALLBACK:
+        if (
+            apps.exit_status not in (0, None)
+            and "is not a valid field" in apps.stdout + apps.stderr
+            and self.apps_fields != nv.APPS_FALLBACK
+        ):
             self.apps_fields = nv.APPS_FALLBACK
             changed = True
         return changed
@@ -160,7 +170,8 @@ class HostPoller:
         notes: list[str] = []
         for _ in range(len(nv.FULL_FIELDS)):
             gpu_result, apps_result, meminfo = await self._batch(
-                [nv.query_gpu_command(self.fields), nv.query_apps_command(self.apps_fields), MEMINFO])
+                [nv.query_gpu_command(self.fields), nv.query_apps_command(self.apps_fields), MEMINFO]
+            )
             if not self._fix_fields(gpu_result, apps_result, notes):
                 break
         memory, mem_notes = self._meminfo(meminfo)

@@ -68,7 +68,14 @@ async def stream_chat(
     deadline = loop.time() + total_s
     try:
         async with asyncio.timeout(total_s):
-            async with client.stream("POST", url, json=body, headers=headers) as response:
+
+            async def trace(event: str, info: dict[str, Any]) -> None:
+                # TTFT counts from the moment the request is on the wire, not from when this coroutine
+                # was scheduled: with many streams starting at once, the client's own queue is not the server's.
+                if event == "http11.send_request_headers.started":
+                    result.sent_at = time.perf_counter()
+
+            async with client.stream("POST", url, json=body, headers=headers, extensions={"trace": trace}) as response:
                 if response.status_code != 200:
                     text = (await response.aread()).decode(errors="replace")
                     result.reason = f"HTTP {response.status_code}: {' '.join(text.split())[:200]}"
