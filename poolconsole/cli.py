@@ -240,6 +240,7 @@ def cmd_action(args: argparse.Namespace) -> int:
     """restart / rollover from the command line; --yes is the confirmation a script gives."""
     from poolconsole.collect.ssh import SSHPool
     from poolconsole.ops import actions, audit
+    from poolconsole.ops.smoke.run import smoke_gate
 
     config = _load(args.config)
     engine = next((e for e in config.engines if e.name == args.engine), None)
@@ -272,7 +273,7 @@ def cmd_action(args: argparse.Namespace) -> int:
         try:
             if args.command == "restart":
                 return await actions.restart(ctx, engine)
-            smoke = None if args.no_smoke else _smoke_verdict(config, engine.name)
+            smoke = None if args.no_smoke else smoke_gate(config, engine.name)
             return await actions.rollover(ctx, engine, args.profile, force=args.force, smoke=smoke)
         finally:
             await pool.close()
@@ -284,17 +285,6 @@ def cmd_action(args: argparse.Namespace) -> int:
         return EXIT_PROBLEM
     print(f"{outcome.action} {outcome.engine}: {outcome.outcome}: {outcome.detail} ({outcome.seconds:.1f} s)")
     return EXIT_OK if outcome.outcome == "ok" else EXIT_PROBLEM
-
-
-def _smoke_verdict(config: PoolConfig, engine: str) -> Any:
-    async def verdict() -> object:
-        from poolconsole.ops.smoke.run import SmokeOptions, run_smoke
-
-        results, _ = await run_smoke(config, SmokeOptions((engine,), requests=2, total_s=60))
-        failed = [f"{r.check}: {r.reason}" for r in results if not r.passed]
-        return True if results and not failed else "; ".join(failed) or "no check ran"
-
-    return verdict
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

@@ -41,13 +41,6 @@ class Fetched:
     def ok(self) -> bool:
         return self.failure is None
 
-    @property
-    def content_type(self) -> str:
-        return self.headers.get("content-type", "")
-
-    def text(self) -> str:
-        return self.body.decode("utf-8", errors="replace")
-
 
 @functools.cache
 def _tls() -> ssl.SSLContext:

@@ -8,7 +8,6 @@ timestamps, dropped. Re-exporters that rewrite `vllm:` to `vllm_` are mapped bac
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -232,7 +231,3 @@ def by_name(samples: Iterable[Sample]) -> dict[str, list[Sample]]:
     for s in samples:
         index.setdefault(s.name, []).append(s)
     return index
-
-
-def finite(value: float) -> float | None:
-    return value if math.isfinite(value) else None

@@ -4,7 +4,6 @@ both read this; field names of `to_json` are a contract (issue 2).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
@@ -71,7 +70,7 @@ def _rate_or_lifetime(
     return value if value is not None else ratio(life_num, life_den)
 
 
-def engine_view(samples: Sequence[EngineSnapshot], now: float | None = None) -> EngineView:
+def engine_view(samples: Sequence[EngineSnapshot]) -> EngineView:
     """Summarise the polls of one engine (oldest first). Numbers are null when unknown, never 0."""
     if not samples:
         raise ValueError("engine_view needs at least one snapshot")
@@ -222,9 +221,3 @@ def _unknown_reasons(view: EngineView, missing: dict[str, str], derived: Derived
     if view.ranks is None:
         out["ranks"] = fallback
     return out
-
-
-def age_s(view: EngineView, now: float | None = None) -> float | None:
-    if view.last_ok_at is None:
-        return None
-    return max(0.0, (now if now is not None else time.time()) - view.last_ok_at)

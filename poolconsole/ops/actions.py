@@ -114,8 +114,15 @@ async def restart(ctx: ActionContext, engine: Engine) -> Outcome:
         outcome = Outcome("restart", engine.name, "failed", str(exc), commands, time.monotonic() - started)
     finally:
         _BUSY.discard(engine.name)
-    audit.record(
-        ctx.audit_path, "restart", engine.name, outcome.commands, outcome.outcome, outcome.detail, outcome.seconds
+    await asyncio.to_thread(
+        audit.record,
+        ctx.audit_path,
+        "restart",
+        engine.name,
+        outcome.commands,
+        outcome.outcome,
+        outcome.detail,
+        outcome.seconds,
     )
     return outcome
 
@@ -143,7 +150,7 @@ async def rollover(
     if engine.control is None or engine.control.profile_file is None:
         raise ActionRefused(f"{engine.name} needs [engines.control] with profile_file to switch profiles")
     new = find_profile(engine, to)
-    current_name = audit.active_profile(ctx.audit_path, engine.name) or engine.profile
+    current_name = await asyncio.to_thread(audit.active_profile, ctx.audit_path, engine.name) or engine.profile
     old = find_profile(engine, current_name) if current_name else None
     report = fit(engine, new, ctx.config.host(engine.host), gpu_totals_gib, unified_available_gib)
     for line in report.lines():
@@ -168,7 +175,7 @@ async def rollover(
                 verdict = await smoke()  # type: ignore[misc]
                 if verdict is not True:
                     raise RuntimeError(f"smoke test failed: {verdict}")
-            audit.set_active_profile(ctx.audit_path, engine.name, new.name)
+            await asyncio.to_thread(audit.set_active_profile, ctx.audit_path, engine.name, new.name)
             outcome = Outcome(
                 "rollover",
                 engine.name,
@@ -215,7 +222,8 @@ async def rollover(
                 )
     finally:
         _BUSY.discard(engine.name)
-    audit.record(
+    await asyncio.to_thread(
+        audit.record,
         ctx.audit_path,
         "rollover",
         engine.name,

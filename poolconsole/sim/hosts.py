@@ -44,7 +44,6 @@ class SimHost:
         self.index = index
         self.server: asyncssh.SSHAcceptor | None = None
         self.port = 0
-        self.down = False
         self._conns: list[asyncssh.SSHServerConnection] = []
         self.files: dict[str, str] = {}
         self.profiles: dict[str, dict[str, str]] = {}

@@ -168,7 +168,6 @@ class EngineLoad:
         self.profile = profile
         self.rng = random.Random(seed)
         self.scale = 1.0
-        self.started_at = now
         self.reset(now)
         # Closed loop: a team member sends the next request after reading the last answer; the
         # overload scenario multiplies the team (arrivals > 1).
@@ -177,7 +176,6 @@ class EngineLoad:
 
     def reset(self, now: float) -> None:
         """A restart: every counter and histogram back to zero, the queue dropped."""
-        self.started_at = now
         if hasattr(self, "next_arrival"):  # the dropped requests' users retry after a pause
             self.next_arrival = [min(t, now + self.rng.uniform(2, 10)) for t in self.next_arrival]
         self.running: list[Req] = []

@@ -38,7 +38,6 @@ class SimPool:
         self.keys_dir: Path | None = None
         self.down_hosts: set[str] = set()
         self._tasks: list[asyncio.Task[None]] = []
-        self.started_at = time.monotonic()
 
     async def start(self, keys_dir: Path | None = None) -> None:
         """Start every engine and, with a `keys_dir` for the throwaway SSH keys, every host's SSH server."""

@@ -19,7 +19,7 @@ from textual.worker import Worker, WorkerState
 
 from poolconsole.collect.engines.poll import EnginePoller
 from poolconsole.collect.hosts.poll import HostPoller
-from poolconsole.collect.hosts.run import LOCAL, _local_snapshot
+from poolconsole.collect.hosts.run import LOCAL, local_snapshot
 from poolconsole.collect.pool import engine_client
 from poolconsole.collect.ssh import SSHPool
 from poolconsole.config.models import Engine, PoolConfig
@@ -30,6 +30,7 @@ from poolconsole.model.snapshots import EngineSnapshot
 from poolconsole.ops import audit
 from poolconsole.ops.actions import ActionContext, ActionRefused, plan_restart, restart, rollover
 from poolconsole.ops.fit import fit
+from poolconsole.ops.smoke.run import smoke_gate
 from poolconsole.ui import actions, themes
 from poolconsole.ui.screens.action import ActionScreen, AuditScreen, ConfirmAction, ProfilePicker
 from poolconsole.ui.screens.detail import DetailScreen
@@ -133,7 +134,7 @@ class PoolApp(App[None]):
         while True:
             started = time.monotonic()
             if poller is None:
-                snapshot = await asyncio.to_thread(_local_snapshot, host)
+                snapshot = await asyncio.to_thread(local_snapshot, host)
                 if snapshot is None:  # NVML absent: fall back to SSH to this machine
                     assert self.ssh is not None
                     poller = HostPoller(host, self.ssh.add(host), self.config.engines)
@@ -307,14 +308,16 @@ class PoolApp(App[None]):
 
         self.push_screen(ConfirmAction(f"Restart {engine.name}?", lines), go)
 
-    def action_rollover(self) -> None:
+    @work(group="actions-ui", exclusive=True, exit_on_error=False)
+    async def action_rollover(self) -> None:
         engine = self._selected_engine()
         if engine is None:
             return
         if not engine.profiles or engine.control is None:
             self.notify(f"{engine.name} has no profiles or no [engines.control]", severity="error")
             return
-        active = audit.active_profile(self.audit_path or audit.default_path(), engine.name) or engine.profile
+        path = self.audit_path or audit.default_path()
+        active = await asyncio.to_thread(audit.active_profile, path, engine.name) or engine.profile
 
         def picked(name: str | None) -> None:
             if name is None:
@@ -351,7 +354,7 @@ class PoolApp(App[None]):
             if profile is None:
                 outcome = await restart(ctx, engine)
             else:
-                outcome = await rollover(ctx, engine, profile, smoke=self._smoke_gate(engine.name))
+                outcome = await rollover(ctx, engine, profile, smoke=smoke_gate(self.config, engine.name))
             screen.finish(outcome.outcome, outcome.detail)
             self.notify(
                 f"{outcome.action} {engine.name}: {outcome.outcome}",
@@ -360,18 +363,10 @@ class PoolApp(App[None]):
         except ActionRefused as exc:
             screen.finish("refused", str(exc))
 
-    def _smoke_gate(self, engine: str) -> Any:
-        async def verdict() -> object:
-            from poolconsole.ops.smoke.run import SmokeOptions, run_smoke
-
-            results, _ = await run_smoke(self.config, SmokeOptions((engine,), requests=2, total_s=60))
-            failed = [f"{r.check}: {r.reason}" for r in results if not r.passed]
-            return True if results and not failed else "; ".join(failed) or "no check ran"
-
-        return verdict
-
-    def action_audit_log(self) -> None:
-        self._replace_top(AuditScreen(audit.entries(self.audit_path or audit.default_path(), 200)))
+    @work(group="audit", exclusive=True, exit_on_error=False)
+    async def action_audit_log(self) -> None:
+        entries = await asyncio.to_thread(audit.entries, self.audit_path or audit.default_path(), 200)
+        self._replace_top(AuditScreen(entries))
 
     def action_window(self) -> None:
         self.window_index = (self.window_index + 1) % 2

@@ -184,17 +184,6 @@ def descendants(pid: int) -> list[int]:
     return out
 
 
-def process_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except OSError:
-        return False
-    return True
-
-
-__all__ = ["FakeHost", "Lab", "h200_catalog", "process_alive", "signal"]
-
-
 class NetNamespace:
     """A network namespace joined to this one by a veth pair: a test host whose link can be cut.
 

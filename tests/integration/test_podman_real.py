@@ -41,8 +41,26 @@ def container(tmp_path: Path) -> Iterator[tuple[str, int]]:
     podman("import", str(tmp_path / "rootfs.tar"), IMAGE)
     name = f"pc-test-{tmp_path.name[-8:].replace('_', '-')}"
     port = free_port()
-    podman("run", "-d", "--name", name, "--network=host", "--stop-timeout", "1", "--ulimit", "nofile=1024:1024",
-           "--ulimit", "nproc=1024:1024", IMAGE, "/bin/httpd", "-f", "-p", f"127.0.0.1:{port}", "-h", "/www")
+    podman(
+        "run",
+        "-d",
+        "--name",
+        name,
+        "--network=host",
+        "--stop-timeout",
+        "1",
+        "--ulimit",
+        "nofile=1024:1024",
+        "--ulimit",
+        "nproc=1024:1024",
+        IMAGE,
+        "/bin/httpd",
+        "-f",
+        "-p",
+        f"127.0.0.1:{port}",
+        "-h",
+        "/www",
+    )
     try:
         yield name, port
     finally:
@@ -69,12 +87,29 @@ def test_real_container_restart_over_ssh(container: tuple[str, int], tmp_path: P
         lab.add("box", {}, ())
         argv = json.dumps([*PODMAN, "restart", "{name}"])
         config = tmp_path / "pool.toml"
-        config.write_text(lab.toml(
-            f'[[engines]]\nname = "boxed"\nkind = "openai"\nurl = "{url}"\nhost = "box"\n'
-            f'[engines.control]\nbackend = "command"\nname = "{name}"\ncommand = {argv}\nhealth_timeout_s = 30\n'))
-        proc = subprocess.run([sys.executable, "-m", "poolconsole", "restart", "boxed", "--yes", "--config",
-                               str(config), "--audit-db", str(tmp_path / "audit.sqlite3")],
-                              capture_output=True, text=True, timeout=120)
+        config.write_text(
+            lab.toml(
+                f'[[engines]]\nname = "boxed"\nkind = "openai"\nurl = "{url}"\nhost = "box"\n'
+                f'[engines.control]\nbackend = "command"\nname = "{name}"\ncommand = {argv}\nhealth_timeout_s = 30\n'
+            )
+        )
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "poolconsole",
+                "restart",
+                "boxed",
+                "--yes",
+                "--config",
+                str(config),
+                "--audit-db",
+                str(tmp_path / "audit.sqlite3"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     finally:
         lab.stop()
     assert proc.returncode == 0, proc.stdout + proc.stderr

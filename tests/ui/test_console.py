@@ -4,6 +4,8 @@ read-only mode, and a host that dies while the others keep updating."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 from textual.widgets import DataTable
@@ -15,6 +17,18 @@ from poolconsole.ui.screens.detail import DetailScreen
 from poolconsole.ui.screens.others import GatewayScreen, HelpScreen
 from poolconsole.ui.screens.overview import OverviewScreen
 from tests.helpers import uipool
+
+
+@asynccontextmanager
+async def demo_pool(seed: int, keys: Path | None) -> AsyncIterator[SimPool]:
+    """The simulated pool, answering, for one test (hosts over SSH when `keys` is given)."""
+    pool = SimPool(seed=seed)
+    await pool.start(keys)
+    try:
+        await pool.wait_ready()
+        yield pool
+    finally:
+        await pool.stop()
 
 
 def static_app(tmp_path: Path, read_only: bool = False) -> PoolApp:
@@ -135,10 +149,7 @@ async def test_read_only_is_shown_and_refuses_mutating_actions(tmp_path: Path) -
 
 
 async def test_a_dead_host_does_not_stop_the_others(tmp_path: Path) -> None:
-    pool = SimPool(seed=9)
-    await pool.start(tmp_path / "keys")
-    try:
-        await pool.wait_ready()
+    async with demo_pool(9, tmp_path / "keys") as pool:
         config = parse_config(
             pool.config_toml()
             .replace("poll_interval_s = 1.0", "poll_interval_s = 0.5")
@@ -162,17 +173,12 @@ async def test_a_dead_host_does_not_stop_the_others(tmp_path: Path) -> None:
             assert len(app.state.engines["qwen3-next-80b"].history.times) >= polls_before + 3  # still updating
             assert table.get_cell("engine:qwen3-next-80b", "state").plain == "ok"
             assert ("qwen3-30b-a3b", "down") in app.alerts.active
-    finally:
-        await pool.stop()
 
 
 async def test_smoke_action_runs_and_shows_results(tmp_path: Path) -> None:
     from poolconsole.ui.screens.smoke import SmokeScreen
 
-    pool = SimPool(seed=11)
-    await pool.start()
-    try:
-        await pool.wait_ready()
+    async with demo_pool(11, None) as pool:
         app = PoolApp(parse_config(pool.config_toml()), theme_state=tmp_path / "ui.json")
         app.smoke_db = tmp_path / "smoke.sqlite3"
         async with app.run_test(size=(160, 45)) as pilot:
@@ -193,18 +199,13 @@ async def test_smoke_action_runs_and_shows_results(tmp_path: Path) -> None:
             assert all(r.passed for r in app.screen.results), [r.reason for r in app.screen.results]
             assert app.screen.query_one("#smoke-results", DataTable).row_count == len(app.screen.results)
         assert (tmp_path / "smoke.sqlite3").exists()
-    finally:
-        await pool.stop()
 
 
 async def test_restart_and_rollover_from_the_console(tmp_path: Path) -> None:
     from poolconsole.ops import audit
     from poolconsole.ui.screens.action import ActionScreen, ConfirmAction, ProfilePicker
 
-    pool = SimPool(seed=12)
-    await pool.start(tmp_path / "keys")
-    try:
-        await pool.wait_ready()
+    async with demo_pool(12, tmp_path / "keys") as pool:
         app = PoolApp(parse_config(pool.config_toml()), theme_state=tmp_path / "ui.json")
         app.audit_path = tmp_path / "audit.sqlite3"
         app.smoke_db = tmp_path / "smoke.sqlite3"
@@ -244,5 +245,3 @@ async def test_restart_and_rollover_from_the_console(tmp_path: Path) -> None:
         entries = audit.entries(tmp_path / "audit.sqlite3")
         assert [(e.action, e.target, e.outcome) for e in entries] == [("restart", "qwen3-30b-a3b", "ok")]
         assert pool.engines["qwen3-30b-a3b"].load is not None
-    finally:
-        await pool.stop()

@@ -18,7 +18,7 @@ from poolconsole.model.hosts import HostSnapshot, HostState, SystemMemory
 LOCAL = {"localhost", "127.0.0.1", "::1"}
 
 
-def _local_snapshot(host: Host) -> HostSnapshot | None:
+def local_snapshot(host: Host) -> HostSnapshot | None:
     """Blocking (run in a thread): NVML and /proc/meminfo of this machine, or None when NVML is absent."""
     start = time.monotonic()
     try:
@@ -50,7 +50,7 @@ async def sample_hosts(config: PoolConfig) -> list[HostSnapshot]:
 
     async def one(host: Host) -> HostSnapshot:
         if host.address in LOCAL:
-            local = await asyncio.to_thread(_local_snapshot, host)
+            local = await asyncio.to_thread(local_snapshot, host)
             if local is not None:
                 return local
         return await HostPoller(host, pool[host.name], config.engines).poll()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,6 +91,17 @@ def document(results: list[CheckResult], seed: int, extra: dict[str, Any] | None
         "results": [r.to_json() for r in results],
         **(extra or {}),
     }
+
+
+def smoke_gate(config: PoolConfig, engine: str) -> Callable[[], Awaitable[object]]:
+    """The rollover's last step: True when every smoke check of `engine` passes, else the failures in words."""
+
+    async def verdict() -> object:
+        results, _ = await run_smoke(config, SmokeOptions((engine,), requests=2, total_s=60))
+        failed = [f"{r.check}: {r.reason}" for r in results if not r.passed]
+        return True if results and not failed else "; ".join(failed) or "no check ran"
+
+    return verdict
 
 
 def run_blocking(
