@@ -18,6 +18,7 @@ import openai
 
 from poolconsole.config.models import Engine, SmokeSettings
 from poolconsole.ops.smoke.stream import StreamResult, level_stats, stream_chat
+from poolconsole.ops.smoke.wire import timed_client
 
 WORDS = "amber basil cedar delta ember fjord garnet harbor indigo juniper kestrel lumen marble nectar".split()  # noqa: SIM905
 WEATHER_TOOL: Any = {
@@ -85,12 +86,11 @@ def is_embedding_model(model: str, settings: SmokeSettings) -> bool:
     return "embed" in model.lower()
 
 
-STREAMS_PER_CLIENT = 16
+STREAMS_PER_CLIENT = 4
 
 
 def stream_client(total_s: float) -> httpx.AsyncClient:
-    limits = httpx.Limits(max_connections=STREAMS_PER_CLIENT, max_keepalive_connections=STREAMS_PER_CLIENT)
-    return httpx.AsyncClient(timeout=httpx.Timeout(total_s, connect=10.0), trust_env=False, limits=limits)
+    return timed_client(total_s, STREAMS_PER_CLIENT)
 
 
 class Checker:
@@ -114,7 +114,8 @@ class Checker:
 
     def _clients(self, concurrency: int) -> list[httpx.AsyncClient]:
         """Streams spread over clients of STREAMS_PER_CLIENT connections: httpcore's pool does work
-        proportional to its connections on every event, which distorts timings past a few dozen streams."""
+        proportional to its connections each time a request starts or ends (measured: 4 per client cost
+        the least client CPU at 128 and 256 streams, benchmarks/smoke_bench.py)."""
         needed = max(1, math.ceil(concurrency / STREAMS_PER_CLIENT))
         while len(self.stream_clients) < needed:
             self.stream_clients.append(stream_client(self.total_s))

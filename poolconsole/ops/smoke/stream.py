@@ -13,6 +13,8 @@ from typing import Any
 
 import httpx
 
+from poolconsole.ops.smoke.wire import TimedStream
+
 
 @dataclass
 class StreamResult:
@@ -59,9 +61,10 @@ async def stream_chat(
 ) -> StreamResult:
     """POST a streaming request and timestamp every SSE event as its bytes arrive.
 
-    The read loop is kept lean: raw bytes split on blank lines (no text line decoder), and one stall
-    deadline rescheduled after each read instead of a new wait_for task per read, so that many streams
-    on one core are measured, not distorted (benchmarks/smoke_bench.py)."""
+    On the smoke client (ops.smoke.wire) an event's time is when its last bytes reached this host, taken
+    at the socket before any parsing; on any other httpx client, when this loop reads it. The read loop
+    is kept lean (raw bytes split on blank lines, one stall deadline moved at most every stall_s / 8),
+    so that many streams on one core are measured, not distorted (benchmarks/smoke_bench.py)."""
     loop = asyncio.get_running_loop()
     sent = time.perf_counter()
     result = StreamResult(False, None, sent)
@@ -74,19 +77,31 @@ async def stream_chat(
                 # was scheduled: with many streams starting at once, the client's own queue is not the server's.
                 if event == "http11.send_request_headers.started":
                     result.sent_at = time.perf_counter()
+                    # Nothing else is traced: every body chunk would otherwise call back here twice.
+                    extensions.pop("trace", None)
 
-            async with client.stream("POST", url, json=body, headers=headers, extensions={"trace": trace}) as response:
+            extensions: dict[str, Any] = {"trace": trace}
+            async with client.stream("POST", url, json=body, headers=headers, extensions=extensions) as response:
                 if response.status_code != 200:
                     text = (await response.aread()).decode(errors="replace")
                     result.reason = f"HTTP {response.status_code}: {' '.join(text.split())[:200]}"
                     return result
                 done = False
                 buffer = b""
+                network = response.extensions.get("network_stream")
+                timed = network if isinstance(network, TimedStream) else None
+                # The stall deadline moves at most every stall_s / 8 (not a timer rescheduled on every chunk),
+                # with that much slack: a stall is caught between stall_s and 9/8 of it after the last chunk.
+                rescheduled = last = time.perf_counter()
+                slack = stall_s / 8
                 try:
-                    async with asyncio.timeout(stall_s) as stall:
+                    async with asyncio.timeout(stall_s + slack) as stall:
                         async for chunk in response.aiter_raw():
-                            now = time.perf_counter()
-                            stall.reschedule(min(loop.time() + stall_s, deadline))
+                            now = timed.arrived if timed is not None else time.perf_counter()
+                            last = now
+                            if now > rescheduled + slack:
+                                stall.reschedule(min(loop.time() + stall_s + slack, deadline))
+                                rescheduled = now
                             buffer += chunk
                             while not done:
                                 cut = buffer.find(b"\n\n")
@@ -101,7 +116,8 @@ async def stream_chat(
                 except TimeoutError:
                     if loop.time() >= deadline - 0.01:
                         raise
-                    result.reason = f"stream stalled: nothing for {stall_s:g} s after {len(result.token_times)} tokens"
+                    silent = time.perf_counter() - last
+                    result.reason = f"stream stalled: nothing for {silent:.1f} s after {len(result.token_times)} tokens"
                     return result
                 if not done and buffer.strip():
                     done = _frame(result, buffer.strip(), time.perf_counter())
