@@ -7,6 +7,7 @@ timestamps, dropped. Re-exporters that rewrite `vllm:` to `vllm_` are mapped bac
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterable
@@ -93,6 +94,23 @@ def _unescape(value: str) -> str:
     return value.replace("\\\\", "\x00").replace('\\"', '"').replace("\\n", "\n").replace("\x00", "\\")
 
 
+@functools.lru_cache(maxsize=65536)
+def _labels(raw: str) -> tuple[tuple[str, str], ...] | None:
+    """One label set, sorted; None when it is not well formed. Cached: an engine's pages repeat the same
+    label sets poll after poll, so each is read once."""
+    labels: list[tuple[str, str]] = []
+    end = 0
+    for label in _FAST_LABEL.finditer(raw):
+        if label.start() != end:
+            return None
+        labels.append((label.group(1), _unescape(label.group(2))))
+        end = label.end()
+    if end != len(raw):
+        return None
+    labels.sort()
+    return tuple(labels)
+
+
 def _fast(text: str) -> list[Sample] | None:
     """The selected lines of a well-formed page, read with two regular expressions; None as soon as a
     line is anything unusual, and prometheus_client's parser reads the page instead. Measured: the
@@ -106,24 +124,16 @@ def _fast(text: str) -> list[Sample] | None:
         if match is None:
             return None
         name, raw_labels, raw_value = match.groups()
-        labels: list[tuple[str, str]] = []
-        if raw_labels:
-            end = 0
-            for label in _FAST_LABEL.finditer(raw_labels):
-                if label.start() != end:
-                    return None
-                labels.append((label.group(1), _unescape(label.group(2))))
-                end = label.end()
-            if end != len(raw_labels):
-                return None
+        labels = _labels(raw_labels) if raw_labels else ()
+        if labels is None:
+            return None
         try:
             value = float(raw_value)
         except ValueError:
             return None
         if name.endswith("_created"):
             continue
-        labels.sort()
-        samples.append(Sample(_normalise_name(name), tuple(labels), value))
+        samples.append(Sample(_normalise_name(name), labels, value))
     return samples
 
 
@@ -144,9 +154,6 @@ def _lenient(text: str) -> Exposition:
     return Exposition(samples, bad, first_bad)
 
 
-_SAMPLE_LINE = re.compile(r"[A-Za-z_:][A-Za-z0-9_:]*(?=[{\s])")
-
-
 @dataclass(frozen=True)
 class Selected:
     text: str
@@ -158,37 +165,105 @@ class Selected:
     first_bad: str | None
 
 
+_SAMPLE_LINE = re.compile(r"[A-Za-z_:][A-Za-z0-9_:]*(?=[{\s])")
+
+
+@functools.lru_cache(maxsize=64)
+def _exposed(names: frozenset[str]) -> frozenset[str]:
+    """Every exposed spelling of these normalised names (`vllm:x` is also served as `vllm_x`)."""
+    out = set(names)
+    for name in names:
+        for engine in ENGINE_PREFIXES:
+            if name.startswith(engine + ":"):
+                out.add(engine + "_" + name[len(engine) + 1 :])
+    return frozenset(out)
+
+
+class _Selection:
+    def __init__(self, wanted: frozenset[str], prefix: str) -> None:
+        self.wanted = wanted
+        self.exposed = _exposed(wanted)
+        engine = prefix.rstrip(":")
+        self.prefixes = (engine + ":", engine + "_") if engine in ENGINE_PREFIXES else (prefix,) if prefix else ()
+        self.keep: list[str] = []
+        self.lines = self.prefixed = self.bad = 0
+        self.first_bad: str | None = None
+
+    def family(self, header: str, body: str) -> None:
+        """One `# HELP`/`# TYPE` line (without its '#') and the sample lines up to the next comment. When
+        every one of those lines starts with the family's name, the block is counted and kept or dropped
+        whole (str.count and one slice, in C); otherwise it is read line by line."""
+        parts = header.split(None, 2)
+        name = parts[1] if len(parts) >= 2 and parts[0] in ("HELP", "TYPE") else None
+        if name is None:
+            self.each_line(body)
+            return
+        wanted = name in self.exposed
+        if wanted:
+            self.keep.append("#" + header)
+        if not body:
+            return
+        count = body.count("\n") + 1
+        stem = name.removesuffix("_total")
+        if stem and ("\n" + body).count("\n" + stem) == count:
+            self.lines += count
+            if self.prefixes and name.startswith(self.prefixes):
+                self.prefixed += count
+            if wanted:
+                self.keep.append(body)
+        else:
+            self.each_line(body)
+
+    def each_line(self, text: str) -> None:
+        for raw in text.splitlines():
+            line = raw.strip()
+            if not line:
+                continue
+            if line[0] == "#":
+                parts = line.split(None, 3)
+                if len(parts) >= 3 and parts[1] in ("HELP", "TYPE") and _normalise_name(parts[2]) in self.wanted:
+                    self.keep.append(line)
+                continue
+            match = _SAMPLE_LINE.match(line)
+            if match is None:
+                self.bad += 1
+                self.first_bad = self.first_bad or line[:120]
+                continue
+            self.lines += 1
+            name = match.group(0)
+            if self.prefixes and name.startswith(self.prefixes):
+                self.prefixed += 1
+            if _normalise_name(name) in self.wanted:
+                self.keep.append(line)
+
+
 def select_lines(text: str, wanted: frozenset[str], prefix: str = "") -> Selected:
     """Keep only the samples (and their HELP/TYPE lines) a collector reads, before the real parser runs.
 
     A vLLM page holds ~90 families and a collector needs ~15: selecting first makes parsing several
-    times cheaper, which matters when one console polls many engines. Lines that cannot be samples at
-    all are counted, so a page of garbage is still reported as garbage.
+    times cheaper, which matters when one console polls many engines. The page is cut at its comment
+    lines and handled a family at a time (measured on a 58 KB vLLM page: ~10x cheaper than a Python
+    loop over its 637 lines, benchmarks/collect_bench.py). Lines that cannot be samples at all are
+    counted, so a page of garbage is still reported as garbage.
     """
-    keep: list[str] = []
-    lines = prefixed = bad = 0
-    first_bad: str | None = None
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line:
-            continue
-        if line[0] == "#":
-            parts = line.split(None, 3)
-            if len(parts) >= 3 and parts[1] in ("HELP", "TYPE") and _normalise_name(parts[2]) in wanted:
-                keep.append(line)
-            continue
-        match = _SAMPLE_LINE.match(line)
-        if match is None:
-            bad += 1
-            first_bad = first_bad or line[:120]
-            continue
-        lines += 1
-        name = _normalise_name(match.group(0))
-        if prefix and name.startswith(prefix):
-            prefixed += 1
-        if name in wanted:
-            keep.append(line)
-    return Selected("\n".join(keep) + "\n", lines, prefixed, bad, first_bad)
+    if "\r" in text:
+        text = text.replace("\r\n", "\n")
+    selection = _Selection(wanted, prefix)
+    pieces = text.rstrip("\n").split("\n#")
+    first = pieces[0]
+    if first.startswith("#"):
+        pieces[0] = first[1:]
+    else:
+        selection.each_line(first)
+        pieces = pieces[1:]
+    for piece in pieces:
+        cut = piece.find("\n")
+        if cut < 0:
+            selection.family(piece, "")
+        else:
+            selection.family(piece[:cut], piece[cut + 1 :])
+    s = selection
+    return Selected("\n".join(s.keep) + "\n", s.lines, s.prefixed, s.bad, s.first_bad)
 
 
 def parse_exposition(body: bytes | str, wanted: frozenset[str] | None = None, prefix: str = "") -> Exposition:

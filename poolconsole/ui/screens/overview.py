@@ -14,6 +14,7 @@ from textual.widgets import DataTable, Footer, Header, Input, Static
 
 from poolconsole.model.pool import PoolState
 from poolconsole.ui import cells
+from poolconsole.ui.table import PoolTable
 
 SORTS: tuple[tuple[str, str], ...] = (
     ("host", "host"),
@@ -50,7 +51,7 @@ class OverviewScreen(Screen[None]):
         yield Header()
         with Vertical():
             yield Input(placeholder="filter rows (Esc clears)", id="filter")
-            yield DataTable(id="pool", cursor_type="row", zebra_stripes=True)
+            yield PoolTable(id="pool", cursor_type="row", zebra_stripes=True)
             yield Static("", id="status-line")
         yield Footer()
 
