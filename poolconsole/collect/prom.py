@@ -111,29 +111,43 @@ def _labels(raw: str) -> tuple[tuple[str, str], ...] | None:
     return tuple(labels)
 
 
+_HEADS: dict[str, tuple[str, tuple[tuple[str, str], ...]]] = {}
+"""Sample line up to its value -> (normalised name, or "" for a `_created` sample; sorted labels)."""
+HEADS_KEPT = 200_000
+
+
 def _fast(text: str) -> list[Sample] | None:
     """The selected lines of a well-formed page, read with two regular expressions; None as soon as a
     line is anything unusual, and prometheus_client's parser reads the page instead. Measured: the
     library spends ~150 us per sample in its character-by-character label scanner, which made parsing
     most of a 72-engine console's CPU (benchmarks/collect_bench.py prints both side by side)."""
     samples: list[Sample] = []
+    heads = _HEADS
+    if len(heads) > HEADS_KEPT:
+        heads.clear()
     for line in text.splitlines():
         if not line or line[0] == "#":
             continue
-        match = _FAST_SAMPLE.match(line)
-        if match is None:
-            return None
-        name, raw_labels, raw_value = match.groups()
-        labels = _labels(raw_labels) if raw_labels else ()
-        if labels is None:
-            return None
+        head, _, raw_value = line.rpartition(" ")
+        known = heads.get(head)
+        if known is None:
+            match = _FAST_SAMPLE.match(line)
+            if match is None:
+                return None
+            name, raw_labels, matched_value = match.groups()
+            labels = _labels(raw_labels) if raw_labels else ()
+            if labels is None:
+                return None
+            known = ("" if name.endswith("_created") else _normalise_name(name), labels)
+            if matched_value == raw_value and match.start(3) == len(head) + 1:
+                heads[head] = known  # the same series on the next poll is one dict lookup
+            raw_value = matched_value
         try:
             value = float(raw_value)
         except ValueError:
             return None
-        if name.endswith("_created"):
-            continue
-        samples.append(Sample(_normalise_name(name), labels, value))
+        if known[0]:
+            samples.append(Sample(known[0], known[1], value))
     return samples
 
 
