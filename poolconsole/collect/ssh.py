@@ -26,6 +26,20 @@ import asyncssh
 from poolconsole.config.models import Host
 from poolconsole.model.hosts import HostState
 
+CIPHERS = (
+    "aes128-gcm@openssh.com",
+    "aes256-gcm@openssh.com",
+    "chacha20-poly1305@openssh.com",
+    "aes256-ctr",
+    "aes192-ctr",
+    "aes128-ctr",
+)
+"""asyncssh's own ciphers, AES-GCM first: it runs in one AES-NI call per packet, where asyncssh builds
+chacha20-poly1305 from four cipher contexts in Python (measured 7.6 vs 42 us per packet; a host poll
+is about 24 packets, so this was most of the console's SSH cost). Every server OpenSSH has shipped
+since 6.2 offers AES-GCM; one that does not still gets the rest of the list. The choice overrides a
+`Ciphers` line of ~/.ssh/config."""
+
 
 @dataclass(frozen=True)
 class CommandResult:
@@ -126,6 +140,7 @@ class HostConnection:
         self._lock = asyncio.Lock()
 
     def _options(self) -> dict[str, Any]:
+        """Key or agent authentication only, known_hosts checked, AES-GCM preferred (see CIPHERS)."""
         host = self.host
         opts: dict[str, Any] = {
             "known_hosts": _known_hosts_path(host),
@@ -134,6 +149,7 @@ class HostConnection:
             "connect_timeout": self.timeout_s,
             "keepalive_interval": 30,
             "keepalive_count_max": 3,
+            "encryption_algs": CIPHERS,
         }
         if host.port is not None:
             opts["port"] = host.port
