@@ -22,7 +22,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from poolconsole.ops.smoke import wire
+from poolconsole.collect import wire
 from poolconsole.ops.smoke.stream import StreamResult, stream_chat
 from tests.helpers.paced import paced_in_thread, start_paced
 

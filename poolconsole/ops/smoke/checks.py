@@ -16,9 +16,9 @@ from typing import Any, cast
 import httpx
 import openai
 
+from poolconsole.collect.wire import timed_client
 from poolconsole.config.models import Engine, SmokeSettings
 from poolconsole.ops.smoke.stream import StreamResult, level_stats, stream_chat
-from poolconsole.ops.smoke.wire import timed_client
 
 WORDS = "amber basil cedar delta ember fjord garnet harbor indigo juniper kestrel lumen marble nectar".split()  # noqa: SIM905
 WEATHER_TOOL: Any = {
