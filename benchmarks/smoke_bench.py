@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-from poolconsole.ops.smoke.checks import STREAMS_PER_CLIENT, stream_client  # noqa: E402
+from poolconsole.ops.smoke.checks import STARTING_AT_ONCE, STREAMS_PER_CLIENT, stream_client  # noqa: E402
 from poolconsole.ops.smoke.stream import StreamResult, level_stats, stream_chat  # noqa: E402
 from tests.helpers.paced import serve_forever  # noqa: E402
 
@@ -60,10 +60,11 @@ async def measure(url: str, concurrency: int, timed: bool) -> bool:
     ping = url.replace("/v1/chat/completions", "/ping")
     await asyncio.gather(*(clients[i % len(clients)].get(ping) for i in range(concurrency)))
     try:
+        starting = asyncio.Semaphore(STARTING_AT_ONCE) if timed else None
         started, cpu = time.perf_counter(), time.process_time()
         results: list[StreamResult] = list(
             await asyncio.gather(
-                *(stream_chat(clients[i % len(clients)], url, body, {}, 30, 120) for i in range(concurrency))
+                *(stream_chat(clients[i % len(clients)], url, body, {}, 30, 120, starting) for i in range(concurrency))
             )
         )
         wall, cpu = time.perf_counter() - started, time.process_time() - cpu

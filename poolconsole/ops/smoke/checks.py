@@ -87,6 +87,8 @@ def is_embedding_model(model: str, settings: SmokeSettings) -> bool:
 
 
 STREAMS_PER_CLIENT = 4
+STARTING_AT_ONCE = 16
+"""Streams of one level being built and sent at the same time (stream.stream_chat's `starting`)."""
 
 
 def stream_client(total_s: float) -> httpx.AsyncClient:
@@ -311,6 +313,7 @@ class Checker:
 
     async def chat_stream(self, model: str, settings: SmokeSettings, concurrency: int, requests: int) -> CheckResult:
         gate = asyncio.Semaphore(concurrency)
+        starting = asyncio.Semaphore(STARTING_AT_ONCE)
         clients = self._clients(concurrency)
 
         async def one(index: int) -> StreamResult:
@@ -330,6 +333,7 @@ class Checker:
                     self.headers,
                     self.stall_s,
                     self.total_s,
+                    starting,
                 )
 
         started = time.perf_counter()

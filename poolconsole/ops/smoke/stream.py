@@ -4,6 +4,7 @@ an HTTP error or a truncated stream ends the request with a reason, never a hang
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
 import statistics
@@ -57,86 +58,108 @@ class _Stalled(Exception):
 
 
 async def stream_chat(
-    client: httpx.AsyncClient, url: str, body: dict[str, Any], headers: dict[str, str], stall_s: float, total_s: float
+    client: httpx.AsyncClient,
+    url: str,
+    body: dict[str, Any],
+    headers: dict[str, str],
+    stall_s: float,
+    total_s: float,
+    starting: asyncio.Semaphore | None = None,
 ) -> StreamResult:
     """POST a streaming request and timestamp every SSE event as its bytes arrive.
 
     On the smoke client (collect.wire) an event's time is when its last bytes reached this host, taken
     at the socket before any parsing; on any other httpx client, when this loop reads it. The read loop
     is kept lean (raw bytes split on blank lines, one stall deadline moved at most every stall_s / 8),
-    so that many streams on one core are measured, not distorted (benchmarks/smoke_bench.py)."""
+    so that many streams on one core are measured, not distorted (benchmarks/smoke_bench.py).
+
+    `starting`, shared by the streams of one run, bounds how many are being built and sent at once:
+    hundreds of requests queued in one event-loop turn would keep the loop from reading the sockets of
+    the streams already answering (TTFT still counts from each request's own send)."""
     loop = asyncio.get_running_loop()
-    sent = time.perf_counter()
-    result = StreamResult(False, None, sent)
+    result = StreamResult(False, None, time.perf_counter())
     deadline = loop.time() + total_s
+
+    async def trace(event: str, info: dict[str, Any]) -> None:
+        # TTFT counts from the moment the request is on the wire, not from when this coroutine was
+        # scheduled: with many streams starting at once, the client's own queue is not the server's.
+        if event == "http11.send_request_headers.started":
+            result.sent_at = time.perf_counter()
+            # Nothing else is traced: every body chunk would otherwise call back here twice.
+            extensions.pop("trace", None)
+
+    extensions: dict[str, Any] = {"trace": trace}
     try:
         async with asyncio.timeout(total_s):
-
-            async def trace(event: str, info: dict[str, Any]) -> None:
-                # TTFT counts from the moment the request is on the wire, not from when this coroutine
-                # was scheduled: with many streams starting at once, the client's own queue is not the server's.
-                if event == "http11.send_request_headers.started":
-                    result.sent_at = time.perf_counter()
-                    # Nothing else is traced: every body chunk would otherwise call back here twice.
-                    extensions.pop("trace", None)
-
-            extensions: dict[str, Any] = {"trace": trace}
-            async with client.stream("POST", url, json=body, headers=headers, extensions=extensions) as response:
-                if response.status_code != 200:
-                    text = (await response.aread()).decode(errors="replace")
-                    result.reason = f"HTTP {response.status_code}: {' '.join(text.split())[:200]}"
-                    return result
-                done = False
-                buffer = b""
-                network = response.extensions.get("network_stream")
-                timed = network if isinstance(network, TimedStream) else None
-                # The stall deadline moves at most every stall_s / 8 (not a timer rescheduled on every chunk),
-                # with that much slack: a stall is caught between stall_s and 9/8 of it after the last chunk.
-                rescheduled = last = time.perf_counter()
-                slack = stall_s / 8
-                try:
-                    async with asyncio.timeout(stall_s + slack) as stall:
-                        async for chunk in response.aiter_raw():
-                            now = timed.arrived if timed is not None else time.perf_counter()
-                            last = now
-                            if now > rescheduled + slack:
-                                stall.reschedule(min(loop.time() + stall_s + slack, deadline))
-                                rescheduled = now
-                            buffer += chunk
-                            while not done:
-                                cut = buffer.find(b"\n\n")
-                                if cut < 0:
-                                    break
-                                frame, buffer = buffer[:cut], buffer[cut + 2 :]
-                                done = _frame(result, frame, now)
-                                if result.reason:
-                                    return result
-                            if done:
-                                break
-                except TimeoutError:
-                    if loop.time() >= deadline - 0.01:
-                        raise
-                    silent = time.perf_counter() - last
-                    result.reason = f"stream stalled: nothing for {silent:.1f} s after {len(result.token_times)} tokens"
-                    return result
-                if not done and buffer.strip():
-                    done = _frame(result, buffer.strip(), time.perf_counter())
-                    if result.reason:
-                        return result
-                if not done:
-                    result.reason = f"stream ended without [DONE] after {len(result.token_times)} tokens"
-                    return result
+            request = client.build_request("POST", url, json=body, headers=headers, extensions=extensions)
+            async with starting if starting is not None else contextlib.nullcontext():
+                response = await client.send(request, stream=True)
+            try:
+                await _read_events(response, result, stall_s, deadline)
+            finally:
+                await response.aclose()
     except TimeoutError:
         result.reason = f"request did not finish within {total_s:g} s"
         return result
     except httpx.HTTPError as exc:
         result.reason = f"{type(exc).__name__}: {exc or 'connection failed'}"
         return result
+    if result.reason:
+        return result
     if not result.token_times:
         result.reason = "the stream carried no content token"
         return result
     result.ok = True
     return result
+
+
+async def _read_events(response: httpx.Response, result: StreamResult, stall_s: float, deadline: float) -> None:
+    """The SSE events of one answer into `result`; a failure sets `result.reason`. TimeoutError only
+    when the whole request's deadline passed."""
+    loop = asyncio.get_running_loop()
+    if response.status_code != 200:
+        text = (await response.aread()).decode(errors="replace")
+        result.reason = f"HTTP {response.status_code}: {' '.join(text.split())[:200]}"
+        return
+    done = False
+    buffer = b""
+    network = response.extensions.get("network_stream")
+    timed = network if isinstance(network, TimedStream) else None
+    # The stall deadline moves at most every stall_s / 8 (not a timer rescheduled on every chunk),
+    # with that much slack: a stall is caught between stall_s and 9/8 of it after the last chunk.
+    rescheduled = last = time.perf_counter()
+    slack = stall_s / 8
+    try:
+        async with asyncio.timeout(stall_s + slack) as stall:
+            async for chunk in response.aiter_raw():
+                now = timed.arrived if timed is not None else time.perf_counter()
+                last = now
+                if now > rescheduled + slack:
+                    stall.reschedule(min(loop.time() + stall_s + slack, deadline))
+                    rescheduled = now
+                buffer += chunk
+                while not done:
+                    cut = buffer.find(b"\n\n")
+                    if cut < 0:
+                        break
+                    frame, buffer = buffer[:cut], buffer[cut + 2 :]
+                    done = _frame(result, frame, now)
+                    if result.reason:
+                        return
+                if done:
+                    break
+    except TimeoutError:
+        if loop.time() >= deadline - 0.01:
+            raise
+        silent = time.perf_counter() - last
+        result.reason = f"stream stalled: nothing for {silent:.1f} s after {len(result.token_times)} tokens"
+        return
+    if not done and buffer.strip():
+        done = _frame(result, buffer.strip(), time.perf_counter())
+        if result.reason:
+            return
+    if not done:
+        result.reason = f"stream ended without [DONE] after {len(result.token_times)} tokens"
 
 
 def _frame(result: StreamResult, frame: bytes, now: float) -> bool:
