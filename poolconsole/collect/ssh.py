@@ -225,6 +225,19 @@ class HostConnection:
         stderr = result.stderr if isinstance(result.stderr, str) else (result.stderr or b"").decode(errors="replace")
         return CommandResult(command, result.exit_status, stdout, stderr, time.monotonic() - start)
 
+    async def start(self, command: str) -> asyncssh.SSHClientProcess[str]:
+        """Start a long-lived fixed command (a telemetry loop); raises SSHFailure. It holds no slot of the
+        concurrency bound: it mostly waits."""
+        async with self._lock:
+            conn = await self.connect()
+        try:
+            return await asyncio.wait_for(conn.create_process(command), self.timeout_s)
+        except TimeoutError:
+            raise await self._hung(conn, command, self.timeout_s) from None
+        except (asyncssh.Error, OSError) as exc:
+            await self.close()
+            raise classify(exc, self.host, self.target()) from None
+
     async def _hung(self, conn: asyncssh.SSHClientConnection, command: str, timeout: float) -> SSHFailure:
         """A command outlived its timeout: is the command stuck, or has the host (or the link) gone?"""
         try:

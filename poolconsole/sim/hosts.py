@@ -6,8 +6,10 @@ the batch, the GB10 answers [N/A] for memory like the real one.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
+import re
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,10 +19,12 @@ import asyncssh
 
 from poolconsole.collect.hosts import nvidia_smi as nv
 from poolconsole.collect.hosts import poll as host_cmds
+from poolconsole.collect.hosts import stream
 from poolconsole.sim.pool import EngineSpec, HostSpec
 from poolconsole.sim.server import SimEngine
 
 BROKEN_PROFILE = "fp8-tp4"
+LOOP = re.compile(rf"while :; do (?P<batch>.+;) echo {stream.SAMPLE}; sleep (?P<interval>[0-9.]+); done")
 GIB = 1024**3
 MIB = 1024**2
 
@@ -249,7 +253,15 @@ class SimHost:
         return None
 
     async def _process(self, process: asyncssh.SSHServerProcess[str]) -> None:
-        stdout, stderr, code = self.answer(process.command or "")
+        command = process.command or ""
+        looped = LOOP.fullmatch(command)
+        if looped is not None:  # the telemetry loop (collect.hosts.stream): a sample per interval until closed
+            with contextlib.suppress(BrokenPipeError, ConnectionError, asyncssh.Error):
+                while not process.is_closing():
+                    process.stdout.write(self.answer(looped["batch"])[0] + stream.SAMPLE + "\n")
+                    await asyncio.sleep(float(looped["interval"]))
+            return
+        stdout, stderr, code = self.answer(command)
         process.stdout.write(stdout)
         if stderr:
             process.stderr.write(stderr)

@@ -129,7 +129,9 @@ class PoolApp(App[None]):
     async def _host_loop(self, name: str) -> None:
         host = next(h for h in self.config.hosts if h.name == name)
         poller = (
-            HostPoller(host, self.ssh[name], self.config.engines) if self.ssh and name in self.ssh.connections else None
+            HostPoller(host, self.ssh[name], self.config.engines, self.config.settings.poll_interval_s)
+            if self.ssh and name in self.ssh.connections
+            else None
         )
         while True:
             started = time.monotonic()
@@ -137,7 +139,9 @@ class PoolApp(App[None]):
                 snapshot = await asyncio.to_thread(local_snapshot, host)
                 if snapshot is None:  # NVML absent: fall back to SSH to this machine
                     assert self.ssh is not None
-                    poller = HostPoller(host, self.ssh.add(host), self.config.engines)
+                    poller = HostPoller(
+                        host, self.ssh.add(host), self.config.engines, self.config.settings.poll_interval_s
+                    )
                     snapshot = await poller.poll()
             else:
                 snapshot = await poller.poll()

@@ -381,3 +381,45 @@ async def test_host_in_a_network_namespace_whose_link_is_cut(lab: Lab) -> None:
     finally:
         lab.hosts["far"].stop() if "far" in lab.hosts else None
         ns.down()
+
+
+async def test_streamed_telemetry_one_channel_live_values_then_hang_and_death(lab: Lab) -> None:
+    """The console's mode: one remote loop per host (collect.hosts.stream). Samples follow the host's
+    state over one channel and one connection; a loop that goes quiet is dropped and the batch run
+    once, which says the command hangs; a dead sshd reads as unreachable."""
+    idle = h200_catalog(H200 / "query-gpu.all-fields.idle.csv")
+    load = h200_catalog(H200 / "query-gpu.all-fields.load.csv")
+    scenario = {"nvidia": {"gpus": idle, "apps": [], "app_fields": ["gpu_uuid", "pid", "process_name", "used_memory"]}}
+    lab.add("a", scenario, ("nvidia-smi",))
+    config = parse_config(lab.toml())
+    pool = SSHPool(config.hosts, 2.0, 8)
+    poller = HostPoller(config.hosts[0], pool["a"], interval_s=0.3)
+    try:
+        first = await poller.poll()
+        assert first.state is HostState.OK, first.error
+        stream = poller.stream
+        assert stream is not None and first.gpus[0].utilization_pct == float(idle[0]["utilization.gpu"].split()[0])
+        lab.hosts["a"].set_scenario({"nvidia": {**scenario["nvidia"], "gpus": load}})
+        busy = float(load[0]["utilization.gpu"].split()[0])
+        for _ in range(20):
+            snap = await poller.poll()
+            assert snap.state is HostState.OK, snap.error
+            if snap.gpus[0].utilization_pct == busy:
+                break
+        assert snap.gpus[0].utilization_pct == busy  # the running loop picked up the new state
+        assert poller.stream is stream and stream.count >= 2 and pool["a"].connects == 1
+        lab.hosts["a"].set_scenario({"nvidia": {**scenario["nvidia"], "hang": True}})
+        for _ in range(3):  # a sample may already be on its way: the quiet loop shows within a few polls
+            stuck = await poller.poll()
+            if stuck.state is not HostState.OK:
+                break
+        assert stuck.state is HostState.DEGRADED and "did not finish" in (stuck.error or ""), stuck.error
+        assert poller.stream is None or poller.stream is not stream  # the quiet loop was dropped
+        lab.hosts["a"].stop()
+        dead = await poller.poll()
+        assert dead.state in (HostState.UNREACHABLE, HostState.DEGRADED) and dead.error
+        again = await poller.poll()
+        assert again.state is HostState.UNREACHABLE and "refused" in (again.error or "")
+    finally:
+        await poller.close()
+        await pool.close()

@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 
 from poolconsole.collect.hosts import nvidia_smi as nv
 from poolconsole.collect.hosts import systems
+from poolconsole.collect.hosts.stream import SampleStream, loop_command
 from poolconsole.collect.prom import ParseError
 from poolconsole.collect.ssh import CommandResult, HostConnection, SSHFailure
 from poolconsole.config.models import Engine, Host
@@ -55,9 +56,16 @@ def gib(n: int | None) -> str:
 class HostPoller:
     """Polls one host over its persistent SSH connection."""
 
-    def __init__(self, host: Host, conn: HostConnection, engines: list[Engine] | None = None) -> None:
+    def __init__(
+        self, host: Host, conn: HostConnection, engines: list[Engine] | None = None, interval_s: float | None = None
+    ) -> None:
+        """With `interval_s`, the batch of commands runs as a remote loop streaming a sample every
+        interval (collect.hosts.stream); without it, one exec per poll."""
         self.host = host
         self.conn = conn
+        self.interval_s = interval_s
+        self.stream: SampleStream | None = None
+        self.seen = 0
         self.engines = [e for e in (engines or []) if e.host == host.name]
         self.probe: Probe | None = None
         self.fields: tuple[str, ...] = nv.FULL_FIELDS
@@ -73,9 +81,11 @@ class HostPoller:
             return await self._read(self.probe)
         except SSHFailure as failure:
             self.probe = None  # re-probe after any failure
+            await self.close()
             return self._snapshot(failure.state, failure.message)
         except Exception as exc:  # a collector never takes the console down
             self.probe = None
+            await self.close()
             return self._snapshot(HostState.DEGRADED, f"internal error reading this host: {type(exc).__name__}: {exc}")
 
     async def _read(self, probe: Probe) -> HostSnapshot:
@@ -112,16 +122,41 @@ class HostPoller:
         except ParseError as exc:
             return None, [str(exc)]
 
+    async def close(self) -> None:
+        if self.stream is not None:
+            await self.stream.close()
+            self.stream = None
+
+    async def _sample(self, batch: str) -> tuple[str, float] | None:
+        """The next sample of this batch's remote loop (started, or restarted for a new batch, here) and the
+        time its first sample took; None when the stream ended or went quiet (it is dropped)."""
+        assert self.interval_s is not None
+        if self.stream is None or self.stream.batch != batch or self.stream.closed:
+            await self.close()
+            self.stream = SampleStream(batch, await self.conn.start(loop_command(batch, self.interval_s)))
+            self.seen = 0
+        text = await self.stream.next(self.seen, self.interval_s + self.conn.timeout_s)
+        if text is None:
+            await self.close()
+            return None
+        self.seen = self.stream.count
+        return text, self.stream.first_after_s or 0.0
+
     async def _batch(self, commands: list[str]) -> list[CommandResult]:
-        """Several fixed commands in one exec (one SSH channel per poll, not one per command); each one's
-        output (stderr folded in) and exit status come back separately."""
-        started = time.monotonic()
+        """Several fixed commands in one exec (one SSH channel per poll, not one per command), or one
+        sample of their remote loop; each one's output (stderr folded in) and exit status come back
+        separately."""
         joined = " ".join(f"{c} 2>&1; echo {MARK}$?;" for c in commands)
-        result = await self.conn.run(joined)
-        elapsed = time.monotonic() - started
+        sampled = await self._sample(joined) if self.interval_s is not None else None
+        if sampled is not None:
+            stdout, stderr, elapsed = sampled[0], "", sampled[1]
+        else:
+            started = time.monotonic()
+            result = await self.conn.run(joined)
+            stdout, stderr, elapsed = result.stdout, result.stderr, time.monotonic() - started
         out: list[CommandResult] = []
         lines: list[str] = []
-        for line in result.stdout.splitlines():
+        for line in stdout.splitlines():
             if line.startswith(MARK):
                 status = line[len(MARK) :].strip()
                 out.append(
@@ -139,7 +174,7 @@ class HostPoller:
             else:
                 lines.append(line)
         while len(out) < len(commands):  # the batch was cut short: say so for each missing command
-            out.append(CommandResult(commands[len(out)], None, "\n".join(lines), result.stderr, elapsed))
+            out.append(CommandResult(commands[len(out)], None, "\n".join(lines), stderr, elapsed))
             lines = []
         return out
 

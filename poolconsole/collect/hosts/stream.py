@@ -1,0 +1,78 @@
+"""Host telemetry as a stream: one long-lived remote loop per host instead of one SSH exec per poll.
+
+The loop runs the same fixed batch every interval and ends each sample with a marker line, over one
+SSH channel that stays open: each sample then costs the console one or two data packets to decrypt
+and the host no new session, where an exec per poll opened, requested, answered and closed a channel
+(~24 packets). Measured with benchmarks/ui_bench.py. A stream that ends, or sends nothing for an
+interval plus the SSH timeout, is dropped; the poller then runs the batch once the ordinary way, which
+tells a hung command from a dead host, and starts a new stream on its next poll.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+
+import asyncssh
+
+SAMPLE = "@@poolconsole-sample"
+
+
+def loop_command(batch: str, interval_s: float) -> str:
+    """`batch` is fixed text of this package ending in ';'; the interval is a number. Nothing else goes in."""
+    return f"while :; do {batch} echo {SAMPLE}; sleep {max(0.1, interval_s):g}; done"
+
+
+class SampleStream:
+    """The latest complete sample of one remote loop, and how many have arrived."""
+
+    def __init__(self, batch: str, process: asyncssh.SSHClientProcess[str]) -> None:
+        self.batch = batch
+        self.process = process
+        self.latest = ""
+        self.count = 0
+        self.closed = False
+        self.started = time.monotonic()
+        self.first_after_s: float | None = None
+        """Seconds from the start to the first sample: connection round trip plus the batch's run time."""
+        self._arrived = asyncio.Event()
+        self._reader = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        lines: list[str] = []
+        try:
+            async for line in self.process.stdout:
+                if line.startswith(SAMPLE):
+                    self.latest = "".join(lines)
+                    self.count += 1
+                    if self.first_after_s is None:
+                        self.first_after_s = time.monotonic() - self.started
+                    lines = []
+                    self._arrived.set()
+                else:
+                    lines.append(line)
+        except (asyncssh.Error, OSError):
+            pass
+        finally:
+            self.closed = True
+            self._arrived.set()
+
+    async def next(self, after: int, timeout_s: float) -> str | None:
+        """A sample newer than number `after` (the latest one when several came since); None when the
+        stream ended or nothing came in time."""
+        deadline = time.monotonic() + timeout_s
+        while self.count <= after and not self.closed:
+            self._arrived.clear()
+            try:
+                async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
+                    await self._arrived.wait()
+            except TimeoutError:
+                return None
+        return self.latest if self.count > after else None
+
+    async def close(self) -> None:
+        self.process.close()
+        self._reader.cancel()
+        with contextlib.suppress(asyncio.CancelledError, asyncssh.Error, OSError):
+            await self._reader
