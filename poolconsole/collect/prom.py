@@ -193,62 +193,59 @@ def _exposed(names: frozenset[str]) -> frozenset[str]:
     return frozenset(out)
 
 
+@dataclass(frozen=True, slots=True)
+class _Family:
+    """What a HELP/TYPE line decides for the sample lines after it."""
+
+    wanted: bool
+    stem: str | None
+    """The name every sample of the family starts with (None: not a HELP/TYPE line)."""
+    prefixed: bool
+
+
 class _Selection:
     def __init__(self, wanted: frozenset[str], prefix: str) -> None:
         self.wanted = wanted
         self.exposed = _exposed(wanted)
         engine = prefix.rstrip(":")
         self.prefixes = (engine + ":", engine + "_") if engine in ENGINE_PREFIXES else (prefix,) if prefix else ()
-        self.keep: list[str] = []
-        self.lines = self.prefixed = self.bad = 0
-        self.first_bad: str | None = None
+        self.families: dict[str, _Family] = {}
+        """Header line -> decision: the same page comes back every poll, so each header is read once."""
 
-    def family(self, header: str, body: str) -> None:
-        """One `# HELP`/`# TYPE` line (without its '#') and the sample lines up to the next comment. When
-        every one of those lines starts with the family's name, the block is counted and kept or dropped
-        whole (str.count and one slice, in C); otherwise it is read line by line."""
+    def family(self, header: str) -> _Family:
         parts = header.split(None, 2)
-        name = parts[1] if len(parts) >= 2 and parts[0] in ("HELP", "TYPE") else None
-        if name is None:
-            self.each_line(body)
-            return
-        wanted = name in self.exposed
-        if wanted:
-            self.keep.append("#" + header)
-        if not body:
-            return
-        count = body.count("\n") + 1
-        stem = name.removesuffix("_total")
-        if stem and ("\n" + body).count("\n" + stem) == count:
-            self.lines += count
-            if self.prefixes and name.startswith(self.prefixes):
-                self.prefixed += count
-            if wanted:
-                self.keep.append(body)
-        else:
-            self.each_line(body)
+        if len(parts) < 2 or parts[0] not in ("HELP", "TYPE"):
+            return _Family(False, None, False)
+        name = parts[1]
+        return _Family(name in self.exposed, name.removesuffix("_total") or None, name.startswith(self.prefixes))
 
-    def each_line(self, text: str) -> None:
-        for raw in text.splitlines():
-            line = raw.strip()
-            if not line:
-                continue
-            if line[0] == "#":
-                parts = line.split(None, 3)
-                if len(parts) >= 3 and parts[1] in ("HELP", "TYPE") and _normalise_name(parts[2]) in self.wanted:
-                    self.keep.append(line)
-                continue
-            match = _SAMPLE_LINE.match(line)
-            if match is None:
-                self.bad += 1
-                self.first_bad = self.first_bad or line[:120]
-                continue
-            self.lines += 1
-            name = match.group(0)
-            if self.prefixes and name.startswith(self.prefixes):
-                self.prefixed += 1
-            if _normalise_name(name) in self.wanted:
-                self.keep.append(line)
+
+@functools.lru_cache(maxsize=64)
+def _selection(wanted: frozenset[str], prefix: str) -> _Selection:
+    return _Selection(wanted, prefix)
+
+
+def _each_line(selection: _Selection, text: str, keep: list[str], counts: list[int], bad: list[str]) -> None:
+    """The careful path, a line at a time: counts[0] sample lines, counts[1] with the engine's prefix."""
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line:
+            continue
+        if line[0] == "#":
+            parts = line.split(None, 3)
+            if len(parts) >= 3 and parts[1] in ("HELP", "TYPE") and _normalise_name(parts[2]) in selection.wanted:
+                keep.append(line)
+            continue
+        match = _SAMPLE_LINE.match(line)
+        if match is None:
+            bad.append(line[:120])
+            continue
+        counts[0] += 1
+        name = match.group(0)
+        if selection.prefixes and name.startswith(selection.prefixes):
+            counts[1] += 1
+        if _normalise_name(name) in selection.wanted:
+            keep.append(line)
 
 
 def select_lines(text: str, wanted: frozenset[str], prefix: str = "") -> Selected:
@@ -256,28 +253,48 @@ def select_lines(text: str, wanted: frozenset[str], prefix: str = "") -> Selecte
 
     A vLLM page holds ~90 families and a collector needs ~15: selecting first makes parsing several
     times cheaper, which matters when one console polls many engines. The page is cut at its comment
-    lines and handled a family at a time (measured on a 58 KB vLLM page: ~10x cheaper than a Python
-    loop over its 637 lines, benchmarks/collect_bench.py). Lines that cannot be samples at all are
-    counted, so a page of garbage is still reported as garbage.
+    lines and handled a family at a time: when every line after a HELP/TYPE line starts with the
+    family's name, the block is counted and kept or dropped whole (str.count and a slice, in C), and
+    only a block that does not is read line by line (measured on a 58 KB vLLM page: ~6x cheaper than
+    a Python loop over its 637 lines, benchmarks/collect_bench.py). Lines that cannot be samples at
+    all are counted, so a page of garbage is still reported as garbage.
     """
     if "\r" in text:
         text = text.replace("\r\n", "\n")
-    selection = _Selection(wanted, prefix)
+    selection = _selection(wanted, prefix)
+    families = selection.families
+    if len(families) > 20_000:
+        families.clear()
+    keep: list[str] = []
+    counts = [0, 0]
+    bad: list[str] = []
     pieces = text.rstrip("\n").split("\n#")
-    first = pieces[0]
-    if first.startswith("#"):
-        pieces[0] = first[1:]
+    if pieces[0].startswith("#"):
+        pieces[0] = pieces[0][1:]
     else:
-        selection.each_line(first)
-        pieces = pieces[1:]
+        _each_line(selection, pieces.pop(0), keep, counts, bad)
     for piece in pieces:
         cut = piece.find("\n")
-        if cut < 0:
-            selection.family(piece, "")
-        else:
-            selection.family(piece[:cut], piece[cut + 1 :])
-    s = selection
-    return Selected("\n".join(s.keep) + "\n", s.lines, s.prefixed, s.bad, s.first_bad)
+        header, body = (piece, "") if cut < 0 else (piece[:cut], piece[cut + 1 :])
+        family = families.get(header)
+        if family is None:
+            family = families[header] = selection.family(header)
+        if family.wanted:
+            keep.append("#" + header)
+        if not body:
+            continue
+        stem = family.stem
+        if stem is not None and body.startswith(stem):
+            count = body.count("\n") + 1
+            if body.count("\n" + stem) == count - 1:
+                counts[0] += count
+                if family.prefixed:
+                    counts[1] += count
+                if family.wanted:
+                    keep.append(body)
+                continue
+        _each_line(selection, body, keep, counts, bad)
+    return Selected("\n".join(keep) + "\n", counts[0], counts[1], len(bad), bad[0] if bad else None)
 
 
 def parse_exposition(body: bytes | str, wanted: frozenset[str] | None = None, prefix: str = "") -> Exposition:
