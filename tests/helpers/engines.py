@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -143,7 +144,10 @@ def llama_server(tmp: Path, model: Path, *extra: str, alias: str = "tiny") -> It
 def vllm_server(tmp: Path) -> Iterator[str]:
     port = free_port()
     work = tmp / "vllm"
-    (work / "tmp").mkdir(parents=True, exist_ok=True)
+    work.mkdir(parents=True, exist_ok=True)
+    # vLLM binds ZeroMQ IPC sockets under TMPDIR; a Unix socket path must fit in 107 bytes, which pytest's
+    # own tmp paths outgrow (pytest-of-root/pytest-101/test_.../vllm/tmp/<uuid>).
+    sockets = Path(tempfile.mkdtemp(prefix="pc-vllm-"))
     env = {
         **os.environ,
         "HF_HUB_OFFLINE": "1",
@@ -154,7 +158,7 @@ def vllm_server(tmp: Path) -> Iterator[str]:
         "VLLM_HOST_IP": "127.0.0.1",
         "VLLM_CACHE_ROOT": str(CACHE / "vllm-runtime"),
         "TORCHINDUCTOR_CACHE_DIR": str(CACHE / "inductor"),
-        "TMPDIR": str(work / "tmp"),
+        "TMPDIR": str(sockets),
         "XDG_CACHE_HOME": str(CACHE / "xdg"),
     }
     cmd = [
@@ -182,8 +186,11 @@ def vllm_server(tmp: Path) -> Iterator[str]:
         "128",
         "--enable-prefix-caching",
     ]
-    with running(cmd, "/health", port, work / "server.log", 300, env) as url:
-        yield url
+    try:
+        with running(cmd, "/health", port, work / "server.log", 300, env) as url:
+            yield url
+    finally:
+        shutil.rmtree(sockets, ignore_errors=True)
 
 
 @contextmanager
