@@ -65,7 +65,11 @@ async def main(nodes: int, seconds: float) -> None:
                 app.update_times.clear()
                 rss_start = rss_mib()
                 cpu0, wall0 = time.process_time(), time.monotonic()
-                await asyncio.sleep(seconds)
+                rss_trace = []
+                for _ in range(int(seconds // 30)):
+                    await asyncio.sleep(30)
+                    rss_trace.append(rss_mib())
+                await asyncio.sleep(seconds % 30)
                 cpu, wall = time.process_time() - cpu0, time.monotonic() - wall0
                 rss_end = rss_mib()
                 updates = list(app.update_times)
@@ -84,7 +88,8 @@ async def main(nodes: int, seconds: float) -> None:
         f"over {len(updates)} updates ({len(updates) / wall:.0f}/s)"
     )
     print(
-        f"RSS: {rss_start:.0f} MiB at start, {rss_end:.0f} MiB at end (max RSS "
+        f"RSS: {rss_start:.0f} MiB at start, every 30 s {' '.join(f'{r:.0f}' for r in rss_trace)}, "
+        f"{rss_end:.0f} MiB at end (max RSS "
         f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB); engine states seen {sorted(states)}"
     )
     print(f"pid {os.getpid()}")

@@ -94,7 +94,7 @@ def _unescape(value: str) -> str:
     return value.replace("\\\\", "\x00").replace('\\"', '"').replace("\\n", "\n").replace("\x00", "\\")
 
 
-@functools.lru_cache(maxsize=65536)
+@functools.lru_cache(maxsize=16384)
 def _labels(raw: str) -> tuple[tuple[str, str], ...] | None:
     """One label set, sorted; None when it is not well formed. Cached: an engine's pages repeat the same
     label sets poll after poll, so each is read once."""
@@ -113,7 +113,7 @@ def _labels(raw: str) -> tuple[tuple[str, str], ...] | None:
 
 _HEADS: dict[str, tuple[str, tuple[tuple[str, str], ...]]] = {}
 """Sample line up to its value -> (normalised name, or "" for a `_created` sample; sorted labels)."""
-HEADS_KEPT = 200_000
+HEADS_KEPT = 50_000
 
 
 def _fast(text: str) -> list[Sample] | None:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from poolconsole.config.models import Engine, Host, PoolConfig
 from poolconsole.model.hosts import HostSnapshot
+from poolconsole.model.series import Ring
 from poolconsole.model.snapshots import EngineSnapshot
 from poolconsole.model.view import EngineView, engine_view
 
@@ -21,17 +22,17 @@ SPARK = "▁▂▃▄▅▆▇█"
 class History:
     """Bounded time series of one engine (None = unknown at that poll, drawn as a gap)."""
 
-    times: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))
-    tokens_per_s: deque[float | None] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))
-    kv: deque[float | None] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))
-    running: deque[float | None] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))
-    waiting: deque[float | None] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))
-    vram: deque[float | None] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))
+    times: Ring = field(default_factory=lambda: Ring(HISTORY_POINTS))
+    tokens_per_s: Ring = field(default_factory=lambda: Ring(HISTORY_POINTS))
+    kv: Ring = field(default_factory=lambda: Ring(HISTORY_POINTS))
+    running: Ring = field(default_factory=lambda: Ring(HISTORY_POINTS))
+    waiting: Ring = field(default_factory=lambda: Ring(HISTORY_POINTS))
+    vram: Ring = field(default_factory=lambda: Ring(HISTORY_POINTS))
     restarts: deque[float] = field(default_factory=lambda: deque(maxlen=100))
 
     def window(self, seconds: float, now: float) -> list[int]:
         """Indices of the points within the last `seconds`."""
-        return [i for i, t in enumerate(self.times) if now - t <= seconds]
+        return [i for i, t in enumerate(self.times.raw_tail(len(self.times))) if now - t <= seconds]
 
 
 def sparkline(values: list[float | None], width: int = 12) -> str:
@@ -57,7 +58,7 @@ class HostTrack:
     config: Host
     snapshot: HostSnapshot | None = None
     last_ok_at: float | None = None
-    vram: deque[float | None] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))
+    vram: Ring = field(default_factory=lambda: Ring(HISTORY_POINTS))
 
 
 class PoolState:

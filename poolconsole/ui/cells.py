@@ -124,7 +124,7 @@ def engine_row(state: PoolState, track: EngineTrack, c: Colors) -> dict[str, Tex
         "kv": Text(pct(kv), style=level(kv, c, 0.75, state.config.alerts.kv_usage)),
         "queue": queue,
         "tps": num(v.generation_tokens_per_s) if v else NA,
-        "spark": sparkline(list(track.history.tokens_per_s)[-60:], 12),
+        "spark": sparkline(track.history.tokens_per_s.tail(60), 12),
         "ttft": seconds(v.ttft_p50_s) if v else NA,
         "state": state_text(v.state, c) if v else Text("polling", style=c.dim),
         "age": age(state.age_s(track.last_ok_at)),

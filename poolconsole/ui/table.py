@@ -10,14 +10,24 @@ methods and its segments styled directly; headers, row labels and multi-line row
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
+from textual.cache import LRUCache
 from textual.widgets import DataTable
 from textual.widgets._data_table import CellCacheKey
 
 
 class PoolTable(DataTable[Text | str]):
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        # Every update invalidates every cached cell (the keys carry an update count), so what the stock
+        # 10,000-cell cache holds is mostly dead: one screen of cells, twice over, is enough.
+        self._cell_render_cache = LRUCache(2048)
+        self._row_render_cache = LRUCache(256)
+
     def _render_cell(
         self,
         row_index: int,

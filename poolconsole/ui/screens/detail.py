@@ -175,9 +175,10 @@ class DetailScreen(Screen[None]):
     @staticmethod
     def _plot(plt: Any, history: History, series: list[tuple[str, Any]], seconds: float, now: float) -> None:
         indices = history.window(seconds, now)
+        times = history.times.raw_tail(len(history.times))
         for name, values in series:
             values = list(values)
-            points = [(history.times[i] - now, values[i]) for i in indices if values[i] is not None]
+            points = [(times[i] - now, values[i]) for i in indices if values[i] is not None]
             if points:
                 plt.plot([p[0] for p in points], [p[1] for p in points], label=name, marker="braille")
         for at in history.restarts:
