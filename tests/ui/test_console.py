@@ -163,8 +163,11 @@ async def test_a_dead_host_does_not_stop_the_others(tmp_path: Path) -> None:
             assert table.get_cell("engine:qwen3-30b-a3b", "state").plain == "ok"
             await pool.host_down("ws48")
             polls_before = len(app.state.engines["qwen3-next-80b"].history.times)
+            tasks_before = len(asyncio.all_tasks())
             await asyncio.sleep(3.0)
             await settle(pilot, app)
+            # ~90 sleeps happened (15 loops, 0.5 s apart): none may leave a task behind
+            assert len(asyncio.all_tasks()) < tasks_before + 30
             assert table.get_cell("engine:qwen3-30b-a3b", "state").plain == "down"
             view = app.state.engines["qwen3-30b-a3b"].view
             assert view is not None and "refused" in (view.error or "")
