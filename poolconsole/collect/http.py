@@ -50,7 +50,9 @@ def make_client(timeout_s: float, *, max_connections: int = 512) -> httpx.AsyncC
         timeout=httpx.Timeout(timeout_s),
         follow_redirects=False,
         trust_env=False,
-        headers={"User-Agent": "poolconsole"},
+        # identity: prometheus_client gzips /metrics when asked (SGLang, older vLLM), costing the engine
+        # and this console CPU every poll for bytes that cross a LAN; a body gzipped anyway is decoded.
+        headers={"User-Agent": "poolconsole", "Accept-Encoding": "identity"},
     )
 
 
@@ -98,7 +100,7 @@ async def fetch(
                 hdrs = {k.lower(): v for k, v in response.headers.items()}
                 chunks: list[bytes] = []
                 size = 0
-                async for chunk in response.aiter_raw():
+                async for chunk in response.aiter_bytes():
                     size += len(chunk)
                     if size > max_bytes:
                         return done(

@@ -340,3 +340,40 @@ async def test_llamacpp_loading_is_degraded(server: RawHTTPServer, client: httpx
     }
     _, snap = await poll(client, server.url, EngineKind.LLAMACPP)
     assert snap.state is EngineState.DEGRADED and "loading model" in (snap.error or "")  # type: ignore[attr-defined]
+
+
+async def test_metrics_are_asked_uncompressed_and_read_when_gzipped_anyway(
+    server: RawHTTPServer, client: httpx.AsyncClient
+) -> None:
+    """prometheus_client's exposition (SGLang, older vLLM) gzips /metrics when the client accepts it:
+    the console asks for identity; a body gzipped regardless (a proxy) is still read."""
+    import gzip
+
+    from prometheus_client import CollectorRegistry, Gauge, start_http_server
+
+    from poolconsole.collect.http import fetch
+
+    registry = CollectorRegistry()
+    Gauge("sglang:num_running_reqs", "running", registry=registry).set(3)
+    port = free_port()
+    httpd, thread = start_http_server(port, addr="127.0.0.1", registry=registry)
+    try:
+        got = await fetch(client, f"http://127.0.0.1:{port}/metrics", timeout_s=5, max_bytes=1 << 20)
+        assert got.ok and got.headers.get("content-encoding") is None
+        assert b"sglang:num_running_reqs 3.0" in got.body
+        # and a default httpx client really would have got gzip from it
+        async with httpx.AsyncClient() as plain:
+            raw = await plain.get(f"http://127.0.0.1:{port}/metrics")
+        assert raw.headers.get("content-encoding") == "gzip"
+    finally:
+        httpd.shutdown()
+        thread.join(5)
+    page = (VLLM / "metrics.load.txt").read_bytes()
+    server.routes = {
+        **vllm_routes(),
+        "/metrics": Reply(200, gzip.compress(page), {"Content-Type": "text/plain", "Content-Encoding": "gzip"}),
+    }
+    _, snap = await poll(client, server.url, EngineKind.VLLM)
+    view = engine_view([snap])  # type: ignore[list-item]
+    assert view.state == "ok", view.error
+    assert view.requests_running == 8 and view.requests_waiting == 8
