@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import socket
 import time
 from dataclasses import dataclass, field
@@ -60,7 +61,7 @@ def _connect_reason(exc: BaseException) -> str:
     """The root cause of a failed connect, in words (httpx only says 'All connection attempts failed')."""
     seen: BaseException | None = exc
     while seen is not None:
-        if isinstance(seen, ConnectionRefusedError):
+        if isinstance(seen, ConnectionRefusedError) or (isinstance(seen, OSError) and seen.errno == errno.ECONNREFUSED):
             return "connection refused (is the engine running and listening on this port?)"
         if isinstance(seen, socket.gaierror):
             return f"host name does not resolve ({seen.strerror})"
