@@ -35,27 +35,42 @@ def paced() -> Iterator[str]:
         yield f"http://127.0.0.1:{port}"
 
 
-async def stream_while_the_loop_is_blocked(client: httpx.AsyncClient, url: str) -> tuple[StreamResult, float]:
-    """One stream whose first token (50 ms after the request) arrives while this loop is blocked for
-    300 ms, as a client busy parsing hundreds of other streams would be."""
+async def stream_while_the_loop_is_blocked(client: httpx.AsyncClient, url: str) -> tuple[StreamResult, float, float]:
+    """One stream whose first token (50 ms after the request) is written while this loop is blocked for
+    300 ms, as a client busy parsing hundreds of other streams would be. Returns the result, when the
+    server wrote the first token and when the block ended (one clock: time.perf_counter); on a machine
+    so loaded that the token was not written inside the block, the scenario is run again."""
     loop = asyncio.get_running_loop()
-    loop.call_later(0.02, time.sleep, 0.3)
-    result = await stream_chat(client, url + "/v1/chat/completions", BODY, {}, 5, 10)
-    assert result.ok, result.reason
-    assert result.last_event is not None
-    return result, result.token_times[0] - result.last_event["server"]["first"]
+    for _ in range(5):
+        began = ended = 0.0
+
+        def block() -> None:
+            nonlocal began, ended
+            began = time.perf_counter()
+            time.sleep(0.3)
+            ended = time.perf_counter()
+
+        loop.call_later(0.02, block)
+        result = await stream_chat(client, url + "/v1/chat/completions", BODY, {}, 5, 10)
+        assert result.ok, result.reason
+        assert result.last_event is not None
+        written = result.last_event["server"]["first"]
+        if began < written < ended - 0.1:
+            return result, written, ended
+    raise AssertionError("the first token never arrived while the loop was blocked")
 
 
 @pytest.mark.skipif(not wire._KERNEL_STAMPS, reason="kernel receive timestamps are read on Linux only")
 async def test_arrival_is_stamped_by_the_kernel_not_by_a_busy_loop(paced: str) -> None:
     async with wire.timed_client(10, 4) as timed:
-        result, lag = await stream_while_the_loop_is_blocked(timed, paced)
+        result, written, ended = await stream_while_the_loop_is_blocked(timed, paced)
+    lag = result.token_times[0] - written
     assert lag < 0.02, f"first token stamped {lag * 1000:.1f} ms after the server wrote it"
-    assert result.ttft is not None and 0.05 <= result.ttft < 0.07
+    assert result.ttft is not None and result.ttft >= 0.05
     # the same stream through httpx's own transport is stamped when the blocked loop gets to it
     async with httpx.AsyncClient(trust_env=False) as plain:
-        result, lag = await stream_while_the_loop_is_blocked(plain, paced)
-    assert lag > 0.2 and result.ttft is not None and result.ttft > 0.25
+        result, written, ended = await stream_while_the_loop_is_blocked(plain, paced)
+    assert result.token_times[0] >= ended > written + 0.1
 
 
 def self_signed(tmp_path: Path) -> tuple[Path, Path]:
@@ -149,6 +164,6 @@ def test_smoke_json_reports_the_known_timing(tmp_path: Path) -> None:
     assert set(streams) == {1, 16}
     for level in streams.values():
         assert level["passed"] and level["requests"] == 16
-        assert 0.150 <= level["ttft_s"]["p50"] <= level["ttft_s"]["p95"] < 0.3
-        assert 0.0095 <= level["itl_s"]["mean"] < 0.02
+        assert 0.150 <= level["ttft_s"]["p50"] <= level["ttft_s"]["p95"] < 0.45
+        assert 0.0095 <= level["itl_s"]["mean"] < 0.03
         assert 50 < level["output_tokens_per_s"]["per_stream"] <= 101
