@@ -81,7 +81,7 @@ def _summarise(body: bytes, limit: int = 160) -> str:
 
 async def fetch(
     client: httpx.AsyncClient,
-    url: str,
+    url: str | httpx.URL,
     *,
     timeout_s: float,
     max_bytes: int,
@@ -93,7 +93,7 @@ async def fetch(
     def done(
         status: int | None, body: bytes, hdrs: dict[str, str], failure: Failure | None, error: str | None
     ) -> Fetched:
-        return Fetched(url, status, body, time.monotonic() - start, hdrs, failure, error)
+        return Fetched(str(url), status, body, time.monotonic() - start, hdrs, failure, error)
 
     try:
         async with asyncio.timeout(timeout_s):

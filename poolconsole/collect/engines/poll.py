@@ -108,6 +108,7 @@ class EnginePoller:
         self.models: tuple[str, ...] | None = None
         self.restart_marker: str | None = None
         self.polls = 0
+        self.urls: dict[str, httpx.URL] = {}
 
     # -- plumbing ---------------------------------------------------------------------------------
     def _headers(self, poll: _Poll) -> dict[str, str] | None:
@@ -121,9 +122,12 @@ class EnginePoller:
         return {"Authorization": f"Bearer {key}"}
 
     async def _get(self, path: str, headers: dict[str, str] | None) -> Fetched:
+        url = self.urls.get(path)
+        if url is None:  # parsed once: httpx parses a str URL on every request (~20 % of a GET's CPU here)
+            url = self.urls[path] = httpx.URL(self.engine.url + path)
         return await fetch(
             self.client,
-            self.engine.url + path,
+            url,
             timeout_s=self.settings.http_timeout_s,
             max_bytes=self.settings.max_body_bytes,
             headers=headers,
