@@ -114,17 +114,26 @@ async def restart(ctx: ActionContext, engine: Engine) -> Outcome:
         outcome = Outcome("restart", engine.name, "failed", str(exc), commands, time.monotonic() - started)
     finally:
         _BUSY.discard(engine.name)
+    await _audit(ctx, outcome)
+    return outcome
+
+
+async def _audit(
+    ctx: ActionContext, outcome: Outcome, profile_from: str | None = None, profile_to: str | None = None
+) -> None:
+    """One audit entry per action, written off the event loop (SQLite, synchronous)."""
     await asyncio.to_thread(
         audit.record,
         ctx.audit_path,
-        "restart",
-        engine.name,
+        outcome.action,
+        outcome.engine,
         outcome.commands,
         outcome.outcome,
         outcome.detail,
         outcome.seconds,
+        profile_from,
+        profile_to,
     )
-    return outcome
 
 
 def find_profile(engine: Engine, name: str) -> Profile:
@@ -222,18 +231,7 @@ async def rollover(
                 )
     finally:
         _BUSY.discard(engine.name)
-    await asyncio.to_thread(
-        audit.record,
-        ctx.audit_path,
-        "rollover",
-        engine.name,
-        outcome.commands,
-        outcome.outcome,
-        outcome.detail,
-        outcome.seconds,
-        old.name if old else current_name,
-        new.name,
-    )
+    await _audit(ctx, outcome, old.name if old else current_name, new.name)
     return outcome
 
 

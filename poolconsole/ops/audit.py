@@ -14,6 +14,7 @@ from typing import Any
 from platformdirs import user_data_path
 
 from poolconsole.ops.control import redact
+from poolconsole.ops.sqlite import open_db
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS actions (
@@ -48,12 +49,7 @@ class Entry:
 
 
 def _connect(path: Path) -> sqlite3.Connection:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    db = sqlite3.connect(path, timeout=10)
-    db.execute("PRAGMA journal_mode=WAL")
-    db.execute("PRAGMA synchronous=FULL")
-    db.executescript(SCHEMA)
-    return db
+    return open_db(path, SCHEMA)
 
 
 def record(

@@ -12,6 +12,8 @@ from typing import Any
 
 from platformdirs import user_data_path
 
+from poolconsole.ops.sqlite import open_db
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -40,12 +42,7 @@ def default_db() -> Path:
 
 
 def connect(path: Path) -> sqlite3.Connection:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    db = sqlite3.connect(path, timeout=10)
-    db.execute("PRAGMA journal_mode=WAL")
-    db.execute("PRAGMA synchronous=FULL")
-    db.executescript(SCHEMA)
-    return db
+    return open_db(path, SCHEMA)
 
 
 def _get(d: dict[str, Any] | None, key: str) -> float | None:
