@@ -20,12 +20,16 @@ from poolconsole.sim.pool import EngineSpec
 JSON = "application/json"
 
 
+def _openai_error(status: int, message: str, etype: str | None, code: int | str | None) -> web.Response:
+    """The OpenAI error body (vLLM puts the status in `code`, LiteLLM the status as a string, Ollama null)."""
+    body = {"error": {"message": message, "type": etype, "param": None, "code": code}}
+    return web.json_response(body, status=status)
+
+
 def _error(kind: str, status: int, message: str, etype: str) -> web.Response:
     if kind == "vllm":
-        body: dict[str, Any] = {"error": {"message": message, "type": etype, "param": None, "code": status}}
-    else:
-        body = {"error": {"code": status, "message": message, "type": etype}}
-    return web.json_response(body, status=status)
+        return _openai_error(status, message, etype, status)
+    return web.json_response({"error": {"code": status, "message": message, "type": etype}}, status=status)
 
 
 def _static(payload: Any) -> Callable[[web.Request], Awaitable[web.Response]]:
@@ -488,17 +492,7 @@ class SimEngine:
         body = await request.json()
         vectors = self._embed(str(body.get("model")), body.get("input", ""))
         if vectors is None:
-            return web.json_response(
-                {
-                    "error": {
-                        "message": f'model "{body.get("model")}" not found',
-                        "type": "api_error",
-                        "param": None,
-                        "code": None,
-                    }
-                },
-                status=404,
-            )
+            return _openai_error(404, f'model "{body.get("model")}" not found', "api_error", None)
         return web.json_response(
             {
                 "object": "list",
@@ -540,39 +534,16 @@ class SimEngine:
         try:
             model = json.loads(raw).get("model")
         except (ValueError, AttributeError):
-            return web.json_response(
-                {"error": {"message": "invalid JSON", "type": "invalid_request_error", "param": None, "code": "400"}},
-                status=400,
-            )
+            return _openai_error(400, "invalid JSON", "invalid_request_error", "400")
         base = self.backends.get(str(model))
         if base is None:
-            return web.json_response(
-                {
-                    "error": {
-                        "message": f"Invalid model name passed in model={model}",
-                        "type": "invalid_request_error",
-                        "param": None,
-                        "code": "400",
-                    }
-                },
-                status=400,
-            )
+            return _openai_error(400, f"Invalid model name passed in model={model}", "invalid_request_error", "400")
         client = self._client()
         try:
             upstream = client.build_request("POST", base + request.path, content=raw, headers={"Content-Type": JSON})
             resp = await client.send(upstream, stream=True)
         except httpx.HTTPError as exc:
-            return web.json_response(
-                {
-                    "error": {
-                        "message": f"litellm.InternalServerError: Connection error. {exc}",
-                        "type": None,
-                        "param": None,
-                        "code": "500",
-                    }
-                },
-                status=500,
-            )
+            return _openai_error(500, f"litellm.InternalServerError: Connection error. {exc}", None, "500")
         out = web.StreamResponse(
             status=resp.status_code, headers={"Content-Type": resp.headers.get("content-type", JSON)}
         )

@@ -89,7 +89,8 @@ async def poll_all(lab: Lab, engines: str = "", **per_host: str) -> dict[str, An
     return {h.name: h for h in await sample_hosts(config)}
 
 
-async def test_nvidia_h200_under_load(lab: Lab) -> None:
+def add_h200_under_load(lab: Lab) -> None:
+    """Host "h200" answering from the H200 capture under load."""
     lab.add(
         "h200",
         {
@@ -100,6 +101,10 @@ async def test_nvidia_h200_under_load(lab: Lab) -> None:
         },
         ("nvidia-smi",),
     )
+
+
+async def test_nvidia_h200_under_load(lab: Lab) -> None:
+    add_h200_under_load(lab)
     snap = (await poll_all(lab))["h200"]
     assert snap.state is HostState.OK, snap.error
     doc = snap.to_json()
@@ -315,16 +320,7 @@ async def test_hanging_command_times_out_and_others_keep_updating(lab: Lab) -> N
 
 
 def test_status_json_fills_hosts(lab: Lab, tmp_path: Path) -> None:
-    lab.add(
-        "h200",
-        {
-            "nvidia": {
-                "gpus": h200_catalog(H200 / "query-gpu.all-fields.load.csv"),
-                "apps": apps(H200 / "query-compute-apps.load.csv"),
-            }
-        },
-        ("nvidia-smi",),
-    )
+    add_h200_under_load(lab)
     lab.add("spark", {"nvidia": {"gpus": [gb10_row()], "apps": [], "app_fields": ["gpu_uuid"]}}, ("nvidia-smi",))
     config = tmp_path / "hosts.toml"
     config.write_text(lab.toml())

@@ -56,6 +56,14 @@ async def settle(pilot: object, app: PoolApp) -> None:
     await pilot.pause()  # type: ignore[attr-defined]
 
 
+async def select_row(pilot: object, app: PoolApp, key: str) -> None:
+    """After the first polls of a live pool, put the overview's cursor on row `key`."""
+    await asyncio.sleep(1.5)
+    await settle(pilot, app)
+    table = app.screen.query_one("#pool", DataTable)
+    table.move_cursor(row=table_rows(app).index(key))
+
+
 def table_rows(app: PoolApp) -> list[str]:
     table = app.screen.query_one("#pool", DataTable)
     return [str(key.value) for key in table.rows]
@@ -185,10 +193,7 @@ async def test_smoke_action_runs_and_shows_results(tmp_path: Path) -> None:
         app = PoolApp(parse_config(pool.config_toml()), theme_state=tmp_path / "ui.json")
         app.smoke_db = tmp_path / "smoke.sqlite3"
         async with app.run_test(size=(160, 45)) as pilot:
-            await asyncio.sleep(1.5)
-            await settle(pilot, app)
-            table = app.screen.query_one("#pool", DataTable)
-            table.move_cursor(row=table_rows(app).index("engine:qwen3-30b-a3b"))
+            await select_row(pilot, app, "engine:qwen3-30b-a3b")
             await pilot.press("m")
             await pilot.pause()
             assert isinstance(app.screen, SmokeScreen)
@@ -213,10 +218,7 @@ async def test_restart_and_rollover_from_the_console(tmp_path: Path) -> None:
         app.audit_path = tmp_path / "audit.sqlite3"
         app.smoke_db = tmp_path / "smoke.sqlite3"
         async with app.run_test(size=(160, 45)) as pilot:
-            await asyncio.sleep(1.5)
-            await settle(pilot, app)
-            table = app.screen.query_one("#pool", DataTable)
-            table.move_cursor(row=table_rows(app).index("engine:qwen3-30b-a3b"))
+            await select_row(pilot, app, "engine:qwen3-30b-a3b")
             await pilot.press("R")
             await pilot.pause()
             assert isinstance(app.screen, ConfirmAction)
