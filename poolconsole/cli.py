@@ -131,7 +131,14 @@ def _levels(text: str) -> tuple[int, ...]:
 
 def cmd_smoke(args: argparse.Namespace) -> int:
     from poolconsole.ops.smoke import store
-    from poolconsole.ops.smoke.run import SmokeOptions, choose_targets, document, run_blocking
+    from poolconsole.ops.smoke.run import (
+        SmokeOptions,
+        choose_targets,
+        conditions,
+        document,
+        engine_versions,
+        run_blocking,
+    )
 
     config = _load(args.config)
     options = SmokeOptions(
@@ -147,7 +154,8 @@ def cmd_smoke(args: argparse.Namespace) -> int:
     if unknown:
         print(f"poolconsole smoke: no engine named {', '.join(unknown)} in the config", file=sys.stderr)
         return EXIT_CONFIG
-    if not choose_targets(config, options):
+    targets = choose_targets(config, options)
+    if not targets:
         print("poolconsole smoke: nothing to test (no engine; gateways need --via-gateway)", file=sys.stderr)
         return EXIT_CONFIG
 
@@ -160,16 +168,13 @@ def cmd_smoke(args: argparse.Namespace) -> int:
                 flush=True,
             )
 
+    versions = asyncio.run(engine_versions(config, targets))
     results, seed = run_blocking(config, options, progress)
     doc = document(results, seed)
     db = Path(args.db) if args.db else store.default_db()
-    engines = {e.name: e for e in config.engines}
-    conditions = {
-        name: {"kind": e.kind.value, "profile": e.profile, "quantization": e.profile, "version": None}
-        for name, e in engines.items()
-    }
+    measured_on = conditions(config, versions)
     try:
-        run_id = store.save_run(db, seed, doc["passed"], " ".join(sys.argv[1:]), doc["results"], conditions)
+        run_id = store.save_run(db, seed, doc["passed"], " ".join(sys.argv[1:]), doc["results"], measured_on)
         doc["run_id"], doc["db"] = run_id, str(db)
         if args.compare:
             changes = store.compare(db, run_id)

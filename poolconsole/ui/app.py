@@ -257,14 +257,18 @@ class PoolApp(App[None]):
     async def _smoke(self, screen: SmokeScreen, targets: list[str]) -> None:
         """One smoke run at a time; results land in the screen as they finish, then in the store."""
         from poolconsole.ops.smoke import store
-        from poolconsole.ops.smoke.run import SmokeOptions, document, run_smoke
+        from poolconsole.ops.smoke.run import SmokeOptions, conditions, document, run_smoke
 
         options = SmokeOptions(tuple(targets), via_gateway=not targets, concurrency=(1, 4), requests=4)
         try:
             results, seed = await run_smoke(self.config, options, screen.add)
             doc = document(results, seed)
             db = self.smoke_db or store.default_db()
-            run_id = await asyncio.to_thread(store.save_run, db, seed, doc["passed"], "console", doc["results"], {})
+            versions = {n: t.view.version if t.view else None for n, t in self.state.engines.items()}
+            measured_on = conditions(self.config, versions)
+            run_id = await asyncio.to_thread(
+                store.save_run, db, seed, doc["passed"], "console", doc["results"], measured_on
+            )
             changes = await asyncio.to_thread(store.compare, db, run_id)
             screen.finish(changes)
             self.notify(

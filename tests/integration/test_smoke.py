@@ -180,6 +180,16 @@ async def test_smoke_cli_on_the_demo_pool(sim: SimPool, tmp_path: Path) -> None:
     c4 = next(r for r in doc["results"] if r["check"] == "chat_stream" and r["concurrency"] == 4)
     assert c4["requests"] == 4 and c4["ttft_s"]["p95"] >= c4["ttft_s"]["p50"] > 0
     assert c4["output_tokens_per_s"]["aggregate"] > c4["output_tokens_per_s"]["per_stream"] > 0
+    import sqlite3
+
+    with sqlite3.connect(db) as stored:  # the conditions each figure was measured on
+        kind, version, profile, quantization = stored.execute(
+            "SELECT engine_kind, engine_version, profile, quantization FROM results WHERE target = ? LIMIT 1",
+            ("qwen3-next-80b",),
+        ).fetchone()
+    engine = next(e for e in cfg.engines if e.name == "qwen3-next-80b")
+    assert kind == "vllm" and version == "0.11.2" and profile == engine.profile
+    assert quantization is None  # the demo config declares no [[engines.profiles]]: unknown, not guessed
     again = await asyncio.to_thread(run_cli, config, db, "qwen3-next-80b", "--json", "--compare")
     doc2 = json.loads(again.stdout)
     assert doc2["run_id"] == doc["run_id"] + 1 and doc2["comparison"], again.stdout[-2000:]

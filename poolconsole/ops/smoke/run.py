@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from poolconsole.collect.engines.poll import EnginePoller
+from poolconsole.collect.pool import engine_client
 from poolconsole.config.models import EngineKind, PoolConfig
 from poolconsole.ops.smoke.checks import Checker, CheckResult, Prompts, Target, api_key, is_embedding_model
 
@@ -82,6 +84,37 @@ async def run_smoke(
     for target in choose_targets(config, options):
         results += await smoke_target(target, options, prompts, progress)
     return results, seed
+
+
+def conditions(config: PoolConfig, versions: Mapping[str, str | None]) -> dict[str, dict[str, str | None]]:
+    """What a stored run was measured on, per engine: kind, engine version, the active profile and its
+    quantization (the profile's format and bits, from `[[engines.profiles]]`)."""
+    out: dict[str, dict[str, str | None]] = {}
+    for engine in config.engines:
+        active = next((p for p in engine.profiles if p.name == engine.profile), None)
+        quantization = None
+        if active is not None:
+            quantization = active.format + (f" {active.bits:g}-bit" if active.bits else "")
+        out[engine.name] = {
+            "kind": engine.kind.value,
+            "profile": engine.profile,
+            "quantization": quantization,
+            "version": versions.get(engine.name),
+        }
+    return out
+
+
+async def engine_versions(config: PoolConfig, targets: list[Target]) -> dict[str, str | None]:
+    """Each target's version as its collector reads it: one poll each, all at once."""
+
+    async def one(target: Target) -> tuple[str, str | None]:
+        client = engine_client(config)
+        try:
+            return target.name, (await EnginePoller(target.engine, client, config.settings).poll()).version
+        finally:
+            await client.aclose()
+
+    return dict(await asyncio.gather(*(one(t) for t in targets)))
 
 
 def document(results: list[CheckResult], seed: int, extra: dict[str, Any] | None = None) -> dict[str, Any]:
