@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 import os
-import ssl
 import statistics
 import sys
 import time
@@ -27,11 +26,11 @@ from pathlib import Path
 
 import httpx
 
-SSL = ssl.create_default_context()
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
+from poolconsole.collect.wire import default_tls  # noqa: E402
 from poolconsole.ops.smoke.checks import STARTING_AT_ONCE, STREAMS_PER_CLIENT, stream_client  # noqa: E402
 from poolconsole.ops.smoke.stream import StreamResult, level_stats, stream_chat  # noqa: E402
 from tests.helpers.paced import serve_forever  # noqa: E402
@@ -48,7 +47,9 @@ def pct(measured: float, truth: float) -> float:
 def plain_client(total_s: float) -> httpx.AsyncClient:
     """httpx's own transport: events stamped when the read loop gets them (the comparison)."""
     limits = httpx.Limits(max_connections=STREAMS_PER_CLIENT, max_keepalive_connections=STREAMS_PER_CLIENT)
-    return httpx.AsyncClient(timeout=httpx.Timeout(total_s, connect=10.0), trust_env=False, limits=limits, verify=SSL)
+    return httpx.AsyncClient(
+        timeout=httpx.Timeout(total_s, connect=10.0), trust_env=False, limits=limits, verify=default_tls()
+    )
 
 
 async def measure(url: str, concurrency: int, timed: bool) -> bool:

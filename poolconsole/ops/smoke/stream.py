@@ -53,10 +53,6 @@ class StreamResult:
         return (self.output_tokens - 1) / span if span > 0 else None
 
 
-class _Stalled(Exception):
-    pass
-
-
 async def stream_chat(
     client: httpx.AsyncClient,
     url: str,
