@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections import deque
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,7 @@ from poolconsole.ui.screens.overview import OverviewScreen
 from poolconsole.ui.screens.smoke import SmokeScreen
 
 REDRAW_S = 1.0  # the poll cadence: redrawing faster only burns CPU
+UPDATE_TIMES_KEPT = 100_000  # the newest apply times (benchmarks read them); bounded: the console runs for days
 
 
 class EnginePolled(Message):
@@ -82,7 +84,7 @@ class PoolApp(App[None]):
         self.ssh: SSHPool | None = None
         self.smoke_db: Path | None = None
         self.audit_path: Path | None = None
-        self.update_times: list[float] = []
+        self.update_times: deque[float] = deque(maxlen=UPDATE_TIMES_KEPT)
         """Seconds spent applying each poll result (benchmarks read it)."""
 
     # -- start-up ------------------------------------------------------------------------------------
