@@ -2,7 +2,9 @@
 
 1. Parse cost per series of a large vLLM data-parallel /metrics page (a real capture replicated over
    ranks), prometheus_client's parser plus the normalisation.
-2. One concurrent poll of 64 vLLM endpoints on loopback with injected latency, one of which never
+2. CPU per GET of a vLLM /metrics page on a keep-alive connection: httpx (the client the smoke tests
+   use) and the poll client (collect.getter), side by side against the same server.
+3. One concurrent poll of 64 vLLM endpoints on loopback with injected latency, one of which never
    answers: the time for every live endpoint's poll to finish, divided by the slowest live endpoint's
    injected latency (target <= 1.2), measured side by side in one run.
 """
@@ -17,6 +19,8 @@ import sys
 import time
 from multiprocessing.connection import Connection
 from pathlib import Path
+
+import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -53,7 +57,7 @@ def bench_parse(ranks: int = 16, repeat: int = 5) -> None:
     )
 
 
-def _serve(endpoints: int, delays: list[float], conn: Connection) -> None:
+def _serve(endpoints: int, delays: list[float], conn: Connection, dead_last: bool = True) -> None:
     """Child process: the 64 endpoints, so their CPU is not charged to the poller's event loop."""
     metrics = (CAPTURE / "metrics.load.txt").read_bytes()
     models = (CAPTURE / "v1_models.json").read_bytes()
@@ -61,7 +65,7 @@ def _serve(endpoints: int, delays: list[float], conn: Connection) -> None:
     async def main() -> None:
         servers = []
         for i in range(endpoints):
-            mode = "hang" if i == endpoints - 1 else "normal"
+            mode = "hang" if dead_last and i == endpoints - 1 else "normal"
             delay = delays[i]
             routes = {
                 "/health": Reply(200, b"", delay_s=delay, mode=mode),
@@ -76,6 +80,41 @@ def _serve(endpoints: int, delays: list[float], conn: Connection) -> None:
     asyncio.run(main())
 
 
+async def bench_get(requests: int = 2000) -> None:
+    parent, child = multiprocessing.Pipe()
+    proc = multiprocessing.Process(target=_serve, args=(1, [0.0], child, False), daemon=True)
+    proc.start()
+    url = parent.recv()[0] + "/metrics"
+    cpu: dict[str, float] = {}
+    sizes: dict[str, int] = {}
+    try:
+        httpx_client = httpx.AsyncClient(trust_env=False, headers={"Accept-Encoding": "identity"})
+        poll_client = make_client()
+
+        async def with_httpx() -> bytes:
+            return (await httpx_client.get(url)).content
+
+        async def with_poll_client() -> bytes:
+            return (await poll_client.get(url, None, 1 << 24)).body
+
+        for label, get in (("httpx", with_httpx), ("poll client", with_poll_client)) * 2:
+            await get()  # connection up
+            start = time.process_time()
+            for _ in range(requests):
+                sizes[label] = len(await get())
+            cpu[label] = (time.process_time() - start) / requests  # the second round wins: warm
+        await httpx_client.aclose()
+        await poll_client.aclose()
+    finally:
+        parent.send("stop")
+        proc.join(5)
+    print(
+        f"GET /metrics ({sizes['httpx'] / 1024:.0f} KiB, keep-alive, {requests} in a row): CPU per GET "
+        f"httpx {cpu['httpx'] * 1e3:.3f} ms, poll client {cpu['poll client'] * 1e3:.3f} ms "
+        f"({cpu['httpx'] / cpu['poll client']:.1f}x less); same bytes: {sizes['httpx'] == sizes['poll client']}"
+    )
+
+
 async def bench_poll(endpoints: int = 64, seed: int = 7) -> None:
     rng = random.Random(seed)
     delays = [rng.uniform(0.2, 1.0) for _ in range(endpoints)]
@@ -86,7 +125,7 @@ async def bench_poll(endpoints: int = 64, seed: int = 7) -> None:
     urls = parent.recv()
     settings = Settings(http_timeout_s=3.0)
     pollers = [
-        EnginePoller(Engine(name=f"e{i}", kind=EngineKind.VLLM, url=u), make_client(3.0, max_connections=8), settings)
+        EnginePoller(Engine(name=f"e{i}", kind=EngineKind.VLLM, url=u), make_client(), settings)
         for i, u in enumerate(urls)
     ]
     try:
@@ -116,4 +155,5 @@ if __name__ == "__main__":
     bench_parse(4)
     bench_parse(16)
     bench_parse(64)
+    asyncio.run(bench_get())
     asyncio.run(bench_poll())

@@ -96,4 +96,8 @@ async def main(nodes: int, seconds: float) -> None:
 
 
 if __name__ == "__main__":
+    if os.environ.get("UI_BENCH_LOOP") == "uvloop":
+        import uvloop
+
+        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
     asyncio.run(main(int(sys.argv[1]) if len(sys.argv) > 1 else 64, float(sys.argv[2]) if len(sys.argv) > 2 else 120))

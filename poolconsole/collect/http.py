@@ -8,10 +8,9 @@ import socket
 import time
 from dataclasses import dataclass, field
 from enum import StrEnum
+from urllib.parse import urlsplit
 
-import httpx
-
-from poolconsole.collect.wire import timed_transport
+from poolconsole.collect.getter import PollClient, PollError
 
 
 class Failure(StrEnum):
@@ -43,22 +42,13 @@ class Fetched:
         return self.failure is None
 
 
-def make_client(timeout_s: float, *, max_connections: int = 512) -> httpx.AsyncClient:
-    """A client with keep-alive connections and no global connection cap in the way, on the lean
-    asyncio network backend (collect.wire)."""
-    return httpx.AsyncClient(
-        transport=timed_transport(max_connections),
-        timeout=httpx.Timeout(timeout_s),
-        follow_redirects=False,
-        trust_env=False,
-        # identity: prometheus_client gzips /metrics when asked (SGLang, older vLLM), costing the engine
-        # and this console CPU every poll for bytes that cross a LAN; a body gzipped anyway is decoded.
-        headers={"User-Agent": "poolconsole", "Accept-Encoding": "identity"},
-    )
+def make_client() -> PollClient:
+    """The poll client (collect.getter): keep-alive GETs; each fetch sets its own deadline and cap."""
+    return PollClient()
 
 
 def _connect_reason(exc: BaseException) -> str:
-    """The root cause of a failed connect, in words (httpx only says 'All connection attempts failed')."""
+    """The root cause of a failed connect, in words (the OS error under the connect failure)."""
     seen: BaseException | None = exc
     while seen is not None:
         if isinstance(seen, ConnectionRefusedError) or (isinstance(seen, OSError) and seen.errno == errno.ECONNREFUSED):
@@ -80,8 +70,8 @@ def _summarise(body: bytes, limit: int = 160) -> str:
 
 
 async def fetch(
-    client: httpx.AsyncClient,
-    url: str | httpx.URL,
+    client: PollClient,
+    url: str,
     *,
     timeout_s: float,
     max_bytes: int,
@@ -97,35 +87,16 @@ async def fetch(
 
     try:
         async with asyncio.timeout(timeout_s):
-            async with client.stream("GET", url, headers=headers) as response:
-                hdrs = {k.lower(): v for k, v in response.headers.items()}
-                chunks: list[bytes] = []
-                size = 0
-                async for chunk in response.aiter_bytes():
-                    size += len(chunk)
-                    if size > max_bytes:
-                        return done(
-                            response.status_code,
-                            b"",
-                            hdrs,
-                            Failure.TOO_LARGE,
-                            f"response body is larger than the {max_bytes}-byte cap",
-                        )
-                    chunks.append(chunk)
-                body = b"".join(chunks)
-                status = response.status_code
+            response = await client.get(url, headers, max_bytes)
     except TimeoutError:
         return done(None, b"", {}, Failure.TIMEOUT, f"no answer within {timeout_s:g} s")
-    except httpx.TimeoutException:
-        return done(None, b"", {}, Failure.TIMEOUT, f"no answer within {timeout_s:g} s")
-    except httpx.ConnectError as exc:
-        return done(None, b"", {}, Failure.REFUSED, _connect_reason(exc))
-    except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
-        return done(None, b"", {}, Failure.TRUNCATED, f"connection closed mid-response ({type(exc).__name__}: {exc})")
-    except httpx.HTTPError as exc:
-        return done(None, b"", {}, Failure.PROTOCOL, f"{type(exc).__name__}: {exc}")
+    except PollError as exc:
+        if exc.kind == "refused":
+            return done(None, b"", {}, Failure.REFUSED, _connect_reason(exc.cause or exc))
+        return done(None, b"", {}, Failure(exc.kind), str(exc))
     except (OSError, ValueError) as exc:
         return done(None, b"", {}, Failure.PROTOCOL, f"{type(exc).__name__}: {exc}")
+    status, body, hdrs = response.status, response.body, response.headers
     if status in (401, 403):
         return done(
             status,
@@ -135,7 +106,7 @@ async def fetch(
             f"HTTP {status}: authentication required or refused (set api_key_env for this engine): {_summarise(body)}",
         )
     if status == 404:
-        return done(status, body, hdrs, Failure.NOT_FOUND, f"HTTP 404 for {httpx.URL(url).path}")
+        return done(status, body, hdrs, Failure.NOT_FOUND, f"HTTP 404 for {urlsplit(url).path}")
     if 400 <= status < 500:
         return done(status, body, hdrs, Failure.CLIENT_ERROR, f"HTTP {status}: {_summarise(body)}")
     if status >= 500:

@@ -5,9 +5,8 @@ from __future__ import annotations
 import asyncio
 import time
 
-import httpx
-
 from poolconsole.collect.engines.poll import EnginePoller
+from poolconsole.collect.getter import PollClient
 from poolconsole.collect.http import make_client
 from poolconsole.config.models import PoolConfig
 from poolconsole.model.snapshots import EngineSnapshot
@@ -23,10 +22,9 @@ async def _poll_engine_n(poller: EnginePoller, samples: int, interval_s: float) 
     return out
 
 
-def engine_client(config: PoolConfig) -> httpx.AsyncClient:
-    """Each engine gets its own small connection pool: one shared pool over many engines costs
-    O(connections) per request event in httpcore (measured: 60 % of a 64-engine poll cycle's CPU)."""
-    return make_client(config.settings.http_timeout_s, max_connections=8)
+def engine_client(config: PoolConfig) -> PollClient:
+    """Each engine gets its own client and keep-alive connections (a dead engine's sockets are its own)."""
+    return make_client()
 
 
 async def sample_engines(

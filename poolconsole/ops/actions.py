@@ -71,7 +71,7 @@ async def _run(ctx: ActionContext, command: str) -> str:
 async def await_healthy(engine: Engine, timeout_s: float, progress: Progress, settle_polls: int = 2) -> float:
     """Poll the engine until it answers ok `settle_polls` times in a row; returns seconds to ready."""
     started = time.monotonic()
-    client = make_client(5.0, max_connections=4)
+    client = make_client()
     poller = EnginePoller(engine, client)
     streak = 0
     last = ""
@@ -247,7 +247,7 @@ async def _drain(ctx: ActionContext, engine: Engine) -> None:
     timeout = engine.control.drain_timeout_s
     if timeout <= 0:
         return
-    client = make_client(5.0, max_connections=4)
+    client = make_client()
     poller = EnginePoller(engine, client)
     started = time.monotonic()
     try:

@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from poolconsole.collect.engines.poll import EnginePoller
+from poolconsole.collect.getter import PollClient
 from poolconsole.collect.http import make_client
 from poolconsole.config.models import Engine, EngineKind, Settings
 from poolconsole.model.snapshots import EngineState
@@ -55,18 +56,18 @@ async def server() -> AsyncIterator[RawHTTPServer]:
 
 
 @pytest.fixture
-async def client() -> AsyncIterator[httpx.AsyncClient]:
-    c = make_client(SETTINGS.http_timeout_s)
+async def client() -> AsyncIterator[PollClient]:
+    c = make_client()
     yield c
     await c.aclose()
 
 
-async def poll(client: httpx.AsyncClient, url: str, kind: EngineKind, **kw: str) -> tuple[EnginePoller, object]:
+async def poll(client: PollClient, url: str, kind: EngineKind, **kw: str) -> tuple[EnginePoller, object]:
     poller = EnginePoller(Engine(name="e", kind=kind, url=url, **kw), client, SETTINGS)  # type: ignore[arg-type]
     return poller, await poller.poll()
 
 
-async def test_vllm_capture_reads_ok(server: RawHTTPServer, client: httpx.AsyncClient) -> None:
+async def test_vllm_capture_reads_ok(server: RawHTTPServer, client: PollClient) -> None:
     server.routes = vllm_routes()
     _, snap = await poll(client, server.url, EngineKind.VLLM)
     view = engine_view([snap])  # type: ignore[list-item]
@@ -77,7 +78,7 @@ async def test_vllm_capture_reads_ok(server: RawHTTPServer, client: httpx.AsyncC
     assert view.generation_tokens_per_s is None and "two polls" in view.unknown["generation_tokens_per_s"]
 
 
-async def test_vllm_rate_between_two_polls(server: RawHTTPServer, client: httpx.AsyncClient) -> None:
+async def test_vllm_rate_between_two_polls(server: RawHTTPServer, client: PollClient) -> None:
     server.routes = vllm_routes("metrics.load.txt")
     poller, first = await poll(client, server.url, EngineKind.VLLM)
     server.routes = vllm_routes("metrics.after.txt")
@@ -90,7 +91,7 @@ async def test_vllm_rate_between_two_polls(server: RawHTTPServer, client: httpx.
     assert view.counter_resets == 0
 
 
-async def test_counter_reset_is_not_a_negative_rate(server: RawHTTPServer, client: httpx.AsyncClient) -> None:
+async def test_counter_reset_is_not_a_negative_rate(server: RawHTTPServer, client: PollClient) -> None:
     server.routes = vllm_routes("metrics.after.txt")
     poller, first = await poll(client, server.url, EngineKind.VLLM)
     server.routes = vllm_routes("metrics.load.txt")  # counters go down: the engine restarted
@@ -100,7 +101,7 @@ async def test_counter_reset_is_not_a_negative_rate(server: RawHTTPServer, clien
     assert view.generation_tokens_per_s is not None and view.generation_tokens_per_s > 0
 
 
-async def test_llamacpp_capture(server: RawHTTPServer, client: httpx.AsyncClient) -> None:
+async def test_llamacpp_capture(server: RawHTTPServer, client: PollClient) -> None:
     server.routes = llama_routes()
     _, snap = await poll(client, server.url, EngineKind.LLAMACPP)
     view = engine_view([snap])  # type: ignore[list-item]
@@ -112,7 +113,7 @@ async def test_llamacpp_capture(server: RawHTTPServer, client: httpx.AsyncClient
     assert view.ttft_mean_s is None and "latency" in view.unknown["ttft_mean_s"]
 
 
-async def test_litellm_without_key(server: RawHTTPServer, client: httpx.AsyncClient) -> None:
+async def test_litellm_without_key(server: RawHTTPServer, client: PollClient) -> None:
     server.routes = {
         "/health/liveliness": Reply.file(LIT / "health-liveliness.json", "application/json"),
         "/health/readiness": Reply.file(LIT / "health-readiness.json", "application/json"),
@@ -125,7 +126,7 @@ async def test_litellm_without_key(server: RawHTTPServer, client: httpx.AsyncCli
 
 
 async def test_litellm_with_key_lists_models(
-    server: RawHTTPServer, client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+    server: RawHTTPServer, client: PollClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("TEST_LITELLM_KEY", "sk-test-master")
     server.routes = {
@@ -138,7 +139,7 @@ async def test_litellm_with_key_lists_models(
     assert "sk-test-master" not in json.dumps(engine_view([snap]).to_json())  # type: ignore[list-item]
 
 
-async def test_ollama(server: RawHTTPServer, client: httpx.AsyncClient) -> None:
+async def test_ollama(server: RawHTTPServer, client: PollClient) -> None:
     server.routes = {
         "/api/ps": Reply.json(
             '{"models":[{"name":"nomic-embed-text:latest","size":300,"size_vram":200,'
@@ -158,12 +159,12 @@ async def test_ollama(server: RawHTTPServer, client: httpx.AsyncClient) -> None:
 # -- failure states ----------------------------------------------------------------------------------
 
 
-async def test_refused(client: httpx.AsyncClient) -> None:
+async def test_refused(client: PollClient) -> None:
     _, snap = await poll(client, f"http://127.0.0.1:{free_port()}", EngineKind.VLLM)
     assert snap.state is EngineState.DOWN and "refused" in (snap.error or "")  # type: ignore[attr-defined]
 
 
-async def test_timeout(server: RawHTTPServer, client: httpx.AsyncClient) -> None:
+async def test_timeout(server: RawHTTPServer, client: PollClient) -> None:
     server.routes = vllm_routes()
     server.routes["/metrics"] = Reply(mode="hang")
     _, snap = await poll(client, server.url, EngineKind.VLLM)
@@ -171,7 +172,7 @@ async def test_timeout(server: RawHTTPServer, client: httpx.AsyncClient) -> None
 
 
 @pytest.mark.parametrize("status", [401, 403])
-async def test_auth_required(server: RawHTTPServer, client: httpx.AsyncClient, status: int) -> None:
+async def test_auth_required(server: RawHTTPServer, client: PollClient, status: int) -> None:
     server.routes = llama_routes()
     body = (LLAMA / "apikey-metrics-no-key.txt").read_bytes()
     server.routes["/metrics"] = Reply(status, body, {"Content-Type": "application/json"})
@@ -182,7 +183,7 @@ async def test_auth_required(server: RawHTTPServer, client: httpx.AsyncClient, s
     assert view.requests_running is None and "auth" in view.unknown["requests_running"]
 
 
-async def test_metrics_404_is_degraded_with_the_fix(server: RawHTTPServer, client: httpx.AsyncClient) -> None:
+async def test_metrics_404_is_degraded_with_the_fix(server: RawHTTPServer, client: PollClient) -> None:
     server.routes = llama_routes()
     del server.routes["/metrics"]
     _, snap = await poll(client, server.url, EngineKind.LLAMACPP)
@@ -190,7 +191,7 @@ async def test_metrics_404_is_degraded_with_the_fix(server: RawHTTPServer, clien
     assert "--metrics" in (snap.error or "")  # type: ignore[attr-defined]
 
 
-async def test_5xx_is_down(server: RawHTTPServer, client: httpx.AsyncClient) -> None:
+async def test_5xx_is_down(server: RawHTTPServer, client: PollClient) -> None:
     server.routes = vllm_routes()
     server.routes["/metrics"] = Reply(503, b"")
     server.routes["/health"] = Reply(503, b"")
@@ -198,14 +199,14 @@ async def test_5xx_is_down(server: RawHTTPServer, client: httpx.AsyncClient) -> 
     assert snap.state is EngineState.DOWN and "503" in (snap.error or "")  # type: ignore[attr-defined]
 
 
-async def test_engine_dead_500_on_metrics(server: RawHTTPServer, client: httpx.AsyncClient) -> None:
+async def test_engine_dead_500_on_metrics(server: RawHTTPServer, client: PollClient) -> None:
     server.routes = vllm_routes()
     server.routes["/metrics"] = Reply.file(VLLM / "enginedead.completions.500.json", "application/json", status=500)
     _, snap = await poll(client, server.url, EngineKind.VLLM)
     assert snap.state is EngineState.DOWN and "HTTP 500" in (snap.error or "")  # type: ignore[attr-defined]
 
 
-async def test_html_page(server: RawHTTPServer, client: httpx.AsyncClient) -> None:
+async def test_html_page(server: RawHTTPServer, client: PollClient) -> None:
     server.routes = vllm_routes()
     server.routes["/metrics"] = Reply(
         200, b"<html><body><h1>Welcome to nginx</h1></body></html>", {"Content-Type": "text/html"}
@@ -214,7 +215,7 @@ async def test_html_page(server: RawHTTPServer, client: httpx.AsyncClient) -> No
     assert snap.state is EngineState.DEGRADED and "HTML" in (snap.error or "")  # type: ignore[attr-defined]
 
 
-async def test_truncated_body(server: RawHTTPServer, client: httpx.AsyncClient) -> None:
+async def test_truncated_body(server: RawHTTPServer, client: PollClient) -> None:
     server.routes = vllm_routes()
     server.routes["/metrics"] = Reply.file(VLLM / "metrics.load.txt", mode="truncate")
     _, snap = await poll(client, server.url, EngineKind.VLLM)
@@ -222,28 +223,28 @@ async def test_truncated_body(server: RawHTTPServer, client: httpx.AsyncClient) 
     assert "closed mid-response" in (snap.error or "")  # type: ignore[attr-defined]
 
 
-async def test_garbage_body(server: RawHTTPServer, client: httpx.AsyncClient) -> None:
+async def test_garbage_body(server: RawHTTPServer, client: PollClient) -> None:
     server.routes = vllm_routes()
     server.routes["/metrics"] = Reply(200, bytes(range(256)) * 10)
     _, snap = await poll(client, server.url, EngineKind.VLLM)
     assert snap.state is EngineState.DEGRADED and "Prometheus" in (snap.error or "")  # type: ignore[attr-defined]
 
 
-async def test_oversized_body_is_capped(server: RawHTTPServer, client: httpx.AsyncClient) -> None:
+async def test_oversized_body_is_capped(server: RawHTTPServer, client: PollClient) -> None:
     server.routes = vllm_routes()
     server.routes["/metrics"] = Reply(200, b"# padding\n" * 20_000)
     _, snap = await poll(client, server.url, EngineKind.VLLM)
     assert snap.state is EngineState.DEGRADED and "cap" in (snap.error or "")  # type: ignore[attr-defined]
 
 
-async def test_slow_endpoint_within_timeout_is_ok(server: RawHTTPServer, client: httpx.AsyncClient) -> None:
+async def test_slow_endpoint_within_timeout_is_ok(server: RawHTTPServer, client: PollClient) -> None:
     server.routes = vllm_routes()
     server.routes["/metrics"] = Reply.file(VLLM / "metrics.idle.txt", delay_s=0.4)
     _, snap = await poll(client, server.url, EngineKind.VLLM)
     assert snap.state is EngineState.OK and snap.latency_s >= 0.4  # type: ignore[attr-defined]
 
 
-async def test_disable_log_stats_is_degraded_with_reason(server: RawHTTPServer, client: httpx.AsyncClient) -> None:
+async def test_disable_log_stats_is_degraded_with_reason(server: RawHTTPServer, client: PollClient) -> None:
     server.routes = vllm_routes("metrics.disable-log-stats.txt")
     _, snap = await poll(client, server.url, EngineKind.VLLM)
     assert snap.state is EngineState.DEGRADED and "--disable-log-stats" in (snap.error or "")  # type: ignore[attr-defined]
@@ -322,7 +323,7 @@ def test_status_exit_2_on_bad_config(tmp_path: Path) -> None:
     assert proc.returncode == 2 and "engines[0:x].kind" in proc.stderr and proc.stdout == ""
 
 
-async def test_steady_state_is_one_request_per_poll(server: RawHTTPServer, client: httpx.AsyncClient) -> None:
+async def test_steady_state_is_one_request_per_poll(server: RawHTTPServer, client: PollClient) -> None:
     server.routes = vllm_routes()
     poller, _first = await poll(client, server.url, EngineKind.VLLM)
     for _ in range(3):
@@ -332,7 +333,7 @@ async def test_steady_state_is_one_request_per_poll(server: RawHTTPServer, clien
     assert "/health" not in server.hits  # only asked when /metrics fails
 
 
-async def test_llamacpp_loading_is_degraded(server: RawHTTPServer, client: httpx.AsyncClient) -> None:
+async def test_llamacpp_loading_is_degraded(server: RawHTTPServer, client: PollClient) -> None:
     loading = (LLAMA / "health-while-loading-503.json").read_bytes()
     server.routes = {
         p: Reply(503, loading, {"Content-Type": "application/json"})
@@ -343,7 +344,7 @@ async def test_llamacpp_loading_is_degraded(server: RawHTTPServer, client: httpx
 
 
 async def test_metrics_are_asked_uncompressed_and_read_when_gzipped_anyway(
-    server: RawHTTPServer, client: httpx.AsyncClient
+    server: RawHTTPServer, client: PollClient
 ) -> None:
     """prometheus_client's exposition (SGLang, older vLLM) gzips /metrics when the client accepts it:
     the console asks for identity; a body gzipped regardless (a proxy) is still read."""

@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from poolconsole.collect.engines.poll import EnginePoller
+from poolconsole.collect.getter import PollClient
 from poolconsole.collect.http import make_client
 from poolconsole.config.models import Engine, EngineKind, Settings
 from poolconsole.model.snapshots import EngineSnapshot, EngineState
@@ -54,7 +55,15 @@ WORDS = [
 
 @pytest.fixture
 async def client() -> AsyncIterator[httpx.AsyncClient]:
-    c = make_client(30.0)
+    """The load generator's client (the poller has its own)."""
+    c = httpx.AsyncClient(timeout=30.0, trust_env=False)
+    yield c
+    await c.aclose()
+
+
+@pytest.fixture
+async def poll_client() -> AsyncIterator[PollClient]:
+    c = make_client()
     yield c
     await c.aclose()
 
@@ -74,7 +83,9 @@ def peak(samples: list[EngineSnapshot], name: str) -> float:
     return max((s.metrics.get(name) or 0.0) for s in samples if s.metrics is not None)
 
 
-async def test_llama_server_idle_and_under_load(tmp_path: Path, client: httpx.AsyncClient) -> None:
+async def test_llama_server_idle_and_under_load(
+    tmp_path: Path, client: httpx.AsyncClient, poll_client: PollClient
+) -> None:
     # ~100 MB random model: about 200 tok/s on one stream here, so requests stay in flight long enough.
     model = model_path("medium", layers=8, embd=512, heads=8, kv_heads=8, ff=1376, ctx=4096)
     # cpp-httplib serves each connection on a pool thread: with 8 requests holding every HTTP thread, a
@@ -82,7 +93,7 @@ async def test_llama_server_idle_and_under_load(tmp_path: Path, client: httpx.As
     # their concurrency; the console then sees the queue.
     with llama_server(tmp_path, model, "-c", "4096", "-np", "2", "--threads-http", "16") as url:
         poller = EnginePoller(
-            Engine(name="llama", kind=EngineKind.LLAMACPP, url=url), client, Settings(http_timeout_s=15)
+            Engine(name="llama", kind=EngineKind.LLAMACPP, url=url), poll_client, Settings(http_timeout_s=15)
         )
         idle = await poller.poll()
         assert idle.state is EngineState.OK, idle.error
@@ -121,9 +132,11 @@ async def test_llama_server_idle_and_under_load(tmp_path: Path, client: httpx.As
     assert view.counter_resets == 0
 
 
-async def test_vllm_cpu_idle_and_under_load(tmp_path: Path, client: httpx.AsyncClient) -> None:
+async def test_vllm_cpu_idle_and_under_load(tmp_path: Path, client: httpx.AsyncClient, poll_client: PollClient) -> None:
     with vllm_server(tmp_path) as url:
-        poller = EnginePoller(Engine(name="vllm", kind=EngineKind.VLLM, url=url), client, Settings(http_timeout_s=15))
+        poller = EnginePoller(
+            Engine(name="vllm", kind=EngineKind.VLLM, url=url), poll_client, Settings(http_timeout_s=15)
+        )
         idle = await poller.poll()
         assert idle.state is EngineState.OK, idle.error
         assert idle.version == "0.32.0" and idle.models == ("tiny",)

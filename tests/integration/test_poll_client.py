@@ -1,0 +1,164 @@
+"""The poll client (collect.getter) against loopback servers that frame responses every legal way and
+break them in the ways engines and proxies do. Status-code meanings are tested through the engine
+poller (test_engine_http.py); here: framing, keep-alive, limits and the errors it raises."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gzip
+from collections.abc import AsyncIterator, Callable
+
+import pytest
+
+from poolconsole.collect.getter import PollClient, PollError
+from poolconsole.collect.http import Failure, fetch
+
+
+class Server:
+    """Counts connections and requests; `answer` writes the raw response bytes for each request."""
+
+    def __init__(self, answer: Callable[[int], bytes], close_after: bool = False) -> None:
+        self.answer = answer
+        self.close_after = close_after
+        self.connections = 0
+        self.requests: list[bytes] = []
+        self.writers: list[asyncio.StreamWriter] = []
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        self.writers.append(writer)
+        with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError):
+            while True:
+                self.requests.append(await reader.readuntil(b"\r\n\r\n"))
+                writer.write(self.answer(len(self.requests)))
+                await writer.drain()
+                if self.close_after:
+                    break
+        writer.close()
+
+    def drop_idle(self) -> None:
+        """The server forgets its keep-alive connections (an engine restart, a proxy's idle timeout)."""
+        for writer in self.writers:
+            writer.close()
+
+
+@contextlib.asynccontextmanager
+async def serving(server: Server) -> AsyncIterator[str]:
+    srv = await asyncio.start_server(server.handle, "127.0.0.1", 0)
+    try:
+        yield f"http://127.0.0.1:{srv.sockets[0].getsockname()[1]}"
+    finally:
+        srv.close()
+
+
+def sized(body: bytes, extra: str = "") -> bytes:
+    return f"HTTP/1.1 200 OK\r\nContent-Length: {len(body)}\r\n{extra}\r\n".encode() + body
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[PollClient]:
+    c = PollClient()
+    yield c
+    await c.aclose()
+
+
+async def test_keep_alive_one_connection_for_many_gets(client: PollClient) -> None:
+    server = Server(lambda n: sized(f"poll {n}".encode()))
+    async with serving(server) as url:
+        bodies = [(await client.get(url + "/metrics", None, 1000)).body for _ in range(5)]
+    assert bodies == [f"poll {n}".encode() for n in range(1, 6)]
+    assert server.connections == 1
+    first = server.requests[0].decode()
+    assert first.startswith("GET /metrics HTTP/1.1\r\n") and "Accept-Encoding: identity" in first
+
+
+async def test_a_connection_the_server_dropped_is_replaced(client: PollClient) -> None:
+    server = Server(lambda n: sized(b"ok"))
+    async with serving(server) as url:
+        assert (await client.get(url + "/", None, 100)).body == b"ok"
+        server.drop_idle()
+        await asyncio.sleep(0.05)
+        assert (await client.get(url + "/", None, 100)).body == b"ok"
+        assert server.connections == 2
+
+
+async def test_connection_close_is_honoured(client: PollClient) -> None:
+    server = Server(lambda n: sized(b"bye", "Connection: close\r\n"), close_after=True)
+    async with serving(server) as url:
+        for _ in range(3):
+            assert (await client.get(url + "/", None, 100)).body == b"bye"
+    assert server.connections == 3
+
+
+async def test_chunked_and_eof_framed_bodies(client: PollClient) -> None:
+    chunked = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n"
+    server = Server(lambda n: chunked)
+    async with serving(server) as url:
+        assert (await client.get(url + "/", None, 100)).body == b"hello world"
+        assert (await client.get(url + "/", None, 100)).body == b"hello world"
+    assert server.connections == 1
+    until_eof = Server(lambda n: b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\nall of it", close_after=True)
+    async with serving(until_eof) as url:
+        response = await client.get(url + "/", None, 100)
+    assert response.body == b"all of it" and response.headers["content-type"] == "text/plain"
+
+
+async def test_cut_body_and_garbage_are_errors_with_kinds(client: PollClient) -> None:
+    cut = Server(lambda n: b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly part", close_after=True)
+    async with serving(cut) as url:
+        with pytest.raises(PollError) as raised:
+            await client.get(url + "/", None, 1000)
+    assert raised.value.kind == "truncated" and "after 9 body bytes" in str(raised.value)
+    garbage = Server(lambda n: b"SSH-2.0-OpenSSH_9.2\r\n\r\n", close_after=True)
+    async with serving(garbage) as url:
+        got = await fetch(client, url + "/metrics", timeout_s=2, max_bytes=1000)
+    assert got.failure is Failure.PROTOCOL and "not a valid HTTP response" in (got.error or "")
+
+
+async def test_body_cap_holds_for_compressed_bodies_too(client: PollClient) -> None:
+    bomb = gzip.compress(b"0" * 1_000_000)  # ~1 KB on the wire
+    server = Server(
+        lambda n: (
+            sized(bomb, "Content-Encoding: gzip\r\n")
+            if n == 1
+            else sized(gzip.compress(b"x 1\n"), "Content-Encoding: gzip\r\n")
+        )
+    )
+    async with serving(server) as url:
+        capped = await fetch(client, url + "/", timeout_s=2, max_bytes=64_000)
+        fine = await fetch(client, url + "/", timeout_s=2, max_bytes=64_000)
+    assert capped.failure is Failure.TOO_LARGE and "decompressed" in (capped.error or "")
+    assert fine.ok and fine.body == b"x 1\n"
+
+
+async def test_header_values_cannot_inject_lines(client: PollClient) -> None:
+    server = Server(lambda n: sized(b"ok"))
+    async with serving(server) as url:
+        got = await fetch(
+            client, url + "/", timeout_s=2, max_bytes=100, headers={"Authorization": "Bearer x\r\nX-Evil: 1"}
+        )
+    assert got.failure is Failure.PROTOCOL and "line break" in (got.error or "")
+    assert server.requests == []
+
+
+async def test_a_slow_answer_times_out_and_its_connection_is_not_reused(client: PollClient) -> None:
+    release = asyncio.Event()
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        await release.wait()
+        writer.write(sized(b"late"))
+        with contextlib.suppress(ConnectionError):
+            await writer.drain()
+        writer.close()
+
+    srv = await asyncio.start_server(handle, "127.0.0.1", 0)
+    url = f"http://127.0.0.1:{srv.sockets[0].getsockname()[1]}/"
+    try:
+        got = await fetch(client, url, timeout_s=0.2, max_bytes=100)
+        assert got.failure is Failure.TIMEOUT
+        assert not any(client.idle.values()) and not client.active
+    finally:
+        release.set()
+        srv.close()
