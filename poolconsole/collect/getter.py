@@ -16,12 +16,15 @@ collect.http.fetch turns into words; nothing here decides what a status code mea
 from __future__ import annotations
 
 import asyncio
+import socket
 import ssl
 import zlib
 from collections import deque
 from dataclasses import dataclass
+from typing import cast
 from urllib.parse import urlsplit
 
+import aiohappyeyeballs
 import httptools
 
 from poolconsole.collect.wire import default_tls
@@ -76,8 +79,7 @@ class _Connection(asyncio.Protocol):
 
     # -- asyncio.Protocol ------------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's transports are not subclasses
 
     def data_received(self, data: bytes) -> None:
         if self.parser is None:  # bytes nobody asked for on an idle connection: it cannot be reused
@@ -241,13 +243,13 @@ class PollClient:
         loop = asyncio.get_running_loop()
         tls = (self.tls or default_tls()) if target.scheme == "https" else None
         try:
+            infos = await loop.getaddrinfo(target.host, target.port, type=socket.SOCK_STREAM)
+            # Happy eyeballs (RFC 8305): an address family that hangs (an IPv6 route to nowhere) costs
+            # 250 ms, not the poll's deadline. aiohappyeyeballs, as uvloop's create_connection has none.
+            sock = await aiohappyeyeballs.start_connection(infos, happy_eyeballs_delay=HAPPY_EYEBALLS_S, interleave=1)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             _, conn = await loop.create_connection(
-                _Connection,
-                target.host,
-                target.port,
-                ssl=tls,
-                server_hostname=target.host if tls else None,
-                happy_eyeballs_delay=HAPPY_EYEBALLS_S,
+                _Connection, sock=sock, ssl=tls, server_hostname=target.host if tls else None
             )
         except ssl.SSLError as exc:
             raise PollError("protocol", f"TLS failed: {exc}", exc) from None

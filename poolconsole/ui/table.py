@@ -10,14 +10,13 @@ methods and its segments styled directly; headers, row labels and multi-line row
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual.cache import LRUCache
 from textual.widgets import DataTable
-from textual.widgets._data_table import CellCacheKey
 
 
 class PoolTable(DataTable[Text | str]):
@@ -44,22 +43,28 @@ class PoolTable(DataTable[Text | str]):
         row = self.rows.get(row_key) if row_key is not None else None
         if row is None or row.height != 1 or row_key is None or column_key is None:
             return super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
-        cache_key: CellCacheKey = (
-            row_key,
-            column_key,
+        _, row_cells = self._get_row_renderables(row_index)
+        cell = row_cells[column_index]
+        text = cell if isinstance(cell, Text) else Text(str(cell))
+        # Keyed by what the cell shows, not by the table's update count: a cell whose text did not change
+        # since the last frame is not rendered again (at a 1 s refresh most of a row's cells do not).
+        cache_key = (
+            text.plain,
+            text.style,
+            tuple(text.spans),
+            width,
+            row_index,
+            column_index,
             base_style,
             cursor,
             hover,
             self._show_hover_cursor,
-            self._update_count,
             self._pseudo_class_state,
         )
-        cached = self._cell_render_cache.get(cache_key)
+        cache = cast("LRUCache[Any, list[list[Segment]]]", self._cell_render_cache)  # cleared with the stock caches
+        cached = cache.get(cache_key)
         if cached is not None:
             return cached
-        _, row_cells = self._get_row_renderables(row_index)
-        cell = row_cells[column_index]
-        text = cell if isinstance(cell, Text) else Text(str(cell))
         component_style, post_style = self._get_styles_to_render_cell(
             False,
             False,
@@ -85,5 +90,5 @@ class PoolTable(DataTable[Text | str]):
             rendered = Segment.apply_style(rendered, console.get_style(line.style))
         segments = [Segment(" " * pad), *rendered, Segment(fill)]
         lines = [list(Segment.apply_style(segments, style, post_style))]
-        self._cell_render_cache[cache_key] = lines
+        cache[cache_key] = lines
         return lines

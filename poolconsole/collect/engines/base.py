@@ -9,7 +9,7 @@ from functools import cached_property
 from types import MappingProxyType
 from typing import Literal
 
-from poolconsole.collect.prom import Exposition, Sample, by_name, parse_exposition
+from poolconsole.collect.prom import Exposition, Sample, parse_exposition
 from poolconsole.model.snapshots import EngineMetrics, Histogram, RankMetrics
 
 Agg = Literal["sum", "max", "mean"]
@@ -52,7 +52,63 @@ def _aggregate(values: list[float], how: Agg) -> float:
     return math.fsum(values) / len(values)
 
 
-def _first_present(index: Mapping[str, list[Sample]], aliases: tuple[str, ...]) -> list[Sample] | None:
+Head = tuple[str, tuple[tuple[str, str], ...]]
+"""A sample's name and sorted labels: everything about it but its value."""
+
+
+def _label(labels: tuple[tuple[str, str], ...], key: str) -> str | None:
+    for k, v in labels:
+        if k == key:
+            return v
+    return None
+
+
+@dataclass(frozen=True, eq=False)
+class Plan:
+    """Which samples feed which normalized metric, for one page layout (the list of sample heads).
+
+    An engine serves the same series poll after poll with new values, so the plan is worked out once
+    per layout and each poll is then a handful of sums over value positions."""
+
+    gauges: tuple[tuple[str, tuple[int, ...], Agg], ...]
+    counters: tuple[tuple[str, tuple[int, ...]], ...]
+    histograms: tuple[tuple[str, tuple[tuple[float, tuple[int, ...]], ...], tuple[int, ...], tuple[int, ...]], ...]
+    """name, (bound, samples) per bucket sorted by bound, _sum samples, _count samples."""
+    process_start: tuple[int, ...]
+    ranks: tuple[tuple[str, tuple[int, ...], tuple[int, ...], tuple[int, ...]], ...]
+    """rank, its running / waiting / KV samples."""
+    models: tuple[str, ...]
+    series: int
+    missing: Mapping[str, str]
+
+    def apply(self, values: list[float]) -> tuple[EngineMetrics, dict[str, str]]:
+        fsum = math.fsum
+        out: dict[str, float] = {}
+        for name, idx, how in self.gauges:
+            out[name] = _aggregate([values[i] for i in idx], how)
+        for name, idx in self.counters:
+            out[name] = fsum([values[i] for i in idx])
+        histograms: dict[str, Histogram] = {}
+        for name, buckets, sums, counts in self.histograms:
+            count = fsum([values[i] for i in counts])
+            pairs = [(bound, fsum([values[i] for i in idx]) if idx else count) for bound, idx in buckets]
+            histograms[name] = Histogram(tuple(pairs), fsum([values[i] for i in sums]), count)
+        if self.process_start:
+            out["process_start_time"] = max(values[i] for i in self.process_start)
+        ranks = tuple(
+            RankMetrics(
+                rank,
+                fsum([values[i] for i in run]) if run else None,
+                fsum([values[i] for i in wait]) if wait else None,
+                max(values[i] for i in kv) if kv else None,
+            )
+            for rank, run, wait, kv in self.ranks
+        )
+        metrics = EngineMetrics(MappingProxyType(out), MappingProxyType(histograms), ranks, self.models, self.series)
+        return metrics, dict(self.missing)
+
+
+def _first_present(index: Mapping[str, list[int]], aliases: tuple[str, ...]) -> list[int] | None:
     for alias in aliases:
         found = index.get(alias)
         if found:
@@ -60,29 +116,94 @@ def _first_present(index: Mapping[str, list[Sample]], aliases: tuple[str, ...]) 
     return None
 
 
-def _histogram(index: Mapping[str, list[Sample]], aliases: tuple[str, ...]) -> Histogram | None:
-    for base in aliases:
-        buckets = index.get(base + "_bucket")
-        if not buckets:
+def build_plan(heads: list[Head], spec: MetricSpec, series: int | None = None) -> Plan:
+    """The plan for samples with these heads (all with finite values; skipped ones already removed).
+    `series` is the number of the engine's own series on the page, when counted elsewhere."""
+    index: dict[str, list[int]] = {}
+    for i, (name, _) in enumerate(heads):
+        index.setdefault(name, []).append(i)
+    missing: dict[str, str] = dict(spec.not_exposed)
+    absent_reason = f"not in this {spec.kind} /metrics page (older or newer version, or metrics disabled)"
+    found_names: set[str] = set()
+
+    gauges: list[tuple[str, tuple[int, ...], Agg]] = []
+    per_rank: dict[str, dict[str, list[int]]] = {}
+    for name, (aliases, how) in spec.gauges.items():
+        found = _first_present(index, aliases)
+        if found is None:
+            missing.setdefault(name, absent_reason)
             continue
-        by_le: dict[float, float] = {}
-        for s in buckets:
-            le = s.label("le")
-            if le is None:
-                continue
-            try:
-                bound = float(le)
-            except ValueError:
-                continue
-            by_le[bound] = by_le.get(bound, 0.0) + s.value
-        if not by_le:
+        gauges.append((name, tuple(found), how))
+        found_names.add(name)
+        if spec.rank_label and name in ("requests_running", "requests_waiting", "kv_cache_usage"):
+            for i in found:
+                rank = _label(heads[i][1], spec.rank_label) or "0"
+                per_rank.setdefault(rank, {}).setdefault(name, []).append(i)
+    counters: list[tuple[str, tuple[int, ...]]] = []
+    for name, aliases in spec.counters.items():
+        found = _first_present(index, aliases)
+        if found is None:
+            missing.setdefault(name, absent_reason)
             continue
-        total = math.fsum(s.value for s in index.get(base + "_sum", []))
-        count = math.fsum(s.value for s in index.get(base + "_count", []))
-        if math.inf not in by_le:
-            by_le[math.inf] = count
-        return Histogram(tuple(sorted(by_le.items())), total, count)
-    return None
+        counters.append((name, tuple(found)))
+        found_names.add(name)
+    histograms = []
+    for name, aliases in spec.histograms.items():
+        for base in aliases:
+            by_le: dict[float, list[int]] = {}
+            for i in index.get(base + "_bucket", []):
+                le = _label(heads[i][1], "le")
+                if le is None:
+                    continue
+                try:
+                    by_le.setdefault(float(le), []).append(i)
+                except ValueError:
+                    continue
+            if not by_le:
+                continue
+            by_le.setdefault(math.inf, [])  # no +Inf bucket: the count stands in for it
+            buckets = tuple((bound, tuple(by_le[bound])) for bound in sorted(by_le))
+            histograms.append(
+                (name, buckets, tuple(index.get(base + "_sum", [])), tuple(index.get(base + "_count", [])))
+            )
+            found_names.add(name)
+            break
+        else:
+            missing.setdefault(name, absent_reason)
+    process_start = tuple(index.get("process_start_time_seconds", []))
+    if process_start:
+        missing.pop("process_start_time", None)
+    ranks = tuple(
+        (
+            rank,
+            tuple(per_rank[rank].get("requests_running", ())),
+            tuple(per_rank[rank].get("requests_waiting", ())),
+            tuple(per_rank[rank].get("kv_cache_usage", ())),
+        )
+        for rank in sorted(per_rank, key=lambda r: (len(r), r))
+    )
+    models: list[str] = []
+    for name, labels in heads:
+        if spec.prefix and not name.startswith(spec.prefix):
+            continue
+        for label in spec.model_labels:
+            value = _label(labels, label)
+            if value and value not in models:
+                models.append(value)
+    if series is None:
+        series = sum(1 for name, _ in heads if name.startswith(spec.prefix)) if spec.prefix else len(heads)
+    for name in found_names:
+        missing.pop(name, None)
+    return Plan(
+        tuple(gauges),
+        tuple(counters),
+        tuple(histograms),
+        process_start,
+        ranks,
+        tuple(models),
+        series,
+        MappingProxyType(missing),
+    )
 
 
 def metrics_from_samples(samples: list[Sample], spec: MetricSpec) -> tuple[EngineMetrics, dict[str, str]]:
@@ -90,74 +211,9 @@ def metrics_from_samples(samples: list[Sample], spec: MetricSpec) -> tuple[Engin
     if spec.skip is not None:
         samples = [s for s in samples if not spec.skip(s)]
     valid = [s for s in samples if math.isfinite(s.value)]
-    index = by_name(valid)
-    values: dict[str, float] = {}
-    missing: dict[str, str] = dict(spec.not_exposed)
-    absent_reason = f"not in this {spec.kind} /metrics page (older or newer version, or metrics disabled)"
-
-    rank_values: dict[str, dict[str, list[float]]] = {}
-    for name, (aliases, how) in spec.gauges.items():
-        found = _first_present(index, aliases)
-        if found is None:
-            missing.setdefault(name, absent_reason)
-            continue
-        values[name] = _aggregate([s.value for s in found], how)
-        if spec.rank_label and name in ("requests_running", "requests_waiting", "kv_cache_usage"):
-            for s in found:
-                rank = s.label(spec.rank_label) or "0"
-                rank_values.setdefault(rank, {}).setdefault(name, []).append(s.value)
-    for name, aliases in spec.counters.items():
-        found = _first_present(index, aliases)
-        if found is None:
-            missing.setdefault(name, absent_reason)
-            continue
-        values[name] = math.fsum(s.value for s in found)
-    histograms: dict[str, Histogram] = {}
-    for name, aliases in spec.histograms.items():
-        hist = _histogram(index, aliases)
-        if hist is None:
-            missing.setdefault(name, absent_reason)
-        else:
-            histograms[name] = hist
-    process_start = index.get("process_start_time_seconds")
-    if process_start:
-        values["process_start_time"] = max(s.value for s in process_start)
-        missing.pop("process_start_time", None)
-
-    ranks: list[RankMetrics] = []
-    for rank in sorted(rank_values, key=lambda r: (len(r), r)):
-        got = rank_values[rank]
-        ranks.append(
-            RankMetrics(
-                rank,
-                math.fsum(got["requests_running"]) if "requests_running" in got else None,
-                math.fsum(got["requests_waiting"]) if "requests_waiting" in got else None,
-                max(got["kv_cache_usage"]) if "kv_cache_usage" in got else None,
-            )
-        )
-    models: list[str] = []
-    for s in valid:
-        if spec.prefix and not s.name.startswith(spec.prefix):
-            continue
-        for label in spec.model_labels:
-            value = s.label(label)
-            if value and value not in models:
-                models.append(value)
-    engine_series = sum(1 for s in samples if s.name.startswith(spec.prefix)) if spec.prefix else len(samples)
-    for name in values:
-        missing.pop(name, None)
-    for name in histograms:
-        missing.pop(name, None)
-    return (
-        EngineMetrics(
-            MappingProxyType(values),
-            MappingProxyType(histograms),
-            tuple(ranks),
-            tuple(models),
-            engine_series,
-        ),
-        missing,
-    )
+    series = sum(1 for s in samples if s.name.startswith(spec.prefix)) if spec.prefix else len(samples)
+    plan = build_plan([(s.name, s.labels) for s in valid], spec, series)
+    return plan.apply([s.value for s in valid])
 
 
 def parse_metrics(body: bytes | str, spec: MetricSpec) -> tuple[EngineMetrics, dict[str, str], Exposition]:

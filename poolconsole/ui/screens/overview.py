@@ -46,6 +46,7 @@ class OverviewScreen(Screen[None]):
         self.rendered: dict[str, dict[str, str]] = {}
         self.filter_text = ""
         self.sort_index = 0
+        self.status_text = ""
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -134,9 +135,10 @@ class OverviewScreen(Screen[None]):
         mode = "  READ-ONLY" if getattr(app, "read_only", False) else ""
         shown = self.query_one(DataTable).row_count
         filt = f"  filter: {self.filter_text!r}" if self.filter_text else ""
-        self.query_one("#status-line", Static).update(
-            f"{shown} rows  sorted by {SORTS[self.sort_index][1]}{filt}  active alerts: {alerts}{mode}"
-        )
+        line = f"{shown} rows  sorted by {SORTS[self.sort_index][1]}{filt}  active alerts: {alerts}{mode}"
+        if line != self.status_text:  # Static.update lays the screen out again: only when it changed
+            self.status_text = line
+            self.query_one("#status-line", Static).update(line)
 
     # -- interaction ---------------------------------------------------------------------------------
     def open_filter(self) -> None:
