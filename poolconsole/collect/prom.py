@@ -42,7 +42,8 @@ def _normalise_name(name: str) -> str:
     return name
 
 
-def _decode(body: bytes | str) -> str:
+def decode(body: bytes | str) -> str:
+    """The page as text; ParseError when it is plainly not Prometheus text (HTML, JSON, binary)."""
     text = body.decode("utf-8", errors="replace") if isinstance(body, bytes) else body
     stripped = text.lstrip()
     if stripped.startswith("<"):
@@ -151,6 +152,31 @@ def _fast(text: str) -> list[Sample] | None:
     return samples
 
 
+_HEAD = re.compile(r"([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?")
+
+
+def sample_heads(heads: Iterable[str]) -> list[tuple[str, tuple[tuple[str, str], ...]]] | None:
+    """Sample lines up to their value -> (normalised name, "" for a `_created` sample; sorted labels),
+    from the same cache as `_fast`; None when one of them is not a well-formed sample head."""
+    cache = _HEADS
+    if len(cache) > HEADS_KEPT:
+        cache.clear()
+    out = []
+    for head in heads:
+        known = cache.get(head)
+        if known is None:
+            match = _HEAD.fullmatch(head)
+            if match is None:
+                return None
+            name, raw_labels = match.groups()
+            labels = _labels(raw_labels) if raw_labels else ()
+            if labels is None:
+                return None
+            known = cache[head] = ("" if name.endswith("_created") else _normalise_name(name), labels)
+        out.append(known)
+    return out
+
+
 def _lenient(text: str) -> Exposition:
     """Line by line: keep every sample that parses, count the lines that do not."""
     samples: list[Sample] = []
@@ -183,7 +209,7 @@ _SAMPLE_LINE = re.compile(r"[A-Za-z_:][A-Za-z0-9_:]*(?=[{\s])")
 
 
 @functools.lru_cache(maxsize=64)
-def _exposed(names: frozenset[str]) -> frozenset[str]:
+def exposed(names: frozenset[str]) -> frozenset[str]:
     """Every exposed spelling of these normalised names (`vllm:x` is also served as `vllm_x`)."""
     out = set(names)
     for name in names:
@@ -206,7 +232,7 @@ class _Family:
 class _Selection:
     def __init__(self, wanted: frozenset[str], prefix: str) -> None:
         self.wanted = wanted
-        self.exposed = _exposed(wanted)
+        self.exposed = exposed(wanted)
         engine = prefix.rstrip(":")
         self.prefixes = (engine + ":", engine + "_") if engine in ENGINE_PREFIXES else (prefix,) if prefix else ()
         self.families: dict[str, _Family] = {}
@@ -304,7 +330,7 @@ def parse_exposition(body: bytes | str, wanted: frozenset[str] | None = None, pr
     and reports how many lines were dropped. Raises ParseError, and only ParseError, when nothing
     usable is left.
     """
-    text = _decode(body)
+    text = decode(body)
     bad, first_bad, total, prefixed = 0, None, None, None
     if wanted is not None:
         selected = select_lines(text, wanted, prefix)

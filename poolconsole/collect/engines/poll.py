@@ -15,7 +15,7 @@ from types import MappingProxyType
 from typing import Any
 
 from poolconsole.collect.engines import jsonparse, specs
-from poolconsole.collect.engines.base import MetricSpec, parse_metrics
+from poolconsole.collect.engines.base import MetricSpec, PageMemo, parse_metrics
 from poolconsole.collect.getter import PollClient
 from poolconsole.collect.http import Failure, Fetched, fetch
 from poolconsole.collect.prom import ParseError
@@ -107,6 +107,7 @@ class EnginePoller:
         self.models: tuple[str, ...] | None = None
         self.restart_marker: str | None = None
         self.polls = 0
+        self.page = PageMemo()
 
     # -- plumbing ---------------------------------------------------------------------------------
     def _headers(self, poll: _Poll) -> dict[str, str] | None:
@@ -234,7 +235,7 @@ class EnginePoller:
                 poll.all_missing(f"/metrics failed: {fetched.failure}")
             return
         try:
-            metrics, missing, exposition = parse_metrics(fetched.body, spec)
+            metrics, missing, exposition = parse_metrics(fetched.body, spec, self.page)
         except ParseError as exc:
             poll.worse(EngineState.DEGRADED, f"/metrics: {exc}")
             poll.all_missing("/metrics body could not be parsed")
