@@ -12,7 +12,7 @@ from textual.widgets import DataTable
 
 from poolconsole.config import parse_config
 from poolconsole.sim.run import SimPool
-from poolconsole.ui.app import EnginePolled, HostPolled, PoolApp
+from poolconsole.ui.app import PoolApp
 from poolconsole.ui.screens.detail import DetailScreen
 from poolconsole.ui.screens.others import GatewayScreen, HelpScreen
 from poolconsole.ui.screens.overview import OverviewScreen
@@ -45,9 +45,9 @@ def static_app(tmp_path: Path, read_only: bool = False) -> PoolApp:
 async def feed(app: PoolApp) -> None:
     cfg = app.config
     for host in uipool.host_snapshots(cfg):
-        app.post_message(HostPolled(host))
+        app.apply_host(host)
     for snap in uipool.engine_snapshots(cfg):
-        app.post_message(EnginePolled(snap))
+        app.apply_engine(snap)
 
 
 async def settle(pilot: object, app: PoolApp) -> None:

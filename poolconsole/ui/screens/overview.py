@@ -29,6 +29,15 @@ def _plain(value: Text | str) -> str:
     return value.plain if isinstance(value, Text) else value
 
 
+def _signature(value: Text | str) -> str:
+    """What a cell shows, to compare with the last frame (a Text is made only for cells that changed)."""
+    return value if isinstance(value, str) else value.plain + str(value.style) + str(value.spans)
+
+
+def _text(value: Text | str) -> Text:
+    return value if isinstance(value, Text) else Text(value)  # a str cell would be parsed as markup on every render
+
+
 def _number(text: str) -> float:
     head = text.split("/")[-1].rstrip("%")
     try:
@@ -68,7 +77,7 @@ class OverviewScreen(Screen[None]):
         self.ready = True
 
     # -- data ----------------------------------------------------------------------------------------
-    def rows(self) -> dict[str, dict[str, Text]]:
+    def rows(self) -> dict[str, dict[str, Text | str]]:
         c = cells.Colors.from_theme(self.app.theme_variables)
         out: dict[str, dict[str, Any]] = {}
         with_engines = set()
@@ -78,8 +87,6 @@ class OverviewScreen(Screen[None]):
         for host in self.state.hosts.values():
             if host.config.name not in with_engines:
                 out[f"host:{host.config.name}"] = cells.host_row(self.state, host, c)
-        # Text, not str: a str cell is parsed as markup on every render
-        out = {k: {c: v if isinstance(v, Text) else Text(v) for c, v in r.items()} for k, r in out.items()}
         if self.filter_text:
             needle = self.filter_text.lower()
             out = {k: r for k, r in out.items() if any(needle in _plain(v).lower() for v in r.values())}
@@ -103,17 +110,17 @@ class OverviewScreen(Screen[None]):
                 table.clear()
                 self.rendered = {}
                 for key in order:
-                    table.add_row(*rows[key].values(), key=key)
-                    self.rendered[key] = {c: _plain(v) + str(getattr(v, "style", "")) for c, v in rows[key].items()}
+                    table.add_row(*(_text(v) for v in rows[key].values()), key=key)
+                    self.rendered[key] = {c: _signature(v) for c, v in rows[key].items()}
                 if cursor_key in rows:
                     table.move_cursor(row=order.index(cursor_key), animate=False)
             else:
                 for key in order:
                     old = self.rendered[key]
                     for column, value in rows[key].items():
-                        signature = _plain(value) + str(getattr(value, "style", ""))
+                        signature = _signature(value)
                         if old.get(column) != signature:
-                            table.update_cell(key, column, value)
+                            table.update_cell(key, column, _text(value))
                             old[column] = signature
         self._status_line()
 
