@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -38,8 +39,21 @@ from poolconsole.ui.screens.others import AlertsScreen, GatewayScreen, HelpScree
 from poolconsole.ui.screens.overview import OverviewScreen
 from poolconsole.ui.screens.smoke import SmokeScreen
 
+GC_SETTLE_S = 15.0
+GC_THRESHOLD = 50_000
 REDRAW_S = 1.0  # the poll cadence: redrawing faster only burns CPU
 UPDATE_TIMES_KEPT = 100_000  # the newest apply times (benchmarks read them); bounded: the console runs for days
+
+
+def settle_gc() -> None:
+    """Once the console has started: what exists now (config, screens, connections, the Textual and
+    library objects) lives as long as the process, so it is moved out of the cyclic collector's sight
+    (gc.freeze), and the collector runs after 50,000 net new objects instead of 700. Measured on the
+    72-engine demo (benchmarks/ui_bench.py): every full collection walked ~245,000 objects and took
+    ~260 ms (a frozen frame), and collections cost ~5 % of a core in all; after this, ~0."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(GC_THRESHOLD, 20, 20)
 
 
 class PoolApp(App[None]):
@@ -90,6 +104,7 @@ class PoolApp(App[None]):
         self.set_interval(REDRAW_S, self._redraw)
         if self.live:
             self._start_polling()
+            self.set_timer(GC_SETTLE_S, settle_gc)
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return dict(themes.SEMANTIC)
