@@ -12,7 +12,6 @@ import asyncio
 import os
 import resource
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -23,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from poolconsole.config import load_config  # noqa: E402
-from poolconsole.ui.app import PoolApp  # noqa: E402
+from poolconsole.ui.app import ApplyTimes, PoolApp  # noqa: E402
 
 
 def rss_mib() -> float:
@@ -62,17 +61,21 @@ async def main(nodes: int, seconds: float) -> None:
             app = PoolApp(config, theme_state=Path(tmp) / "ui.json")
             async with app.run_test(size=(160, 45)):
                 await asyncio.sleep(10)  # connections up, first polls done
-                app.update_times.clear()
+                app.update_times = ApplyTimes()
                 rss_start = rss_mib()
                 cpu0, wall0 = time.process_time(), time.monotonic()
                 rss_trace = []
                 for _ in range(int(seconds // 30)):
                     await asyncio.sleep(30)
                     rss_trace.append(rss_mib())
+                    if os.environ.get("UI_BENCH_GC"):
+                        import gc
+
+                        print(f"  {len(gc.get_objects())} objects tracked, gc counts {gc.get_count()}", flush=True)
                 await asyncio.sleep(seconds % 30)
                 cpu, wall = time.process_time() - cpu0, time.monotonic() - wall0
                 rss_end = rss_mib()
-                updates = list(app.update_times)
+                updates = app.update_times
                 states = {t.view.state for t in app.state.engines.values() if t.view}
         finally:
             sim.send_signal(signal.SIGINT)
@@ -84,8 +87,8 @@ async def main(nodes: int, seconds: float) -> None:
     )
     print(f"CPU: {cpu:.1f} s of {wall:.0f} s = {cpu / wall * 100:.1f}% of one core (target <= 5%)")
     print(
-        f"apply one update: mean {statistics.mean(updates) * 1e3:.3f} ms, max {max(updates) * 1e3:.2f} ms "
-        f"over {len(updates)} updates ({len(updates) / wall:.0f}/s)"
+        f"apply one update: mean {updates.total_s / max(1, updates.count) * 1e3:.3f} ms, max {updates.max_s * 1e3:.2f} ms "
+        f"over {updates.count} updates ({updates.count / wall:.0f}/s)"
     )
     print(
         f"RSS: {rss_start:.0f} MiB at start, every 30 s {' '.join(f'{r:.0f}' for r in rss_trace)}, "

@@ -7,8 +7,8 @@ import asyncio
 import contextlib
 import gc
 import time
-from collections import deque
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,19 +41,22 @@ from poolconsole.ui.screens.smoke import SmokeScreen
 
 GC_SETTLE_S = 15.0
 GC_THRESHOLD = 50_000
+GC_FULL_EVERY_S = 60.0
 REDRAW_S = 1.0  # the poll cadence: redrawing faster only burns CPU
-UPDATE_TIMES_KEPT = 100_000  # the newest apply times (benchmarks read them); bounded: the console runs for days
 
 
-def settle_gc() -> None:
-    """Once the console has started: what exists now (config, screens, connections, the Textual and
-    library objects) lives as long as the process, so it is moved out of the cyclic collector's sight
-    (gc.freeze), and the collector runs after 50,000 net new objects instead of 700. Measured on the
-    72-engine demo (benchmarks/ui_bench.py): every full collection walked ~245,000 objects and took
-    ~260 ms (a frozen frame), and collections cost ~5 % of a core in all; after this, ~0."""
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(GC_THRESHOLD, 20, 20)
+@dataclass
+class ApplyTimes:
+    """How long applying poll results took (benchmarks read it): running totals, nothing that grows."""
+
+    count: int = 0
+    total_s: float = 0.0
+    max_s: float = 0.0
+
+    def add(self, seconds: float) -> None:
+        self.count += 1
+        self.total_s += seconds
+        self.max_s = max(self.max_s, seconds)
 
 
 class PoolApp(App[None]):
@@ -85,7 +88,11 @@ class PoolApp(App[None]):
         self.ssh: SSHPool | None = None
         self.smoke_db: Path | None = None
         self.audit_path: Path | None = None
-        self.update_times: deque[float] = deque(maxlen=UPDATE_TIMES_KEPT)
+        self.gc_settle_s = GC_SETTLE_S
+        self.gc_full_every_s = GC_FULL_EVERY_S
+        self.gc_settled = False
+        self.full_collections = 0
+        self.update_times = ApplyTimes()
         """Seconds spent applying each poll result (benchmarks read it)."""
 
     # -- start-up ------------------------------------------------------------------------------------
@@ -104,7 +111,25 @@ class PoolApp(App[None]):
         self.set_interval(REDRAW_S, self._redraw)
         if self.live:
             self._start_polling()
-            self.set_timer(GC_SETTLE_S, settle_gc)
+            self.set_timer(self.gc_settle_s, self._settle_gc)
+            self.set_interval(self.gc_full_every_s, self._collect_garbage)
+
+    def _settle_gc(self) -> None:
+        """Once the console has started: what exists now (config, screens, connections, the Textual and
+        library objects) lives as long as the process, so it is moved out of the cyclic collector's
+        sight (gc.freeze), and a young collection runs after GC_THRESHOLD net new objects instead of
+        700. Measured on the 72-engine demo (benchmarks/ui_bench.py): every full collection walked
+        ~245,000 objects and took ~260 ms (a frozen frame), and collections cost ~5 % of a core in all.
+        With so few collections, cycles that outlive a young one would wait long for a full one, so
+        a full collection runs every gc_full_every_s (~60 ms once the start-up objects are frozen)."""
+        gc.collect()
+        gc.freeze()
+        gc.set_threshold(GC_THRESHOLD, 20, 20)
+        self.gc_settled = True
+
+    def _collect_garbage(self) -> None:
+        gc.collect()
+        self.full_collections += 1
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return dict(themes.SEMANTIC)
@@ -178,14 +203,14 @@ class PoolApp(App[None]):
         view = self.state.apply_engine(snapshot)
         self._alert(self.alerts.engine(view, snapshot.fetched_at))
         self._dirty = True
-        self.update_times.append(time.perf_counter() - started)
+        self.update_times.add(time.perf_counter() - started)
 
     def apply_host(self, snapshot: HostSnapshot) -> None:
         started = time.perf_counter()
         self.state.apply_host(snapshot)
         self._alert(self.alerts.host(snapshot, snapshot.fetched_at))
         self._dirty = True
-        self.update_times.append(time.perf_counter() - started)
+        self.update_times.add(time.perf_counter() - started)
 
     def _alert(self, events: list[AlertEvent]) -> None:
         for event in events:

@@ -4,6 +4,7 @@ read-only mode, and a host that dies while the others keep updating."""
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -164,6 +165,8 @@ async def test_a_dead_host_does_not_stop_the_others(tmp_path: Path) -> None:
             .replace("http_timeout_s = 3.0", "http_timeout_s = 1.0")
         )
         app = PoolApp(config, theme_state=tmp_path / "ui.json")
+        app.gc_settle_s, app.gc_full_every_s = 1.0, 2.0  # the collector settings of a long-running console
+        threshold = gc.get_threshold()
         async with app.run_test(size=(160, 40)) as pilot:
             await asyncio.sleep(2.5)
             await settle(pilot, app)
@@ -184,6 +187,9 @@ async def test_a_dead_host_does_not_stop_the_others(tmp_path: Path) -> None:
             assert len(app.state.engines["qwen3-next-80b"].history.times) >= polls_before + 3  # still updating
             assert table.get_cell("engine:qwen3-next-80b", "state").plain == "ok"
             assert ("qwen3-30b-a3b", "down") in app.alerts.active
+            assert app.gc_settled and gc.get_freeze_count() > 0 and app.full_collections >= 2
+        gc.unfreeze()
+        gc.set_threshold(*threshold)
 
 
 async def test_smoke_action_runs_and_shows_results(tmp_path: Path) -> None:
