@@ -87,7 +87,8 @@ async def main(nodes: int, seconds: float) -> None:
     )
     print(f"CPU: {cpu:.1f} s of {wall:.0f} s = {cpu / wall * 100:.1f}% of one core (target <= 5%)")
     print(
-        f"apply one update: mean {updates.total_s / max(1, updates.count) * 1e3:.3f} ms, max {updates.max_s * 1e3:.2f} ms "
+        f"apply one update: mean {updates.total_s / max(1, updates.count) * 1e3:.3f} ms, "
+        f"max {updates.max_s * 1e3:.2f} ms "
         f"over {updates.count} updates ({updates.count / wall:.0f}/s)"
     )
     print(
