@@ -63,7 +63,7 @@ async def main(nodes: int, seconds: float) -> None:
                 await asyncio.sleep(10)  # connections up, first polls done
                 app.update_times = ApplyTimes()
                 rss_start = rss_mib()
-                cpu0, wall0 = time.process_time(), time.monotonic()
+                cpu0, wall0, times0 = time.process_time(), time.monotonic(), os.times()
                 rss_trace = []
                 for _ in range(int(seconds // 30)):
                     await asyncio.sleep(30)
@@ -73,7 +73,7 @@ async def main(nodes: int, seconds: float) -> None:
 
                         print(f"  {len(gc.get_objects())} objects tracked, gc counts {gc.get_count()}", flush=True)
                 await asyncio.sleep(seconds % 30)
-                cpu, wall = time.process_time() - cpu0, time.monotonic() - wall0
+                cpu, wall, times1 = time.process_time() - cpu0, time.monotonic() - wall0, os.times()
                 rss_end = rss_mib()
                 updates = app.update_times
                 states = {t.view.state for t in app.state.engines.values() if t.view}
@@ -85,7 +85,11 @@ async def main(nodes: int, seconds: float) -> None:
         f"console on {len(config.engines)} engines + {len(config.hosts)} hosts ({targets} poll loops, 1 s refresh), "
         f"{wall:.0f} s measured"
     )
-    print(f"CPU: {cpu:.1f} s of {wall:.0f} s = {cpu / wall * 100:.1f}% of one core (target <= 5%)")
+    user, system = times1.user - times0.user, times1.system - times0.system
+    print(
+        f"CPU: {cpu:.1f} s of {wall:.0f} s = {cpu / wall * 100:.1f}% of one core (target <= 5%): "
+        f"user {user / wall * 100:.1f}%, kernel {system / wall * 100:.1f}%"
+    )
     print(
         f"apply one update: mean {updates.total_s / max(1, updates.count) * 1e3:.3f} ms, "
         f"max {updates.max_s * 1e3:.2f} ms "
