@@ -256,3 +256,24 @@ async def test_restart_and_rollover_from_the_console(tmp_path: Path) -> None:
         entries = audit.entries(tmp_path / "audit.sqlite3")
         assert [(e.action, e.target, e.outcome) for e in entries] == [("restart", "qwen3-30b-a3b", "ok")]
         assert pool.engines["qwen3-30b-a3b"].load is not None
+
+
+async def test_r_polls_every_target_now(tmp_path: Path) -> None:
+    async with demo_pool(13, None) as pool:
+        config = parse_config(pool.config_toml().replace("poll_interval_s = 1.0", "poll_interval_s = 30.0"))
+        app = PoolApp(config, theme_state=tmp_path / "ui.json")
+        async with app.run_test(size=(160, 40)) as pilot:
+            history = app.state.engines["qwen3-next-80b"].history
+            for _ in range(100):  # the first poll of every loop, then they sleep for 30 s
+                if len(history.times):
+                    break
+                await asyncio.sleep(0.1)
+            await asyncio.sleep(1.0)
+            assert len(history.times) == 1
+            await pilot.press("r")
+            for _ in range(50):
+                if len(history.times) == 2:
+                    break
+                await asyncio.sleep(0.1)
+            assert len(history.times) == 2  # polled again at once, not 30 s later
+            assert not app._sleepers or all(not w.done() for w in app._sleepers)
