@@ -22,8 +22,16 @@ def counter_delta(before: float, after: float, reset: bool) -> float:
 def histogram_delta(before: Histogram, after: Histogram, reset: bool) -> Histogram:
     if reset or after.count < before.count:
         return after
-    prev = dict(before.buckets)
-    buckets = tuple((le, max(0.0, count - prev.get(le, 0.0))) for le, count in after.buckets)
+    if len(before.buckets) == len(after.buckets) and all(
+        a[0] == b[0] for a, b in zip(before.buckets, after.buckets, strict=True)
+    ):  # the usual case, the same bounds poll after poll: pairwise, no dict
+        buckets = tuple(
+            (le, count - old if count > old else 0.0)
+            for (le, count), (_, old) in zip(after.buckets, before.buckets, strict=True)
+        )
+    else:
+        prev = dict(before.buckets)
+        buckets = tuple((le, max(0.0, count - prev.get(le, 0.0))) for le, count in after.buckets)
     return Histogram(buckets, max(0.0, after.sum - before.sum), max(0.0, after.count - before.count))
 
 
