@@ -22,7 +22,7 @@ from textual.coordinate import Coordinate
 from textual.geometry import Region
 from textual.strip import Strip
 from textual.widgets import DataTable
-from textual.widgets._data_table import RowKey
+from textual.widgets._data_table import CellDoesNotExist, ColumnKey, RowKey
 
 
 class PoolTable(DataTable[Text | str]):
@@ -33,6 +33,18 @@ class PoolTable(DataTable[Text | str]):
         # 10,000-cell cache holds is mostly dead: one screen of cells, twice over, is enough.
         self._cell_render_cache = LRUCache(2048)
         self._row_render_cache = LRUCache(256)
+
+    def update_cells(self, changes: list[tuple[str, str, Text]]) -> None:
+        """Several cells at once: DataTable.update_cell marks the whole table dirty for each one (240
+        times a second on a 72-engine pool); the table is redrawn once either way."""
+        data = self._data
+        for row_key, column_key, value in changes:
+            if RowKey(row_key) not in self._row_locations or ColumnKey(column_key) not in self._column_locations:
+                raise CellDoesNotExist(f"No cell exists for row_key={row_key!r}, column_key={column_key!r}.")
+            data[RowKey(row_key)][ColumnKey(column_key)] = value
+        if changes:
+            self._update_count += 1
+            self.refresh()
 
     def render_lines(self, crop: Region) -> list[Strip]:
         # The stock render_line resolves the widget's rich_style through the DOM (~0.1 ms) for every line

@@ -100,7 +100,7 @@ class OverviewScreen(Screen[None]):
 
     def refresh_rows(self) -> None:
         """Apply the latest model to the table: update changed cells only, add and drop rows as needed."""
-        table = self.query_one(DataTable)
+        table = self.query_one(PoolTable)
         rows = self.rows()
         order = self._order(rows)
         cursor_key = self._cursor_key()
@@ -115,13 +115,15 @@ class OverviewScreen(Screen[None]):
                 if cursor_key in rows:
                     table.move_cursor(row=order.index(cursor_key), animate=False)
             else:
+                changes = []
                 for key in order:
                     old = self.rendered[key]
                     for column, value in rows[key].items():
                         signature = _signature(value)
                         if old.get(column) != signature:
-                            table.update_cell(key, column, _text(value))
+                            changes.append((key, column, _text(value)))
                             old[column] = signature
+                table.update_cells(changes)
         self._status_line()
 
     def _cursor_key(self) -> str | None:
