@@ -32,7 +32,6 @@ VLLM = MetricSpec(
     histograms={
         "ttft": ("vllm:time_to_first_token_seconds",),
         "itl": ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"),
-        "e2e": ("vllm:e2e_request_latency_seconds",),
     },
     not_exposed={
         "generation_tokens_per_s_gauge": "vLLM V1 has no throughput gauge: derived from counters",
@@ -73,7 +72,6 @@ SGLANG = MetricSpec(
     histograms={
         "ttft": ("sglang:time_to_first_token_seconds",),
         "itl": ("sglang:inter_token_latency_seconds",),
-        "e2e": ("sglang:e2e_request_latency_seconds",),
     },
     not_exposed={
         "prompt_tokens_per_s_gauge": "not exposed by SGLang: derived from counters",
