@@ -7,12 +7,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gzip
+import ssl
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 
 import pytest
 
 from poolconsole.collect.getter import PollClient, PollError
 from poolconsole.collect.http import Failure, fetch
+from tests.helpers.certs import self_signed
 
 
 class Server:
@@ -161,4 +164,26 @@ async def test_a_slow_answer_times_out_and_its_connection_is_not_reused(client: 
         assert not any(client.idle.values()) and not client.active
     finally:
         release.set()
+        srv.close()
+
+
+async def test_tls_verified_and_refused_with_the_reason(tmp_path: Path) -> None:
+    cert, key = self_signed(tmp_path)
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_ctx.load_cert_chain(cert, key)
+    server = Server(lambda n: sized(b"vllm:num_requests_running 1\n"))
+    srv = await asyncio.start_server(server.handle, "127.0.0.1", 0, ssl=server_ctx)
+    url = f"https://127.0.0.1:{srv.sockets[0].getsockname()[1]}/metrics"
+    trusting = PollClient(tls=ssl.create_default_context(cafile=str(cert)))
+    untrusting = PollClient()  # the system's CAs: a self-signed engine is not trusted
+    try:
+        for _ in range(2):
+            got = await fetch(trusting, url, timeout_s=5, max_bytes=1000)
+            assert got.ok and got.body == b"vllm:num_requests_running 1\n"
+        assert server.connections == 1  # kept alive over TLS too
+        refused = await fetch(untrusting, url, timeout_s=5, max_bytes=1000)
+        assert refused.failure is Failure.PROTOCOL and "CERTIFICATE_VERIFY_FAILED" in (refused.error or "")
+    finally:
+        await trusting.aclose()
+        await untrusting.aclose()
         srv.close()

@@ -5,8 +5,6 @@ stamped at the socket, not when a busy client loop gets to it; TLS goes through 
 from __future__ import annotations
 
 import asyncio
-import datetime
-import ipaddress
 import json
 import ssl
 import subprocess
@@ -17,13 +15,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from poolconsole.collect import wire
 from poolconsole.ops.smoke.stream import StreamResult, stream_chat
+from tests.helpers.certs import self_signed
 from tests.helpers.paced import paced_in_thread, start_paced
 
 BODY = {"model": "paced", "messages": [{"role": "user", "content": "x"}], "stream": True}
@@ -71,29 +66,6 @@ async def test_arrival_is_stamped_by_the_kernel_not_by_a_busy_loop(paced: str) -
     async with httpx.AsyncClient(trust_env=False) as plain:
         result, written, ended = await stream_while_the_loop_is_blocked(plain, paced)
     assert result.token_times[0] >= ended > written + 0.1
-
-
-def self_signed(tmp_path: Path) -> tuple[Path, Path]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(hours=1))
-        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = tmp_path / "cert.pem", tmp_path / "key.pem"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
-    return cert_path, key_path
 
 
 async def test_tls_streams_through_the_timed_client(tmp_path: Path) -> None:
