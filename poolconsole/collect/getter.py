@@ -74,6 +74,7 @@ class _Connection(asyncio.Protocol):
         self.max_bytes = 0
         self.received = False
         self.keep_alive = False
+        self.headers_done = False
         self.framed = False
         """The response says where its body ends (Content-Length or chunked): EOF before that is a cut."""
 
@@ -82,14 +83,15 @@ class _Connection(asyncio.Protocol):
         self.transport = cast(asyncio.Transport, transport)  # uvloop's transports are not subclasses
 
     def data_received(self, data: bytes) -> None:
-        if self.parser is None:  # bytes nobody asked for on an idle connection: it cannot be reused
-            self.close()
+        if self.parser is None or self.done is None or self.done.done():
+            self.close()  # bytes nobody asked for, on an idle connection: it cannot be reused
             return
         self.received = True
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserError as exc:
             self._fail(PollError("protocol", f"not a valid HTTP response ({exc})", exc))
+            self.close()  # also after a complete response followed by junk: the stream is out of step
 
     def eof_received(self) -> bool | None:
         return None  # close the transport: connection_lost follows
@@ -98,7 +100,7 @@ class _Connection(asyncio.Protocol):
         self.closed = True
         if self.done is None or self.done.done():
             return
-        if self.parser is not None and self.headers is not None and not self.framed and self._headers_done:
+        if self.parser is not None and self.headers_done and not self.framed:
             self._complete()  # no Content-Length, not chunked: the body ends where the connection does
             return
         if not self.received:
@@ -108,13 +110,11 @@ class _Connection(asyncio.Protocol):
             self._fail(PollError("truncated", f"connection closed mid-response after {self.size} body bytes", exc))
 
     # -- httptools callbacks --------------------------------------------------------------------------
-    _headers_done = False
-
     def on_header(self, name: bytes, value: bytes) -> None:
         self.headers[name.decode("latin-1").lower()] = value.decode("latin-1")
 
     def on_headers_complete(self) -> None:
-        self._headers_done = True
+        self.headers_done = True
         self.framed = "content-length" in self.headers or "chunked" in self.headers.get("transfer-encoding", "")
 
     def on_body(self, data: bytes) -> None:
@@ -140,7 +140,7 @@ class _Connection(asyncio.Protocol):
         self.max_bytes = max_bytes
         self.received = False
         self.framed = False
-        self._headers_done = False
+        self.headers_done = False
         self.keep_alive = False
         self.done = asyncio.get_running_loop().create_future()
         self.transport.write(request)

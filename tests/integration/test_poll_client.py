@@ -107,6 +107,15 @@ async def test_chunked_and_eof_framed_bodies(client: PollClient) -> None:
     assert response.body == b"all of it" and response.headers["content-type"] == "text/plain"
 
 
+async def test_junk_after_a_response_retires_the_connection(client: PollClient) -> None:
+    server = Server(lambda n: sized(f"poll {n}".encode()) + (b"junk\r\n\r\n" if n == 1 else b""))
+    async with serving(server) as url:
+        assert (await client.get(url + "/", None, 100)).body == b"poll 1"
+        await asyncio.sleep(0.05)
+        assert (await client.get(url + "/", None, 100)).body == b"poll 2"
+    assert server.connections == 2
+
+
 async def test_cut_body_and_garbage_are_errors_with_kinds(client: PollClient) -> None:
     cut = Server(lambda n: b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly part", close_after=True)
     async with serving(cut) as url:
