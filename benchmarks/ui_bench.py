@@ -5,7 +5,7 @@ is not charged to the console. The console (headless, the real app with live pol
 refresh) runs here for two minutes. Printed: the console process's CPU share of one core, the mean
 and max time to apply one poll result to the model, and resident memory at start and end.
 
-UI_BENCH_LOOP=uvloop runs the same on uvloop (measured ~5 % less CPU: not adopted); UI_BENCH_GC=1 also
+UI_BENCH_LOOP=uvloop runs the same on uvloop where installed (measured ~5 % less CPU: not adopted); UI_BENCH_GC=1 also
 prints the number of objects the cyclic collector tracks every 30 s (to tell garbage from a leak).
 """
 
