@@ -84,3 +84,20 @@ def test_nan_values_take_the_careful_path() -> None:
     with_nan = page.replace(line, line.rsplit(" ", 1)[0] + " NaN")
     assert parse_metrics(with_nan, specs.VLLM, memo)[0] == parse_metrics(with_nan, specs.VLLM)[0]
     assert parse_metrics(with_nan, specs.VLLM, memo)[0].get("kv_cache_usage") is None
+
+
+def test_a_read_family_without_its_type_line_keeps_the_page_on_the_careful_path() -> None:
+    page = (VLLM / "metrics.load.txt").read_text()
+    # kv_cache_usage_perc's HELP/TYPE lines dropped: its samples now sit inside engine_sleep_state's block,
+    # a family the collector does not read
+    untyped = "\n".join(
+        ln
+        for ln in page.splitlines()
+        if not ln.startswith(("# HELP vllm:kv_cache_usage_perc ", "# TYPE vllm:kv_cache_usage_perc "))
+    )
+    assert untyped != page
+    memo = PageMemo()
+    reads = [parse_metrics(untyped, specs.VLLM, memo)[0] for _ in range(3)]
+    assert all(m == parse_metrics(untyped, specs.VLLM)[0] for m in reads)
+    assert all(m.get("kv_cache_usage") is not None for m in reads)
+    assert memo.age == 0  # never read fast

@@ -240,6 +240,8 @@ class PageMemo:
         that keeps their number and places does not change what is read; the next review sees it)."""
         self.wanted_starts: tuple[tuple[int, str], ...] = ()
         self.kept: list[int] | None = None
+        self.careful_heads: list[tuple[str, tuple[tuple[str, str], ...]]] = []
+        """The samples the last careful read selected: the fast path must find exactly these."""
         """Positions of the selected lines that are samples the plan reads (None: all of them)."""
         self.counts: tuple[int | None, int | None] = (None, None)
         self.age = 0
@@ -303,6 +305,7 @@ class PageMemo:
     def reviewed(self, exposition: Exposition) -> None:
         """After a careful read: the fast path may serve the next polls only if this page was clean."""
         self.counts = (exposition.total_lines, exposition.prefixed_lines)
+        self.careful_heads = sorted((s.name, s.labels) for s in exposition.samples)
         if exposition.bad_lines or not self.wanted_pieces:
             self.layout = None
 
@@ -315,6 +318,11 @@ class PageMemo:
             for i, (name, labels) in enumerate(parsed)
             if name and not (spec.skip and spec.skip(Sample(name, labels, 0.0)))
         ]
+        if sorted(parsed[i] for i, (name, _) in enumerate(parsed) if name) != self.careful_heads:
+            # The careful read found samples outside the wanted families' blocks (a page without TYPE
+            # lines for some of them): this layout is always read carefully.
+            self.layout = None
+            return None
         self.kept = None if len(kept) == len(parsed) else kept
         return build_plan([parsed[i] for i in kept], spec, self.counts[1])
 
