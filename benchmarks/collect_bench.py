@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 from poolconsole.collect.engines import specs  # noqa: E402
 from poolconsole.collect.engines.base import PageMemo, parse_metrics  # noqa: E402
 from poolconsole.collect.engines.poll import EnginePoller  # noqa: E402
-from poolconsole.collect.http import make_client  # noqa: E402
+from poolconsole.collect.getter import PollClient  # noqa: E402
 from poolconsole.collect.prom import parse_exposition  # noqa: E402
 from poolconsole.config.models import Engine, EngineKind, Settings  # noqa: E402
 from poolconsole.sim.vllm_dp import dp_payload  # noqa: E402
@@ -95,7 +95,7 @@ async def bench_get(requests: int = 2000) -> None:
     sizes: dict[str, int] = {}
     try:
         httpx_client = httpx.AsyncClient(trust_env=False, headers={"Accept-Encoding": "identity"})
-        poll_client = make_client()
+        poll_client = PollClient()
 
         async def with_httpx() -> bytes:
             return (await httpx_client.get(url)).content
@@ -131,8 +131,7 @@ async def bench_poll(endpoints: int = 64, seed: int = 7) -> None:
     urls = parent.recv()
     settings = Settings(http_timeout_s=3.0)
     pollers = [
-        EnginePoller(Engine(name=f"e{i}", kind=EngineKind.VLLM, url=u), make_client(), settings)
-        for i, u in enumerate(urls)
+        EnginePoller(Engine(name=f"e{i}", kind=EngineKind.VLLM, url=u), settings=settings) for i, u in enumerate(urls)
     ]
     try:
         for label in ("cold (new connections)", "warm (keep-alive)"):
@@ -152,7 +151,7 @@ async def bench_poll(endpoints: int = 64, seed: int = 7) -> None:
             )
     finally:
         for p in pollers:
-            await p.client.aclose()
+            await p.aclose()
         parent.send("stop")
         proc.join(5)
 

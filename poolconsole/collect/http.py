@@ -42,11 +42,6 @@ class Fetched:
         return self.failure is None
 
 
-def make_client() -> PollClient:
-    """The poll client (collect.getter): keep-alive GETs; each fetch sets its own deadline and cap."""
-    return PollClient()
-
-
 def _connect_reason(exc: BaseException) -> str:
     """The root cause of a failed connect, in words (the OS error under the connect failure)."""
     seen: BaseException | None = exc
@@ -83,7 +78,7 @@ async def fetch(
     def done(
         status: int | None, body: bytes, hdrs: dict[str, str], failure: Failure | None, error: str | None
     ) -> Fetched:
-        return Fetched(str(url), status, body, time.monotonic() - start, hdrs, failure, error)
+        return Fetched(url, status, body, time.monotonic() - start, hdrs, failure, error)
 
     try:
         async with asyncio.timeout(timeout_s):

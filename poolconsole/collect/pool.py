@@ -6,8 +6,6 @@ import asyncio
 import time
 
 from poolconsole.collect.engines.poll import EnginePoller
-from poolconsole.collect.getter import PollClient
-from poolconsole.collect.http import make_client
 from poolconsole.config.models import PoolConfig
 from poolconsole.model.snapshots import EngineSnapshot
 
@@ -22,20 +20,15 @@ async def _poll_engine_n(poller: EnginePoller, samples: int, interval_s: float) 
     return out
 
 
-def engine_client(config: PoolConfig) -> PollClient:
-    """Each engine gets its own client and keep-alive connections (a dead engine's sockets are its own)."""
-    return make_client()
-
-
 async def sample_engines(
     config: PoolConfig,
     samples: int = 2,
     interval_s: float = 1.0,
 ) -> dict[str, list[EngineSnapshot]]:
     """One independent loop per engine, all concurrent: a dead engine only delays itself."""
-    pollers = [EnginePoller(e, engine_client(config), config.settings) for e in config.engines]
+    pollers = [EnginePoller(e, settings=config.settings) for e in config.engines]
     try:
         results = await asyncio.gather(*(_poll_engine_n(p, samples, interval_s) for p in pollers))
         return {p.engine.name: r for p, r in zip(pollers, results, strict=True)}
     finally:
-        await asyncio.gather(*(p.client.aclose() for p in pollers))
+        await asyncio.gather(*(p.aclose() for p in pollers))

@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from poolconsole.collect.engines.poll import EnginePoller
-from poolconsole.collect.http import make_client
 from poolconsole.collect.ssh import HostConnection, SSHFailure
 from poolconsole.config.models import Engine, PoolConfig, Profile
 from poolconsole.model.snapshots import EngineState
@@ -71,8 +70,7 @@ async def _run(ctx: ActionContext, command: str) -> str:
 async def await_healthy(engine: Engine, timeout_s: float, progress: Progress, settle_polls: int = 2) -> float:
     """Poll the engine until it answers ok `settle_polls` times in a row; returns seconds to ready."""
     started = time.monotonic()
-    client = make_client()
-    poller = EnginePoller(engine, client)
+    poller = EnginePoller(engine)
     streak = 0
     last = ""
     try:
@@ -87,7 +85,7 @@ async def await_healthy(engine: Engine, timeout_s: float, progress: Progress, se
                 return time.monotonic() - started
             await asyncio.sleep(1.0)
     finally:
-        await client.aclose()
+        await poller.aclose()
     raise TimeoutError(f"{engine.name} not healthy within {timeout_s:g} s (last: {last or 'no answer'})")
 
 
@@ -247,8 +245,7 @@ async def _drain(ctx: ActionContext, engine: Engine) -> None:
     timeout = engine.control.drain_timeout_s
     if timeout <= 0:
         return
-    client = make_client()
-    poller = EnginePoller(engine, client)
+    poller = EnginePoller(engine)
     started = time.monotonic()
     try:
         while time.monotonic() - started < timeout:
@@ -261,4 +258,4 @@ async def _drain(ctx: ActionContext, engine: Engine) -> None:
             await asyncio.sleep(1.0)
         ctx.progress(f"drain timeout after {timeout:g} s: switching with requests in flight")
     finally:
-        await client.aclose()
+        await poller.aclose()

@@ -20,7 +20,6 @@ from textual.worker import Worker, WorkerState
 from poolconsole.collect.engines.poll import EnginePoller
 from poolconsole.collect.hosts.poll import HostPoller
 from poolconsole.collect.hosts.run import LOCAL, local_snapshot
-from poolconsole.collect.pool import engine_client
 from poolconsole.collect.ssh import SSHPool
 from poolconsole.config.models import Engine, PoolConfig
 from poolconsole.model.alerts import AlertEvent, Alerts
@@ -141,7 +140,7 @@ class PoolApp(App[None]):
     def _start_polling(self) -> None:
         settings = self.config.settings
         for engine in self.config.engines:
-            self._engine_loop(EnginePoller(engine, engine_client(self.config), settings))
+            self._engine_loop(EnginePoller(engine, settings=settings))
         remote = [h for h in self.config.hosts if h.address not in LOCAL]
         self.ssh = SSHPool(remote, settings.ssh_timeout_s, settings.ssh_concurrency)
         for host in self.config.hosts:
@@ -156,7 +155,7 @@ class PoolApp(App[None]):
                 self.apply_engine(await poller.poll())
                 await self._sleep(self.config.settings.poll_interval_s - (time.monotonic() - started))
         finally:
-            await poller.client.aclose()
+            await poller.aclose()
 
     @work(group="poll", exit_on_error=False)
     async def _host_loop(self, name: str) -> None:

@@ -14,7 +14,6 @@ import pytest
 
 from poolconsole.collect.engines.poll import EnginePoller
 from poolconsole.collect.getter import PollClient
-from poolconsole.collect.http import make_client
 from poolconsole.config.models import Engine, EngineKind, Settings
 from poolconsole.model.snapshots import EngineState
 from poolconsole.model.view import engine_view
@@ -57,7 +56,7 @@ async def server() -> AsyncIterator[RawHTTPServer]:
 
 @pytest.fixture
 async def client() -> AsyncIterator[PollClient]:
-    c = make_client()
+    c = PollClient()
     yield c
     await c.aclose()
 

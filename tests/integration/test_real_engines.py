@@ -13,7 +13,6 @@ import pytest
 
 from poolconsole.collect.engines.poll import EnginePoller
 from poolconsole.collect.getter import PollClient
-from poolconsole.collect.http import make_client
 from poolconsole.config.models import Engine, EngineKind, Settings
 from poolconsole.model.snapshots import EngineSnapshot, EngineState
 from poolconsole.model.view import engine_view
@@ -63,7 +62,7 @@ async def client() -> AsyncIterator[httpx.AsyncClient]:
 
 @pytest.fixture
 async def poll_client() -> AsyncIterator[PollClient]:
-    c = make_client()
+    c = PollClient()
     yield c
     await c.aclose()
 

@@ -90,17 +90,18 @@ def _failure_state(fetched: Fetched) -> EngineState:
 
 
 class EnginePoller:
-    """Polls one engine. Keeps only what does not change between polls (its version)."""
+    """Polls one engine. Keeps what carries from poll to poll: version, models, restart marker, the last
+    page's layout, and its own keep-alive connections (closed with `aclose`)."""
 
     def __init__(
         self,
         engine: Engine,
-        client: PollClient,
+        client: PollClient | None = None,
         settings: Settings | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.engine = engine
-        self.client = client
+        self.client = client or PollClient()
         self.settings = settings or Settings()
         self.clock = clock
         self.version: str | None = None
@@ -108,6 +109,9 @@ class EnginePoller:
         self.restart_marker: str | None = None
         self.polls = 0
         self.page = PageMemo()
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
 
     # -- plumbing ---------------------------------------------------------------------------------
     def _headers(self, poll: _Poll) -> dict[str, str] | None:

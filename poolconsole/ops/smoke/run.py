@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from poolconsole.collect.engines.poll import EnginePoller
-from poolconsole.collect.pool import engine_client
 from poolconsole.config.models import EngineKind, PoolConfig
 from poolconsole.ops.smoke.checks import Checker, CheckResult, Prompts, Target, api_key, is_embedding_model
 
@@ -108,11 +107,11 @@ async def engine_versions(config: PoolConfig, targets: list[Target]) -> dict[str
     """Each target's version as its collector reads it: one poll each, all at once."""
 
     async def one(target: Target) -> tuple[str, str | None]:
-        client = engine_client(config)
+        poller = EnginePoller(target.engine, settings=config.settings)
         try:
-            return target.name, (await EnginePoller(target.engine, client, config.settings).poll()).version
+            return target.name, (await poller.poll()).version
         finally:
-            await client.aclose()
+            await poller.aclose()
 
     return dict(await asyncio.gather(*(one(t) for t in targets)))
 
