@@ -16,7 +16,6 @@ collect.http.fetch turns into words; nothing here decides what a status code mea
 from __future__ import annotations
 
 import asyncio
-import socket
 import ssl
 import zlib
 from collections import deque
@@ -24,15 +23,13 @@ from dataclasses import dataclass
 from typing import cast
 from urllib.parse import urlsplit
 
-import aiohappyeyeballs
 import httptools
 
-from poolconsole.collect.wire import default_tls
+from poolconsole.collect.wire import default_tls, open_tcp
 
 USER_AGENT = "poolconsole"
 IDLE_KEPT = 4
 """Idle connections kept per origin (a poll asks at most a few paths of one engine at once)."""
-HAPPY_EYEBALLS_S = 0.25
 
 
 class PollError(Exception):
@@ -243,11 +240,7 @@ class PollClient:
         loop = asyncio.get_running_loop()
         tls = (self.tls or default_tls()) if target.scheme == "https" else None
         try:
-            infos = await loop.getaddrinfo(target.host, target.port, type=socket.SOCK_STREAM)
-            # Happy eyeballs (RFC 8305): an address family that hangs (an IPv6 route to nowhere) costs
-            # 250 ms, not the poll's deadline. aiohappyeyeballs, as uvloop's create_connection has none.
-            sock = await aiohappyeyeballs.start_connection(infos, happy_eyeballs_delay=HAPPY_EYEBALLS_S, interleave=1)
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock = await open_tcp(target.host, target.port)
             _, conn = await loop.create_connection(
                 _Connection, sock=sock, ssl=tls, server_hostname=target.host if tls else None
             )

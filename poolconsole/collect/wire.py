@@ -275,6 +275,23 @@ class TlsStream(TimedStream):
         return self.transport.get_extra_info(names[info]) if self.transport is not None and info in names else None
 
 
+HAPPY_EYEBALLS_S = 0.25
+
+
+async def open_tcp(host: str, port: int, local_address: str | None = None) -> socket.socket:
+    """A connected TCP socket with TCP_NODELAY, for the smoke client and the poll client alike. Happy
+    eyeballs (RFC 8305, as anyio does under httpx; uvloop's create_connection has none): an address
+    family that hangs (an IPv6 route to nowhere) costs 250 ms, not the whole connect timeout."""
+    loop = asyncio.get_running_loop()
+    infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    local = await loop.getaddrinfo(local_address, 0, type=socket.SOCK_STREAM) if local_address else None
+    sock = await aiohappyeyeballs.start_connection(
+        infos, local_addr_infos=local, happy_eyeballs_delay=HAPPY_EYEBALLS_S, interleave=1
+    )
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
+
+
 class TimedBackend(httpcore.AsyncNetworkBackend):
     async def connect_tcp(
         self,
@@ -284,21 +301,13 @@ class TimedBackend(httpcore.AsyncNetworkBackend):
         local_address: str | None = None,
         socket_options: SocketOptions | None = None,
     ) -> httpcore.AsyncNetworkStream:
-        loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(timeout):
-                infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-                local = await loop.getaddrinfo(local_address, 0, type=socket.SOCK_STREAM) if local_address else None
-                # Happy eyeballs (RFC 8305), as anyio did under httpx: an address family that hangs (an
-                # IPv6 route to nowhere) costs 250 ms, not the whole connect timeout.
-                sock = await aiohappyeyeballs.start_connection(
-                    infos, local_addr_infos=local, happy_eyeballs_delay=0.25, interleave=1
-                )
+                sock = await open_tcp(host, port, local_address)
         except TimeoutError as exc:
             raise httpcore.ConnectTimeout(f"no connection to {host}:{port} within {timeout:g} s") from exc
         except OSError as exc:
             raise httpcore.ConnectError(str(exc) or type(exc).__name__) from exc
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         for option in socket_options or ():
             sock.setsockopt(*option)
         return SocketStream(sock)
