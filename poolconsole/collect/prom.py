@@ -29,10 +29,14 @@ class Sample:
     value: float
 
     def label(self, key: str) -> str | None:
-        for k, v in self.labels:
-            if k == key:
-                return v
-        return None
+        return label_value(self.labels, key)
+
+
+def label_value(labels: tuple[tuple[str, str], ...], key: str) -> str | None:
+    for k, v in labels:
+        if k == key:
+            return v
+    return None
 
 
 def _normalise_name(name: str) -> str:
@@ -112,9 +116,33 @@ def _labels(raw: str) -> tuple[tuple[str, str], ...] | None:
     return tuple(labels)
 
 
-_HEADS: dict[str, tuple[str, tuple[tuple[str, str], ...]]] = {}
-"""Sample line up to its value -> (normalised name, or "" for a `_created` sample; sorted labels)."""
+Head = tuple[str, tuple[tuple[str, str], ...]]
+"""(normalised name, or "" for a `_created` sample; sorted labels)."""
+_HEADS: dict[str, Head] = {}
+"""Sample line up to its value -> its Head: an engine's pages repeat their series poll after poll."""
 HEADS_KEPT = 50_000
+_HEAD = re.compile(r"([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?")
+
+
+def _known(name: str, raw_labels: str | None) -> Head | None:
+    labels = _labels(raw_labels) if raw_labels else ()
+    if labels is None:
+        return None
+    return ("" if name.endswith("_created") else _normalise_name(name), labels)
+
+
+def _head(head: str) -> Head | None:
+    """A sample line up to its value (`name{labels}`), read once and then looked up; None when it is
+    not a well-formed sample head."""
+    known = _HEADS.get(head)
+    if known is None:
+        match = _HEAD.fullmatch(head)
+        known = _known(match[1], match[2]) if match else None
+        if known is not None:
+            if len(_HEADS) > HEADS_KEPT:
+                _HEADS.clear()
+            _HEADS[head] = known
+    return known
 
 
 def _fast(text: str) -> list[Sample] | None:
@@ -123,26 +151,17 @@ def _fast(text: str) -> list[Sample] | None:
     library spends ~150 us per sample in its character-by-character label scanner, which made parsing
     most of a 72-engine console's CPU (benchmarks/collect_bench.py prints both side by side)."""
     samples: list[Sample] = []
-    heads = _HEADS
-    if len(heads) > HEADS_KEPT:
-        heads.clear()
     for line in text.splitlines():
         if not line or line[0] == "#":
             continue
         head, _, raw_value = line.rpartition(" ")
-        known = heads.get(head)
-        if known is None:
+        known = _head(head)
+        if known is None:  # tabs, a timestamp after the value
             match = _FAST_SAMPLE.match(line)
-            if match is None:
+            known = _known(match[1], match[2]) if match else None
+            if match is None or known is None:
                 return None
-            name, raw_labels, matched_value = match.groups()
-            labels = _labels(raw_labels) if raw_labels else ()
-            if labels is None:
-                return None
-            known = ("" if name.endswith("_created") else _normalise_name(name), labels)
-            if matched_value == raw_value and match.start(3) == len(head) + 1:
-                heads[head] = known  # the same series on the next poll is one dict lookup
-            raw_value = matched_value
+            raw_value = match[3]
         try:
             value = float(raw_value)
         except ValueError:
@@ -152,27 +171,13 @@ def _fast(text: str) -> list[Sample] | None:
     return samples
 
 
-_HEAD = re.compile(r"([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?")
-
-
-def sample_heads(heads: Iterable[str]) -> list[tuple[str, tuple[tuple[str, str], ...]]] | None:
-    """Sample lines up to their value -> (normalised name, "" for a `_created` sample; sorted labels),
-    from the same cache as `_fast`; None when one of them is not a well-formed sample head."""
-    cache = _HEADS
-    if len(cache) > HEADS_KEPT:
-        cache.clear()
+def sample_heads(heads: Iterable[str]) -> list[Head] | None:
+    """Sample lines up to their value -> their Heads; None when one of them is not well formed."""
     out = []
     for head in heads:
-        known = cache.get(head)
+        known = _head(head)
         if known is None:
-            match = _HEAD.fullmatch(head)
-            if match is None:
-                return None
-            name, raw_labels = match.groups()
-            labels = _labels(raw_labels) if raw_labels else ()
-            if labels is None:
-                return None
-            known = cache[head] = ("" if name.endswith("_created") else _normalise_name(name), labels)
+            return None
         out.append(known)
     return out
 

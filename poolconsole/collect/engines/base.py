@@ -9,7 +9,16 @@ from functools import cached_property
 from types import MappingProxyType
 from typing import Literal
 
-from poolconsole.collect.prom import Exposition, Sample, decode, exposed, parse_exposition, sample_heads
+from poolconsole.collect.prom import (
+    Exposition,
+    Head,
+    Sample,
+    decode,
+    exposed,
+    label_value,
+    parse_exposition,
+    sample_heads,
+)
 from poolconsole.model.snapshots import EngineMetrics, Histogram, RankMetrics
 
 Agg = Literal["sum", "max", "mean"]
@@ -50,17 +59,6 @@ def _aggregate(values: list[float], how: Agg) -> float:
     if how == "max":
         return max(values)
     return math.fsum(values) / len(values)
-
-
-Head = tuple[str, tuple[tuple[str, str], ...]]
-"""A sample's name and sorted labels: everything about it but its value."""
-
-
-def _label(labels: tuple[tuple[str, str], ...], key: str) -> str | None:
-    for k, v in labels:
-        if k == key:
-            return v
-    return None
 
 
 @dataclass(frozen=True, eq=False)
@@ -140,7 +138,7 @@ def build_plan(heads: list[Head], spec: MetricSpec, series: int | None = None) -
         found_names.add(name)
         if spec.rank_label and name in ("requests_running", "requests_waiting", "kv_cache_usage"):
             for i in found:
-                rank = _label(heads[i][1], spec.rank_label) or "0"
+                rank = label_value(heads[i][1], spec.rank_label) or "0"
                 per_rank.setdefault(rank, {}).setdefault(name, []).append(i)
     counters: list[tuple[str, tuple[int, ...]]] = []
     for name, aliases in spec.counters.items():
@@ -155,7 +153,7 @@ def build_plan(heads: list[Head], spec: MetricSpec, series: int | None = None) -
         for base in aliases:
             by_le: dict[float, list[int]] = {}
             for i in index.get(base + "_bucket", []):
-                le = _label(heads[i][1], "le")
+                le = label_value(heads[i][1], "le")
                 if le is None:
                     continue
                 try:
@@ -190,7 +188,7 @@ def build_plan(heads: list[Head], spec: MetricSpec, series: int | None = None) -
         if spec.prefix and not name.startswith(spec.prefix):
             continue
         for label in spec.model_labels:
-            value = _label(labels, label)
+            value = label_value(labels, label)
             if value and value not in models:
                 models.append(value)
     if series is None:
@@ -227,22 +225,22 @@ class PageMemo:
     """What one engine's last page looked like, so that the next page with the same layout is read
     with a few C-level string operations and a precomputed plan instead of line by line.
 
-    The layout is the page's `# TYPE` names in order; it is checked on every poll. A page is read the
-    careful way (parse_exposition: every line validated and counted) on the first poll, whenever the
-    layout changes, whenever a selected line does not fit the plan, and every REVIEW_EVERY polls, so a
-    garbage line anywhere on the page is still reported, at the latest one review later. Measured on
-    the simulated vLLM page (58 KB, 637 lines): see benchmarks/collect_bench.py."""
+    On every poll the page is cut at its `# TYPE` lines; the number of families and the places of the
+    wanted ones must be as remembered (a change elsewhere that keeps them is seen by the next review).
+    A page is read the careful way (parse_exposition: every line validated and counted) on the first
+    poll, whenever that layout changes, whenever a selected line does not fit the plan, and every
+    REVIEW_EVERY polls, so a garbage line anywhere on the page is still reported, at the latest one
+    review later. Measured on the simulated vLLM page (58 KB, 637 lines): see collect_bench.py."""
 
     def __init__(self) -> None:
-        self.layout: tuple[str, ...] | None = None
-        self.wanted_pieces: tuple[int, ...] = ()
-        """Positions of the wanted families among the page's `# TYPE` pieces (a layout change elsewhere
-        that keeps their number and places does not change what is read; the next review sees it)."""
-        self.wanted_starts: tuple[tuple[int, str], ...] = ()
+        self.families: int | None = None
+        """How many `# TYPE` lines the page has (None: nothing learned, read carefully)."""
+        self.wanted: tuple[tuple[int, str], ...] = ()
+        """The wanted families' places among the pieces between `# TYPE` lines, and each one's `name `."""
         self.kept: list[int] | None = None
-        self.careful_heads: list[tuple[str, tuple[tuple[str, str], ...]]] = []
-        """The samples the last careful read selected: the fast path must find exactly these."""
         """Positions of the selected lines that are samples the plan reads (None: all of them)."""
+        self.careful_heads: list[Head] = []
+        """The samples the last careful read selected: the fast path must find exactly these."""
         self.counts: tuple[int | None, int | None] = (None, None)
         self.age = 0
         self.heads: list[str] | None = None
@@ -253,17 +251,16 @@ class PageMemo:
         """The metrics of a page whose layout is the remembered one; None when it must be read carefully."""
         pieces = text.split("\n# TYPE ")
         if (
-            self.layout is None
-            or len(pieces) != len(self.layout) + 1
+            self.families != len(pieces) - 1
             or self.spec is not spec
             or self.age >= REVIEW_EVERY
-            or not all(pieces[i].startswith(name) for i, name in self.wanted_starts)
+            or not all(pieces[i].startswith(name) for i, name in self.wanted)
         ):
-            self._learn_layout(tuple(piece[: piece.find(" ")] for piece in pieces[1:]), spec)
+            self._learn_layout(pieces, spec)
             return None
         self.age += 1
         lines: list[str] = []
-        for i in self.wanted_pieces:
+        for i, _ in self.wanted:
             piece = pieces[i]
             start = piece.find("\n") + 1
             if not start:
@@ -296,18 +293,19 @@ class PageMemo:
         metrics, missing = self.plan.apply(values)
         return metrics, missing, Exposition([], 0, None, self.counts[0], self.counts[1])
 
-    def _learn_layout(self, layout: tuple[str, ...], spec: MetricSpec) -> None:
-        self.layout, self.spec, self.age = layout, spec, 0
-        self.wanted_pieces = tuple(i + 1 for i, name in enumerate(layout) if name in exposed(spec.wanted))
-        self.wanted_starts = tuple((i, layout[i - 1] + " ") for i in self.wanted_pieces)
+    def _learn_layout(self, pieces: list[str], spec: MetricSpec) -> None:
+        names = exposed(spec.wanted)
+        self.families, self.spec, self.age = len(pieces) - 1, spec, 0
+        typed = ((i, piece[: piece.find(" ")]) for i, piece in enumerate(pieces) if i)  # piece 0: the page head
+        self.wanted = tuple((i, name + " ") for i, name in typed if name in names)
         self.heads, self.plan, self.kept = None, None, None
 
     def reviewed(self, exposition: Exposition) -> None:
         """After a careful read: the fast path may serve the next polls only if this page was clean."""
         self.counts = (exposition.total_lines, exposition.prefixed_lines)
         self.careful_heads = sorted((s.name, s.labels) for s in exposition.samples)
-        if exposition.bad_lines or not self.wanted_pieces:
-            self.layout = None
+        if exposition.bad_lines or not self.wanted:
+            self.families = None
 
     def _plan(self, heads: list[str], spec: MetricSpec) -> Plan | None:
         parsed = sample_heads(heads)
@@ -321,7 +319,7 @@ class PageMemo:
         if sorted(parsed[i] for i, (name, _) in enumerate(parsed) if name) != self.careful_heads:
             # The careful read found samples outside the wanted families' blocks (a page without TYPE
             # lines for some of them): this layout is always read carefully.
-            self.layout = None
+            self.families = None
             return None
         self.kept = None if len(kept) == len(parsed) else kept
         return build_plan([parsed[i] for i in kept], spec, self.counts[1])
