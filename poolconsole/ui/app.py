@@ -96,7 +96,6 @@ class PoolApp(App[None]):
         self.gc_settled = False
         self.full_collections = 0
         self.update_times = ApplyTimes()
-        """Seconds spent applying each poll result (benchmarks read it)."""
 
     # -- start-up ------------------------------------------------------------------------------------
     def on_mount(self) -> None:

@@ -28,9 +28,10 @@ from textual.widgets._data_table import CellDoesNotExist, ColumnKey, RowKey
 class PoolTable(DataTable[Text | str]):
     def __init__(self, **kwargs: Any) -> None:
         self._row_styles: dict[tuple[int, Style, Any], Style] = {}  # before the base class clears caches
+        self._frame_style: Style | None = None
         super().__init__(**kwargs)
-        # Every update invalidates every cached cell (the keys carry an update count), so what the stock
-        # 10,000-cell cache holds is mostly dead: one screen of cells, twice over, is enough.
+        # Cells are cached by what they show (see _render_cell): a screen of cells (~600 at 160x45) plus
+        # the ones that changed since is what the cache needs, not the stock 10,000.
         self._cell_render_cache = LRUCache(2048)
         self._row_render_cache = LRUCache(256)
 
@@ -49,14 +50,14 @@ class PoolTable(DataTable[Text | str]):
     def render_lines(self, crop: Region) -> list[Strip]:
         # The stock render_line resolves the widget's rich_style through the DOM (~0.1 ms) for every line
         # drawn: once per frame is enough, nothing can restyle the widget in the middle of one.
-        self._frame_style: Style | None = self.rich_style
+        self._frame_style = self.rich_style
         try:
             return super().render_lines(crop)
         finally:
             self._frame_style = None
 
     def render_line(self, y: int) -> Strip:
-        frame_style = getattr(self, "_frame_style", None)
+        frame_style = self._frame_style
         if frame_style is None or self.fixed_rows:
             return super().render_line(y)
         width = self.size.width

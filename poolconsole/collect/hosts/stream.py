@@ -49,10 +49,13 @@ class SampleStream:
             while chunk := await self.process.stdout.read(READ_SIZE):
                 buffer += chunk
                 while True:
-                    start = 0 if buffer.startswith(SAMPLE) else buffer.find(MARKER_LINE) + 1
-                    end = buffer.find("\n", start) + 1 if start or buffer.startswith(SAMPLE) else 0
+                    at_start = buffer.startswith(SAMPLE)
+                    start = 0 if at_start else buffer.find(MARKER_LINE) + 1
+                    if not (at_start or start):
+                        break  # no marker yet
+                    end = buffer.find("\n", start) + 1
                     if not end:
-                        break  # no complete marker line yet
+                        break  # the marker line is not complete yet
                     self.latest = buffer[:start]
                     self.count += 1
                     if self.first_after_s is None:
