@@ -29,6 +29,20 @@ def scaled(text: str, factor: float) -> str:
     return re.sub(r"^([^#\n][^\n]* )(\d+(?:\.\d+)?)$", lambda m: f"{m[1]}{float(m[2]) * factor!r}", text, flags=re.M)
 
 
+def learned() -> tuple[PageMemo, str]:
+    """A memo that has read the vLLM capture once (the careful read), and that page."""
+    memo = PageMemo()
+    page = (VLLM / "metrics.load.txt").read_text()
+    parse_metrics(page, specs.VLLM, memo)
+    return memo, page
+
+
+def with_value(page: str, series: str, value: str) -> str:
+    """The page with the first sample of `series` given another value."""
+    line = next(ln for ln in page.splitlines() if ln.startswith(series))
+    return page.replace(line, line.rsplit(" ", 1)[0] + " " + value)
+
+
 @pytest.mark.parametrize(("path", "spec"), CAPTURES, ids=lambda v: v.name if isinstance(v, Path) else v.kind)
 def test_fast_path_reads_what_the_careful_path_reads(path: Path, spec: MetricSpec) -> None:
     memo = PageMemo()
@@ -52,9 +66,7 @@ def test_data_parallel_page_and_a_new_rank() -> None:
 
 
 def test_garbage_outside_the_read_families_is_reported_by_the_next_review() -> None:
-    memo = PageMemo()
-    page = (VLLM / "metrics.load.txt").read_text()
-    parse_metrics(page, specs.VLLM, memo)
+    memo, page = learned()
     # a stray log line inside a family the collector does not read (python_gc_*): same layout
     broken = page.replace(
         "python_gc_objects_collected_total{", "%%% stray output %%%\npython_gc_objects_collected_total{", 1
@@ -67,21 +79,15 @@ def test_garbage_outside_the_read_families_is_reported_by_the_next_review() -> N
 
 
 def test_a_broken_line_in_a_read_family_is_never_read_fast() -> None:
-    memo = PageMemo()
-    page = (VLLM / "metrics.load.txt").read_text()
-    parse_metrics(page, specs.VLLM, memo)
-    line = next(ln for ln in page.splitlines() if ln.startswith("vllm:num_requests_running"))
-    broken = page.replace(line, line.rsplit(" ", 1)[0] + " not-a-number")
+    memo, page = learned()
+    broken = with_value(page, "vllm:num_requests_running", "not-a-number")
     metrics, _, exposition = parse_metrics(broken, specs.VLLM, memo)
     assert exposition.bad_lines == 1 and metrics.get("requests_running") is None
 
 
 def test_nan_values_take_the_careful_path() -> None:
-    memo = PageMemo()
-    page = (VLLM / "metrics.load.txt").read_text()
-    parse_metrics(page, specs.VLLM, memo)
-    line = next(ln for ln in page.splitlines() if ln.startswith("vllm:kv_cache_usage_perc"))
-    with_nan = page.replace(line, line.rsplit(" ", 1)[0] + " NaN")
+    memo, page = learned()
+    with_nan = with_value(page, "vllm:kv_cache_usage_perc", "NaN")
     assert parse_metrics(with_nan, specs.VLLM, memo)[0] == parse_metrics(with_nan, specs.VLLM)[0]
     assert parse_metrics(with_nan, specs.VLLM, memo)[0].get("kv_cache_usage") is None
 
