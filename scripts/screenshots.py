@@ -13,11 +13,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from textual.widgets import DataTable  # noqa: E402
-
 from poolconsole.config import parse_config  # noqa: E402
 from poolconsole.sim.run import SimPool  # noqa: E402
 from poolconsole.ui.app import PoolApp  # noqa: E402
+from poolconsole.ui.grid import PoolGrid  # noqa: E402
 
 OUT = ROOT / "screenshots"
 SIZE = (160, 45)
@@ -42,8 +41,8 @@ async def main() -> None:
                     ("help", ("escape", "question_mark")),
                     ("filter", ("escape", "slash", *"vllm")),
                 ]
-                table = app.screen.query_one("#pool", DataTable)
-                keys = [str(k.value) for k in table.rows]
+                table = app.screen.query_one("#pool", PoolGrid)
+                keys = list(table.order)
                 table.move_cursor(row=keys.index("engine:qwen3-next-80b"))
                 for name, keys_to_press in shots:
                     await pilot.press(*keys_to_press)

@@ -14,6 +14,7 @@ from textual.widgets import DataTable
 from poolconsole.config import parse_config
 from poolconsole.sim.run import SimPool
 from poolconsole.ui.app import PoolApp
+from poolconsole.ui.grid import PoolGrid
 from poolconsole.ui.screens.detail import DetailScreen
 from poolconsole.ui.screens.others import GatewayScreen, HelpScreen
 from poolconsole.ui.screens.overview import OverviewScreen
@@ -61,13 +62,13 @@ async def select_row(pilot: object, app: PoolApp, key: str) -> None:
     """After the first polls of a live pool, put the overview's cursor on row `key`."""
     await asyncio.sleep(1.5)
     await settle(pilot, app)
-    table = app.screen.query_one("#pool", DataTable)
+    table = app.screen.query_one("#pool", PoolGrid)
     table.move_cursor(row=table_rows(app).index(key))
 
 
 def table_rows(app: PoolApp) -> list[str]:
-    table = app.screen.query_one("#pool", DataTable)
-    return [str(key.value) for key in table.rows]
+    table = app.screen.query_one("#pool", PoolGrid)
+    return list(table.order)
 
 
 async def test_overview_rows_filter_sort_and_cursor(tmp_path: Path) -> None:
@@ -78,7 +79,7 @@ async def test_overview_rows_filter_sort_and_cursor(tmp_path: Path) -> None:
         assert isinstance(app.screen, OverviewScreen)
         rows = table_rows(app)
         assert len(rows) == 8 and "engine:qwen3-next-80b" in rows
-        table = app.screen.query_one("#pool", DataTable)
+        table = app.screen.query_one("#pool", PoolGrid)
         assert table.get_cell("engine:qwen3-next-80b", "state").plain == "ok"
         assert table.get_cell("engine:qwen3-next-80b", "queue").plain == "0/0"
         assert table.get_cell("engine:embeddings", "kv").plain == "n/a"  # Ollama exposes no KV: n/a, never 0
@@ -104,7 +105,7 @@ async def test_detail_gateway_help_and_back(tmp_path: Path) -> None:
         await feed(app)
         await settle(pilot, app)
         keys = table_rows(app)
-        app.screen.query_one("#pool", DataTable).move_cursor(row=keys.index("engine:qwen3-next-80b"))
+        app.screen.query_one("#pool", PoolGrid).move_cursor(row=keys.index("engine:qwen3-next-80b"))
         await pilot.press("enter")
         await settle(pilot, app)
         assert isinstance(app.screen, DetailScreen)
@@ -170,7 +171,7 @@ async def test_a_dead_host_does_not_stop_the_others(tmp_path: Path) -> None:
         async with app.run_test(size=(160, 40)) as pilot:
             await asyncio.sleep(2.5)
             await settle(pilot, app)
-            table = app.screen.query_one("#pool", DataTable)
+            table = app.screen.query_one("#pool", PoolGrid)
             assert table.get_cell("engine:qwen3-30b-a3b", "state").plain == "ok"
             await pool.host_down("ws48")
             polls_before = len(app.state.engines["qwen3-next-80b"].history.times)
@@ -238,7 +239,7 @@ async def test_restart_and_rollover_from_the_console(tmp_path: Path) -> None:
                 await asyncio.sleep(0.25)
             assert app.screen.outcome == "ok"
             await pilot.press("escape")
-            table = app.screen.query_one("#pool", DataTable)
+            table = app.screen.query_one("#pool", PoolGrid)
             table.move_cursor(row=table_rows(app).index("engine:qwen3-next-80b"))
             await pilot.press("P")
             await pilot.pause()

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 from textual.pilot import Pilot
-from textual.widgets import DataTable
 
 from poolconsole.ui.app import PoolApp
+from poolconsole.ui.grid import PoolGrid
 from tests.helpers import uipool
 from tests.ui.test_console import feed
 
@@ -27,8 +27,8 @@ def keys(*press: str, row: str | None = None) -> Callable[[Pilot[Any]], Awaitabl
         app.refresh_screen()
         await pilot.pause()
         if row is not None:
-            table = app.screen.query_one("#pool", DataTable)
-            table.move_cursor(row=[str(k.value) for k in table.rows].index(row))
+            table = app.screen.query_one("#pool", PoolGrid)
+            table.move_cursor(row=list(table.order).index(row))
         await pilot.press(*press)
         await pilot.pause()
         app.refresh_screen()

@@ -10,11 +10,11 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Header, Input, Static
+from textual.widgets import Footer, Header, Input, Static
 
 from poolconsole.model.pool import PoolState
 from poolconsole.ui import cells
-from poolconsole.ui.table import PoolTable
+from poolconsole.ui.grid import Column, PoolGrid
 
 SORTS: tuple[tuple[str, str], ...] = (
     ("host", "host"),
@@ -61,14 +61,12 @@ class OverviewScreen(Screen[None]):
         yield Header()
         with Vertical():
             yield Input(placeholder="filter rows (Esc clears)", id="filter")
-            yield PoolTable(id="pool", cursor_type="row", zebra_stripes=True)
+            yield PoolGrid([Column(*c) for c in cells.COLUMNS], id="pool")
             yield Static("", id="status-line")
         yield Footer()
 
     def on_mount(self) -> None:
-        table = self.query_one(DataTable)
-        for key, label, width in cells.COLUMNS:
-            table.add_column(label, key=key, width=width)
+        table = self.query_one(PoolGrid)
         box = self.query_one("#filter", Input)
         box.display = False
         box.disabled = True  # hidden: it must not take focus (and the keys) from the table
@@ -100,20 +98,13 @@ class OverviewScreen(Screen[None]):
 
     def refresh_rows(self) -> None:
         """Apply the latest model to the table: update changed cells only, add and drop rows as needed."""
-        table = self.query_one(PoolTable)
+        table = self.query_one(PoolGrid)
         rows = self.rows()
         order = self._order(rows)
-        cursor_key = self._cursor_key()
-        structure_changed = list(self.rendered) != order
         with self.app.batch_update():
-            if structure_changed:
-                table.clear()
-                self.rendered = {}
-                for key in order:
-                    table.add_row(*(_text(v) for v in rows[key].values()), key=key)
-                    self.rendered[key] = {c: _signature(v) for c, v in rows[key].items()}
-                if cursor_key in rows:
-                    table.move_cursor(row=order.index(cursor_key), animate=False)
+            if list(self.rendered) != order:
+                table.set_rows(order, {key: [_text(v) for v in rows[key].values()] for key in order})
+                self.rendered = {key: {c: _signature(v) for c, v in rows[key].items()} for key in order}
             else:
                 changes = []
                 for key in order:
@@ -126,23 +117,14 @@ class OverviewScreen(Screen[None]):
                 table.update_cells(changes)
         self._status_line()
 
-    def _cursor_key(self) -> str | None:
-        table = self.query_one(DataTable)
-        if table.row_count == 0:
-            return None
-        try:
-            return str(table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value)
-        except Exception:
-            return None
-
     def selected(self) -> str | None:
-        return self._cursor_key()
+        return self.query_one(PoolGrid).cursor_key
 
     def _status_line(self) -> None:
         app: Any = self.app
         alerts = len(app.alerts.active) if hasattr(app, "alerts") else 0
         mode = "  READ-ONLY" if getattr(app, "read_only", False) else ""
-        shown = self.query_one(DataTable).row_count
+        shown = self.query_one(PoolGrid).row_count
         filt = f"  filter: {self.filter_text!r}" if self.filter_text else ""
         line = f"{shown} rows  sorted by {SORTS[self.sort_index][1]}{filt}  active alerts: {alerts}{mode}"
         if line != self.status_text:  # Static.update lays the screen out again: only when it changed
@@ -161,7 +143,7 @@ class OverviewScreen(Screen[None]):
         self.refresh_rows()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
-        self.query_one(DataTable).focus()
+        self.query_one(PoolGrid).focus()
 
     def clear_filter(self) -> bool:
         box = self.query_one("#filter", Input)
@@ -171,7 +153,7 @@ class OverviewScreen(Screen[None]):
         box.display = False
         box.disabled = True
         self.filter_text = ""
-        self.query_one(DataTable).focus()
+        self.query_one(PoolGrid).focus()
         self.refresh_rows()
         return True
 
@@ -179,5 +161,5 @@ class OverviewScreen(Screen[None]):
         self.sort_index = (self.sort_index + 1) % len(SORTS)
         self.refresh_rows()
 
-    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+    def on_pool_grid_row_selected(self, event: PoolGrid.RowSelected) -> None:
         self.app.call_later(self.app.run_action, "open_detail")
