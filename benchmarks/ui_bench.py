@@ -7,6 +7,8 @@ and max time to apply one poll result to the model, and resident memory at start
 
 UI_BENCH_LOOP=uvloop runs the same on uvloop where installed (measured ~5 % less CPU: not adopted); UI_BENCH_GC=1 also
 prints the number of objects the cyclic collector tracks every 30 s (to tell garbage from a leak).
+UI_BENCH_POOL=PATH polls a demo pool already running with that config (`poolconsole demo --serve-only
+--config-out PATH`) instead of starting one: benchmarks/ui_ab.sh runs two consoles side by side on one pool.
 """
 
 from __future__ import annotations
@@ -38,7 +40,9 @@ def rss_mib() -> float:
 async def main(nodes: int, seconds: float) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         config_path = Path(tmp) / "pool.toml"
-        sim = subprocess.Popen(
+        if os.environ.get("UI_BENCH_POOL"):  # a pool already running (A/B runs share one): its config
+            config_path = Path(os.environ["UI_BENCH_POOL"])
+        sim = None if os.environ.get("UI_BENCH_POOL") else subprocess.Popen(
             [
                 sys.executable,
                 "-m",
@@ -55,11 +59,9 @@ async def main(nodes: int, seconds: float) -> None:
         try:
             deadline = time.monotonic() + 120
             while not config_path.exists():
-                if time.monotonic() > deadline or sim.poll() is not None:
+                if time.monotonic() > deadline or (sim and sim.poll() is not None):
                     raise RuntimeError("the demo pool did not start")
                 await asyncio.sleep(0.2)
-            text = config_path.read_text().replace("poll_interval_s = 1.0", "poll_interval_s = 1.0")
-            config_path.write_text(text)
             config = load_config(config_path)
             app = PoolApp(config, theme_state=Path(tmp) / "ui.json")
             async with app.run_test(size=(160, 45)):
@@ -81,8 +83,9 @@ async def main(nodes: int, seconds: float) -> None:
                 updates = app.update_times
                 states = {t.view.state for t in app.state.engines.values() if t.view}
         finally:
-            sim.send_signal(signal.SIGINT)
-            sim.wait(30)
+            if sim:
+                sim.send_signal(signal.SIGINT)
+                sim.wait(30)
     targets = len(config.engines) + len(config.hosts)
     print(
         f"console on {len(config.engines)} engines + {len(config.hosts)} hosts ({targets} poll loops, 1 s refresh), "
