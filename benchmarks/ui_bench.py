@@ -42,19 +42,23 @@ async def main(nodes: int, seconds: float) -> None:
         config_path = Path(tmp) / "pool.toml"
         if os.environ.get("UI_BENCH_POOL"):  # a pool already running (A/B runs share one): its config
             config_path = Path(os.environ["UI_BENCH_POOL"])
-        sim = None if os.environ.get("UI_BENCH_POOL") else subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "poolconsole",
-                "demo",
-                "--serve-only",
-                "--nodes",
-                str(nodes),
-                "--config-out",
-                str(config_path),
-            ],
-            stdout=subprocess.DEVNULL,
+        sim = (
+            None
+            if os.environ.get("UI_BENCH_POOL")
+            else subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "poolconsole",
+                    "demo",
+                    "--serve-only",
+                    "--nodes",
+                    str(nodes),
+                    "--config-out",
+                    str(config_path),
+                ],
+                stdout=subprocess.DEVNULL,
+            )
         )
         try:
             deadline = time.monotonic() + 120

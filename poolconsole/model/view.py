@@ -5,7 +5,7 @@ both read this; field names of `to_json` are a contract (issue 2).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from poolconsole.model.rates import Derived, LatencyStats, derive, latency, ratio
@@ -179,7 +179,8 @@ def engine_view(samples: Sequence[EngineSnapshot]) -> EngineView:
         ],
         details=details,
     )
-    return replace(view, unknown=_unknown_reasons(view, missing, derived))
+    view.unknown.update(_unknown_reasons(view, missing, derived))  # its own new dict: the view is not shared yet
+    return view
 
 
 _DIRECT = (

@@ -39,9 +39,17 @@ class Column:
 @dataclass
 class Row:
     cells: list[Text]
-    segments: list[list[Segment]]
+    styled: dict[int, list[list[Segment] | None]] = field(default_factory=dict)
+    """Per style variant (odd, even, cursor), each cell's segments in that style; None: not built yet.
+    Built when first drawn, so rows scrolled out of sight cost nothing but their Text."""
     strips: dict[tuple[int, int, int], Strip] = field(default_factory=dict)
     """Built strips by (style variant, scroll x, width); emptied when a cell changes."""
+
+    def change(self, index: int, text: Text) -> None:
+        self.cells[index] = text
+        for cells in self.styled.values():
+            cells[index] = None
+        self.strips.clear()
 
 
 def cell_segments(text: Text, width: int, console: Console, column: Style) -> list[Segment]:
@@ -68,6 +76,8 @@ class PoolGrid(ScrollView, can_focus=True):
         Binding("pagedown", "page(1)", "Page down", show=False),
         Binding("home", "jump(0)", "First row", show=False),
         Binding("end", "jump(-1)", "Last row", show=False),
+        Binding("left", "scroll_left", "Scroll left", show=False),
+        Binding("right", "scroll_right", "Scroll right", show=False),
     ]
     COMPONENT_CLASSES: ClassVar[set[str]] = {
         "pool-grid--header",
@@ -117,9 +127,10 @@ class PoolGrid(ScrollView, can_focus=True):
         self._column_index = {column.key: index for index, column in enumerate(self.columns)}
         self._column_meta = [Style.from_meta({"column": index}) for index in range(len(self.columns))]
         self.order: list[str] = []
+        self.position: dict[str, int] = {}
         self.rows: dict[str, Row] = {}
         self.cursor_row = 0
-        self._styles: dict[str, Style] = {}
+        self._styles: dict[int, tuple[Style, Style | None]] = {}
         self._style_state: object = None
         self._header: Strip | None = None
         self._header_at: tuple[int, int] = (-1, -1)
@@ -140,34 +151,23 @@ class PoolGrid(ScrollView, can_focus=True):
     def set_rows(self, order: Iterable[str], cells: dict[str, list[Text]]) -> None:
         """Replace every row (a new order, rows added or gone); the cursor stays on its row's key."""
         keep = self.cursor_key
-        console = self.app.console
         self.order = list(order)
-        self.rows = {
-            key: Row(cells[key], [self._cell(t, index, console) for index, t in enumerate(cells[key])])
-            for key in self.order
-        }
+        self.position = {key: line for line, key in enumerate(self.order)}
+        self.rows = {key: Row(list(cells[key])) for key in self.order}
         self._resize()
-        self.move_cursor(self.order.index(keep) if keep in self.rows else min(self.cursor_row, len(self.order) - 1))
+        self.move_cursor(self.position[keep] if keep in self.rows else min(self.cursor_row, len(self.order) - 1))
         self.refresh()
 
     def update_cells(self, changes: Iterable[tuple[str, str, Text]]) -> None:
         """Several cells at once; only the lines of rows that changed are drawn again."""
-        console = self.app.console
         changed: set[str] = set()
         for key, column, text in changes:
-            row = self.rows[key]
-            index = self._column_index[column]
-            row.cells[index] = text
-            row.segments[index] = self._cell(text, index, console)
-            row.strips.clear()
+            self.rows[key].change(self._column_index[column], text)
             changed.add(key)
         if changed:
-            lines = sorted(self.order.index(key) for key in changed)
+            lines = sorted(self.position[key] for key in changed)
             top = lines[0]
             self.refresh_lines(top + 1, lines[-1] - top + 1)  # +1: the header's line
-
-    def _cell(self, text: Text, index: int, console: Console) -> list[Segment]:
-        return cell_segments(text, self.columns[index].width, console, self._column_meta[index])
 
     def _resize(self) -> None:
         self.virtual_size = Size(sum(c.width + 2 * PAD for c in self.columns), len(self.order) + 1)
@@ -216,13 +216,21 @@ class PoolGrid(ScrollView, can_focus=True):
         self._styles.clear()
         self._header = None
         for row in self.rows.values():
+            row.styled.clear()
             row.strips.clear()
 
-    def _style(self, name: str) -> Style:
-        style = self._styles.get(name)
-        if style is None:
-            style = self._styles[name] = self.rich_style if name == "base" else self.get_component_rich_style(name)
-        return style
+    def _variant(self, variant: int) -> tuple[Style, Style | None]:
+        """A data row's style and post style as DataTable draws them: the zebra style under the cells' own
+        styles, and on the cursor row (variant 2) the cursor's colours over them."""
+        cached = self._styles.get(variant)
+        if cached is None:
+            style = self.get_component_rich_style("pool-grid--odd-row" if variant == 1 else "pool-grid--even-row")
+            post = None
+            if variant == 2:
+                cursor = self.get_component_rich_style("pool-grid--cursor")
+                style, post = style + cursor, Style.from_color(cursor.color)
+            cached = self._styles[variant] = (style, post)
+        return cached
 
     def render_lines(self, crop: Region) -> list[Strip]:
         state = (self.app.theme, self.get_pseudo_class_state())
@@ -238,31 +246,50 @@ class PoolGrid(ScrollView, can_focus=True):
             return self._header_strip(scroll_x, width)
         index = y - 1 + scroll_y
         if index >= len(self.order):
-            return Strip.blank(width, self._style("base"))
+            return Strip.blank(width, self.rich_style)
         row = self.rows[self.order[index]]
         variant = 2 if index == self.cursor_row else index % 2
         strip = row.strips.get((variant, scroll_x, width))
         if strip is None:
-            strip = row.strips[(variant, scroll_x, width)] = self._strip(row.segments, variant, scroll_x, width)
+            strip = row.strips[(variant, scroll_x, width)] = self._strip(row, variant, scroll_x, width)
         return strip
 
-    def _strip(self, cells: list[list[Segment]], variant: int, scroll_x: int, width: int) -> Strip:
-        """A data row as DataTable draws it: the row's zebra style under the cells' own styles, and on
-        the cursor row the cursor's colours over them."""
-        style = self._style("pool-grid--odd-row" if variant == 1 else "pool-grid--even-row")
-        post = None
-        if variant == 2:
-            cursor = self._style("pool-grid--cursor")
-            style = style + cursor
-            post = Style.from_color(cursor.color)
-        segments = [segment for cell in cells for segment in cell]
-        return Strip(Segment.apply_style(segments, style, post)).crop_extend(scroll_x, scroll_x + width, style)
+    def _strip(self, row: Row, variant: int, scroll_x: int, width: int) -> Strip:
+        """The visible part of a row: whole cells as built (each styled once per change), the cells cut by
+        the edges cropped, blank fill past the last column."""
+        style, post = self._variant(variant)
+        styled = row.styled.get(variant)
+        if styled is None:
+            styled = row.styled[variant] = [None] * len(self.columns)
+        console = self.app.console
+        end = scroll_x + width
+        segments: list[Segment] = []
+        x = 0
+        for index, column in enumerate(self.columns):
+            span = column.width + 2 * PAD
+            if x + span > scroll_x and x < end:
+                cell = styled[index]
+                if cell is None:
+                    plain = cell_segments(row.cells[index], column.width, console, self._column_meta[index])
+                    cell = styled[index] = list(Segment.apply_style(plain, style, post))
+                if x < scroll_x or x + span > end:
+                    cell = list(Strip(cell, span).crop(max(0, scroll_x - x), min(span, end - x)))
+                segments.extend(cell)
+            x += span
+        shown = max(0, min(x, end) - scroll_x)
+        if shown < width:
+            segments.append(Segment(" " * (width - shown), style))
+        return Strip(segments, width)
 
     def _header_strip(self, scroll_x: int, width: int) -> Strip:
         if self._header is None or self._header_at != (scroll_x, width):
             console = self.app.console
-            style = self._style("pool-grid--header")
-            segments = [s for i, c in enumerate(self.columns) for s in self._cell(Text(c.label), i, console)]
+            style = self.get_component_rich_style("pool-grid--header")
+            segments = [
+                s
+                for i, c in enumerate(self.columns)
+                for s in cell_segments(Text(c.label), c.width, console, self._column_meta[i])
+            ]
             self._header = Strip(Segment.apply_style(segments, style)).crop_extend(scroll_x, scroll_x + width, style)
             self._header_at = (scroll_x, width)
         return self._header

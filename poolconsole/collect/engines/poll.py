@@ -134,6 +134,8 @@ class EnginePoller:
         )
 
     async def _gather(self, paths: list[str], headers: dict[str, str] | None) -> dict[str, Fetched]:
+        if len(paths) == 1:  # the steady state: no task and gathering future for one GET
+            return {paths[0]: await self._get(paths[0], headers)}
         results = await asyncio.gather(*(self._get(p, headers) for p in paths))
         return dict(zip(paths, results, strict=True))
 

@@ -14,13 +14,12 @@ KIB = 1024
 MIB = 1024 * 1024
 
 
+MEMINFO_LINE = re.compile(r"^[ \t]*(\w+(?:\(\w+\))?):[ \t]+(\d+)(?:[ \t]+kB)?[ \t]*\r?$", re.MULTILINE)
+
+
 def parse_meminfo(text: str) -> SystemMemory:
     """/proc/meminfo: values in kB (really KiB). Used = MemTotal - MemAvailable."""
-    values: dict[str, int] = {}
-    for line in text.splitlines():
-        match = re.match(r"^(\w+(?:\(\w+\))?):\s+(\d+)(?:\s+kB)?\s*$", line.strip())
-        if match:
-            values[match.group(1)] = int(match.group(2)) * KIB
+    values = {key: int(number) * KIB for key, number in MEMINFO_LINE.findall(text)}  # one pass, every second
     if "MemTotal" not in values:
         raise ParseError("/proc/meminfo: no MemTotal line")
     available = values.get("MemAvailable")

@@ -127,9 +127,10 @@ class OverviewScreen(Screen[None]):
         shown = self.query_one(PoolGrid).row_count
         filt = f"  filter: {self.filter_text!r}" if self.filter_text else ""
         line = f"{shown} rows  sorted by {SORTS[self.sort_index][1]}{filt}  active alerts: {alerts}{mode}"
-        if line != self.status_text:  # Static.update lays the screen out again: only when it changed
+        if line != self.status_text:
             self.status_text = line
-            self.query_one("#status-line", Static).update(line)
+            # One line of fixed height: no layout pass (one would also redraw the whole table).
+            self.query_one("#status-line", Static).update(line, layout=False)
 
     # -- interaction ---------------------------------------------------------------------------------
     def open_filter(self) -> None:
