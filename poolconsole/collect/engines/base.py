@@ -217,6 +217,7 @@ def metrics_from_samples(samples: list[Sample], spec: MetricSpec) -> tuple[Engin
     return plan.apply([s.value for s in valid])
 
 
+TYPE = "\n# TYPE "
 REVIEW_EVERY = 30
 """A page is read the careful way (every line checked) at least this often, and on any layout change."""
 
@@ -225,8 +226,9 @@ class PageMemo:
     """What one engine's last page looked like, so that the next page with the same layout is read
     with a few C-level string operations and a precomputed plan instead of line by line.
 
-    On every poll the page is cut at its `# TYPE` lines; the number of families and the places of the
-    wanted ones must be as remembered (a change elsewhere that keeps them is seen by the next review).
+    On every poll the `# TYPE` lines are counted and the wanted families' blocks found in the remembered
+    order (no copy of the page); their sample heads must be the remembered ones (a change elsewhere
+    that keeps the count is seen by the next review).
     A page is read the careful way (parse_exposition: every line validated and counted) on the first
     poll, whenever that layout changes, whenever a selected line does not fit the plan, and every
     REVIEW_EVERY polls, so a garbage line anywhere on the page is still reported, at the latest one
@@ -235,8 +237,8 @@ class PageMemo:
     def __init__(self) -> None:
         self.families: int | None = None
         """How many `# TYPE` lines the page has (None: nothing learned, read carefully)."""
-        self.wanted: tuple[tuple[int, str], ...] = ()
-        """The wanted families' places among the pieces between `# TYPE` lines, and each one's `name `."""
+        self.wanted: tuple[str, ...] = ()
+        """The wanted families' `# TYPE name ` lines, in page order."""
         self.kept: list[int] | None = None
         """Positions of the selected lines that are samples the plan reads (None: all of them)."""
         self.careful_heads: list[Head] = []
@@ -249,27 +251,25 @@ class PageMemo:
 
     def read(self, text: str, spec: MetricSpec) -> tuple[EngineMetrics, dict[str, str], Exposition] | None:
         """The metrics of a page whose layout is the remembered one; None when it must be read carefully."""
-        pieces = text.split("\n# TYPE ")
-        if (
-            self.families != len(pieces) - 1
-            or self.spec is not spec
-            or self.age >= REVIEW_EVERY
-            or not all(pieces[i].startswith(name) for i, name in self.wanted)
-        ):
-            self._learn_layout(pieces, spec)
+        if self.families != text.count(TYPE) or self.spec is not spec or self.age >= REVIEW_EVERY:
+            self._learn_layout(text.split(TYPE), spec)
             return None
-        self.age += 1
         lines: list[str] = []
-        for i, _ in self.wanted:
-            piece = pieces[i]
-            start = piece.find("\n") + 1
+        at = 0
+        for name in self.wanted:  # each wanted family's block, found in the remembered order
+            at = text.find(name, at)
+            if at < 0:
+                self._learn_layout(text.split(TYPE), spec)
+                return None
+            start = text.find("\n", at + 1) + 1
             if not start:
                 continue
-            end = piece.find("\n#", start)
-            block = piece[start:] if end < 0 else piece[start:end]
-            block = block.rstrip("\n")
+            end = text.find("\n#", start)
+            block = (text[start:] if end < 0 else text[start:end]).rstrip("\n")
             if block:
                 lines.extend(block.split("\n"))
+            at = start
+        self.age += 1
         split = [line.rpartition(" ") for line in lines]
         heads = [head for head, _, _ in split]
         try:
@@ -296,8 +296,8 @@ class PageMemo:
     def _learn_layout(self, pieces: list[str], spec: MetricSpec) -> None:
         names = exposed(spec.wanted)
         self.families, self.spec, self.age = len(pieces) - 1, spec, 0
-        typed = ((i, piece[: piece.find(" ")]) for i, piece in enumerate(pieces) if i)  # piece 0: the page head
-        self.wanted = tuple((i, name + " ") for i, name in typed if name in names)
+        typed = (piece[: piece.find(" ")] for piece in pieces[1:])  # piece 0: the page head
+        self.wanted = tuple(f"{TYPE}{name} " for name in typed if name in names)
         self.heads, self.plan, self.kept = None, None, None
 
     def reviewed(self, exposition: Exposition) -> None:
