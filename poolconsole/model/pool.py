@@ -44,6 +44,19 @@ def sparkline(values: list[float | None], width: int = 12) -> str:
     return "".join("·" if v is None else SPARK[min(len(SPARK) - 1, int(v / top * (len(SPARK) - 1)))] for v in tail)
 
 
+def binned(values: list[float | None], bins: int) -> list[float | None]:
+    """`values` (oldest first) cut into `bins` equal runs, the newest run last, each the mean of its known
+    values (None when it has none). A short history gives fewer bins, not padded ones."""
+    size = max(1, len(values) // bins) if len(values) >= bins else 1
+    out: list[float | None] = []
+    for end in range(len(values), 0, -size):
+        known = [v for v in values[max(0, end - size) : end] if v is not None]
+        out.append(sum(known) / len(known) if known else None)
+        if len(out) == bins:
+            break
+    return out[::-1]
+
+
 @dataclass
 class EngineTrack:
     config: Engine

@@ -52,5 +52,7 @@ class Ring:
         count = min(count, size)
         if size < self.capacity or self._next == 0:
             return self._data[size - count :].tolist()
-        ordered = self._data[self._next :] + self._data[: self._next]
-        return ordered[size - count :].tolist()
+        end = self._next  # the newest value sits just before the write position: copy only what is asked
+        if count <= end:
+            return self._data[end - count : end].tolist()
+        return (self._data[size - (count - end) :] + self._data[:end]).tolist()

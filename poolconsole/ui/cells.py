@@ -8,9 +8,11 @@ from dataclasses import dataclass
 from rich.text import Text
 
 from poolconsole.model.hosts import HostSnapshot
-from poolconsole.model.pool import EngineTrack, HostTrack, PoolState, sparkline
+from poolconsole.model.pool import EngineTrack, HostTrack, PoolState, binned, sparkline
 
 BAR = " ▁▂▃▄▅▆▇█"
+SPARK_POINTS = 180
+"""The tok/s trend: the last 180 polls (3 minutes at the default 1 s) in 12 bins, each a mean."""
 NA = "n/a"
 
 
@@ -124,7 +126,7 @@ def engine_row(state: PoolState, track: EngineTrack, c: Colors) -> dict[str, Tex
         "kv": Text(pct(kv), style=level(kv, c, 0.75, state.config.alerts.kv_usage)),
         "queue": queue,
         "tps": num(v.generation_tokens_per_s) if v else NA,
-        "spark": sparkline(track.history.tokens_per_s.tail(60), 12),
+        "spark": sparkline(binned(track.history.tokens_per_s.tail(SPARK_POINTS), 12), 12),
         "ttft": seconds(v.ttft_p50_s) if v else NA,
         "state": state_text(v.state, c) if v else Text("polling", style=c.dim),
         "age": age(state.age_s(track.last_ok_at)),

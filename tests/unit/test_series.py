@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from poolconsole.model.pool import binned
 from poolconsole.model.series import Ring
 
 
@@ -28,3 +29,22 @@ def test_ring_wraps_many_times() -> None:
     for i in range(100):
         ring.append(float(i))
     assert list(ring) == [97.0, 98.0, 99.0] and ring.raw_tail(2) == [98.0, 99.0]
+
+
+def test_ring_tail_of_every_length_at_every_wrap_position() -> None:
+    for capacity in (1, 2, 5):
+        for appended in range(capacity, 3 * capacity + 1):
+            ring = Ring(capacity)
+            for i in range(appended):
+                ring.append(float(i))
+            newest = [float(i) for i in range(appended - capacity, appended)]
+            for count in range(capacity + 2):
+                assert ring.tail(count) == newest[len(newest) - min(count, capacity) :]
+
+
+def test_binned_trend_means_each_run_newest_last() -> None:
+    assert binned([1.0, 2.0, 3.0, 4.0, 5.0, 6.0], 3) == [1.5, 3.5, 5.5]
+    assert binned([1.0, None, 3.0, None], 2) == [1.0, 3.0]  # unknown polls left out of a run's mean
+    assert binned([None, None, 5.0, 7.0], 2) == [None, 6.0]  # a run with nothing known stays unknown
+    assert binned([1.0, 2.0], 12) == [1.0, 2.0]  # a short history: fewer bins, not padded ones
+    assert binned([float(i) for i in range(185)], 12)[-1] == 177.0  # the newest 15, the oldest 5 left out

@@ -67,7 +67,10 @@ def number(text: str | None) -> float | None:
     raw = value(text)
     if raw is None:
         return None
-    raw = _UNIT.sub("", raw)
+    try:
+        return float(raw)  # the usual answer (nounits): no unit to cut
+    except ValueError:
+        raw = _UNIT.sub("", raw)
     try:
         return float(raw)
     except ValueError:
