@@ -131,7 +131,6 @@ class PoolGrid(ScrollView, can_focus=True):
         self.rows: dict[str, Row] = {}
         self.cursor_row = 0
         self._styles: dict[int, tuple[Style, Style | None]] = {}
-        self._style_state: object = None
         self._header: Strip | None = None
         self._header_at: tuple[int, int] = (-1, -1)
         self._resize()
@@ -204,14 +203,6 @@ class PoolGrid(ScrollView, can_focus=True):
         super().notify_style_update()
         self._forget_styles()
 
-    def _on_focus(self, event: events.Focus) -> None:
-        self._forget_styles()
-        self.refresh()
-
-    def _on_blur(self, event: events.Blur) -> None:
-        self._forget_styles()
-        self.refresh()
-
     def _forget_styles(self) -> None:
         self._styles.clear()
         self._header = None
@@ -231,13 +222,6 @@ class PoolGrid(ScrollView, can_focus=True):
                 style, post = style + cursor, Style.from_color(cursor.color)
             cached = self._styles[variant] = (style, post)
         return cached
-
-    def render_lines(self, crop: Region) -> list[Strip]:
-        state = (self.app.theme, self.get_pseudo_class_state())
-        if state != self._style_state:  # a theme switch or focus change restyles every component
-            self._style_state = state
-            self._forget_styles()
-        return super().render_lines(crop)
 
     def render_line(self, y: int) -> Strip:
         width = self.size.width

@@ -114,3 +114,32 @@ async def test_only_changed_rows_are_built_again() -> None:
         for key in grid.order:
             if key != "r04":
                 assert next(iter(grid.rows[key].strips.values())) is kept[key]
+
+
+async def test_the_cursor_row_is_drawn_blurred_without_focus() -> None:
+    app = GridApp(3)
+    async with app.run_test(size=(40, 12)) as pilot:
+        grid = app.query_one(PoolGrid)
+        await pilot.pause()
+
+        def cursor_background() -> object:
+            return next(iter(grid.render_line(1))).style.bgcolor  # type: ignore[union-attr]
+
+        focused = cursor_background()
+        grid.blur()
+        await pilot.pause()
+        assert cursor_background() != focused  # the blurred cursor's colours
+        grid.focus()
+        await pilot.pause()
+        assert cursor_background() == focused
+
+
+async def test_a_theme_switch_redraws_the_rows_in_its_colours() -> None:
+    app = GridApp(3)
+    async with app.run_test(size=(40, 12)) as pilot:
+        grid = app.query_one(PoolGrid)
+        await pilot.pause()
+        before = [segment.style for segment in grid.render_line(2)]
+        app.theme = "textual-light" if app.theme != "textual-light" else "textual-dark"
+        await pilot.pause()
+        assert [segment.style for segment in grid.render_line(2)] != before
