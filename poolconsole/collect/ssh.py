@@ -3,9 +3,11 @@ reconnected with backoff; a timeout on every command; bounded concurrency.
 
 Host keys are verified against known_hosts (asyncssh's default is ~/.ssh/known_hosts). An unknown or
 changed key is a state with the fix in words, never accepted silently; `host_key_policy = "accept-new"`
-records a first-seen key (as OpenSSH's StrictHostKeyChecking=accept-new), never a changed one. Only
-key and agent authentication. ~/.ssh/config is honoured the way OpenSSH users expect (Host aliases,
-HostName, User, Port, IdentityFile, ProxyJump), through asyncssh's own OpenSSH config support.
+records a first-seen key (as OpenSSH's StrictHostKeyChecking=accept-new), never a changed one, and
+creates the known_hosts file (0600, its directory 0700) when there is none yet. A missing known_hosts,
+identity or config file is named in the host's error with the fix, never "No such file or directory"
+alone. Only key and agent authentication. ~/.ssh/config is honoured the way OpenSSH users expect (Host
+aliases, HostName, User, Port, IdentityFile, ProxyJump), through asyncssh's own OpenSSH config support.
 
 Commands are fixed strings from the collectors' modules: nothing from config or the network is
 interpolated into them.
@@ -84,11 +86,67 @@ def _trusted_keys(host: Host, hostname: str, port: int) -> bool:
     return False
 
 
+def _same_path(a: str, b: str | None) -> bool:
+    return b is not None and os.path.abspath(a) == os.path.abspath(b)
+
+
+def _missing_known_hosts(host: Host, hostname: str, port: int) -> SSHFailure:
+    kh = _known_hosts_path(host)
+    parent = os.path.dirname(os.path.abspath(kh))
+    mkdir = "" if os.path.isdir(parent) else f"mkdir -m 700 -p {parent}, then "
+    return SSHFailure(
+        HostState.HOST_KEY_UNKNOWN,
+        f"there is no known_hosts file at {kh}, so the host key of {hostname}:{port} cannot be verified: check "
+        f"the key out of band and record it ({mkdir}ssh-keyscan -p {port} {hostname} >> {kh}, after comparing the "
+        f'fingerprint), or set host_key_policy = "accept-new" for this host to record the first-seen key',
+    )
+
+
+def _file_failure(exc: OSError, host: Host, hostname: str, port: int) -> SSHFailure:
+    """A file the connection needs is missing or unreadable: which one, who named it, and the fix."""
+    where = f"{hostname}:{port}"
+    path = os.fsdecode(exc.filename)
+    problem = "does not exist" if isinstance(exc, FileNotFoundError) else f"cannot be read ({exc.strerror or exc})"
+    kh = _known_hosts_path(host)
+    if _same_path(kh, path):
+        if isinstance(exc, FileNotFoundError):
+            return _missing_known_hosts(host, hostname, port)
+        return SSHFailure(
+            HostState.HOST_KEY_UNKNOWN,
+            f"the known_hosts file {kh} {problem}, so the host key of {where} cannot be verified: fix its "
+            "permissions, or point known_hosts for this host at another file",
+        )
+    if _same_path(_expand(host.identity_file) or "", path):
+        return SSHFailure(
+            HostState.AUTH_FAILED,
+            f"the identity file {path} (identity_file for {where} in hosts.toml) {problem}: fix identity_file, "
+            "or remove it to use ~/.ssh/config and the agent",
+        )
+    config = _expand(host.ssh_config) or os.path.expanduser("~/.ssh/config")
+    if host.ssh_config is not None and _same_path(config, path):
+        return SSHFailure(
+            HostState.UNREACHABLE,
+            f"the SSH config file {path} (ssh_config for {where} in hosts.toml) {problem}: fix ssh_config",
+        )
+    if os.path.exists(config):
+        # Reading client keys is what opens files named in the config (IdentityFile, CertificateFile).
+        return SSHFailure(
+            HostState.AUTH_FAILED,
+            f"the identity file {path}, named for {where} in {config}, {problem}: fix the IdentityFile line "
+            "there, or set identity_file for this host in hosts.toml",
+        )
+    return SSHFailure(HostState.UNREACHABLE, f"{path}, needed to connect to {where}, {problem}")
+
+
 def classify(exc: BaseException, host: Host, target: tuple[str, int]) -> SSHFailure:
     """An exception from asyncssh or the socket layer, as a host state and a sentence with the fix."""
+    if isinstance(exc, SSHFailure):
+        return exc
     hostname, port = target
     where = f"{hostname}:{port}"
     kh = _known_hosts_path(host)
+    if isinstance(exc, OSError) and exc.filename is not None:
+        return _file_failure(exc, host, hostname, port)
     if isinstance(exc, asyncssh.HostKeyNotVerifiable):
         if _trusted_keys(host, hostname, port):
             return SSHFailure(
@@ -121,6 +179,30 @@ def classify(exc: BaseException, host: Host, target: tuple[str, int]) -> SSHFail
     if isinstance(exc, asyncssh.Error):
         return SSHFailure(HostState.UNREACHABLE, f"SSH error with {where}: {exc}")
     return SSHFailure(HostState.UNREACHABLE, f"{type(exc).__name__}: {exc}")
+
+
+def _append_known_host(path: Path, line: str) -> None:
+    """Append one known_hosts line, creating the file 0600 and missing directories 0700, as OpenSSH does
+    for ~/.ssh/known_hosts."""
+    missing: list[Path] = []
+    parent = path.absolute().parent
+    while not parent.exists():
+        missing.append(parent)
+        parent = parent.parent
+    for directory in reversed(missing):
+        directory.mkdir(mode=0o700, exist_ok=True)
+        directory.chmod(0o700)  # whatever the umask
+    created = not path.exists()
+    if not created and path.stat().st_size:
+        with path.open("rb") as old:
+            old.seek(-1, os.SEEK_END)
+            if old.read(1) != b"\n":
+                line = "\n" + line  # never glue the entry onto a last line that lacks its newline
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    with os.fdopen(fd, "a") as fh:
+        if created:
+            os.fchmod(fd, 0o600)  # whatever the umask
+        fh.write(line)
 
 
 class HostConnection:
@@ -165,17 +247,33 @@ class HostConnection:
         """The address and port asyncssh will use after ~/.ssh/config (for messages)."""
         return self.host.address, self.host.port or 22
 
+    def _may_accept_new(self, exc: Exception) -> bool:
+        """accept-new, and the key is not known yet: not verifiable with no entry, or no known_hosts file at all
+        (a key that does not match an entry is a changed key, never recorded)."""
+        if self.host.host_key_policy != "accept-new":
+            return False
+        if isinstance(exc, FileNotFoundError):
+            return exc.filename is not None and _same_path(_known_hosts_path(self.host), os.fsdecode(exc.filename))
+        return not _trusted_keys(self.host, *self.target())
+
     async def _accept_new(self, opts: dict[str, Any]) -> None:
-        """accept-new: record an unknown host's key, the way OpenSSH's StrictHostKeyChecking=accept-new does."""
+        """accept-new: record an unknown host's key, the way OpenSSH's StrictHostKeyChecking=accept-new does.
+        The next connection verifies against what was recorded, so a key swapped in between is refused."""
         hostname, port = self.target()
         key = await asyncssh.get_server_host_key(hostname, port, config=opts.get("config", ()))
         if key is None:
             raise asyncssh.HostKeyNotVerifiable("no host key offered")
         path = Path(opts["known_hosts"])
-        path.parent.mkdir(parents=True, exist_ok=True)
         name = hostname if port == 22 else f"[{hostname}]:{port}"
-        with path.open("a") as fh:
-            fh.write(f"{name} {key.export_public_key().decode().strip()}\n")
+        try:
+            _append_known_host(path, f"{name} {key.export_public_key().decode().strip()}\n")
+        except OSError as exc:
+            raise SSHFailure(
+                HostState.HOST_KEY_UNKNOWN,
+                f'host_key_policy = "accept-new" could not record the host key of {hostname}:{port} in {path}: '
+                f"{exc.strerror or exc}{f' ({exc.filename})' if exc.filename else ''}; fix the permissions or "
+                "point known_hosts for this host at a writable file",
+            ) from None
 
     async def connect(self) -> asyncssh.SSHClientConnection:
         if self.conn is not None and not self.conn.is_closed():
@@ -188,8 +286,8 @@ class HostConnection:
             async with asyncio.timeout(self.timeout_s * 2):
                 try:
                     self.conn = await asyncssh.connect(self.host.address, **opts)
-                except asyncssh.HostKeyNotVerifiable:
-                    if self.host.host_key_policy != "accept-new" or _trusted_keys(self.host, *self.target()):
+                except (asyncssh.HostKeyNotVerifiable, FileNotFoundError) as exc:
+                    if not self._may_accept_new(exc):
                         raise
                     await self._accept_new(opts)
                     self.conn = await asyncssh.connect(self.host.address, **opts)
