@@ -7,6 +7,7 @@ import datetime as dt
 from pathlib import Path
 from typing import ClassVar
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical
@@ -27,8 +28,8 @@ class ProfilePicker(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
-            yield Static(f"Switch {self.engine} to which profile? (active: {self.active or 'unknown'})")
-            yield OptionList(*self.profiles, id="profiles")
+            yield Static(f"Switch {self.engine} to which profile? (active: {self.active or 'unknown'})", markup=False)
+            yield OptionList(*(Text(p) for p in self.profiles), id="profiles")
             yield Button("Cancel", id="cancel")
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
@@ -55,8 +56,8 @@ class ConfirmAction(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
-            yield Static(f"[b]{self.title_text}[/b]")
-            yield Static("\n".join(self.lines), id="commands")
+            yield Static(Text(self.title_text, style="bold"), id="confirm-title")
+            yield Static("\n".join(self.lines), id="commands", markup=False)
             with Horizontal(id="buttons"):
                 yield Button("Run it (y)", id="yes", variant="error")
                 yield Button("Cancel (n)", id="no", variant="primary")
@@ -83,7 +84,7 @@ class ActionScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield Header()
-        yield Static(f"[b]{self.title_text}[/b]: running", id="action-title")
+        yield Static(Text(f"{self.title_text}: running", style="bold"), id="action-title")
         yield Log(id="action-log", highlight=False)
         yield Footer()
 
@@ -95,7 +96,7 @@ class ActionScreen(Screen[None]):
 
     def finish(self, outcome: str, detail: str) -> None:
         self.outcome = outcome
-        self.query_one("#action-title", Static).update(f"[b]{self.title_text}[/b]: {outcome}: {detail}")
+        self.query_one("#action-title", Static).update(Text(f"{self.title_text}: {outcome}: {detail}", style="bold"))
         self.progress(f"== {outcome}: {detail}")
 
 
@@ -126,13 +127,18 @@ class AuditScreen(Screen[None]):
             table.add_column(label, key=key)
         for i, e in enumerate(self.entries):
             table.add_row(
-                dt.datetime.fromtimestamp(e.at, dt.UTC).strftime("%m-%d %H:%M:%S"),
-                e.user,
-                e.action,
-                e.target,
-                f"{e.profile_from} -> {e.profile_to}" if e.profile_to else "-",
-                e.outcome,
-                f"{e.duration_s:.1f}",
-                " ; ".join(c[:60] for c in e.commands),
+                *(
+                    Text(cell)
+                    for cell in (
+                        dt.datetime.fromtimestamp(e.at, dt.UTC).strftime("%m-%d %H:%M:%S"),
+                        e.user,
+                        e.action,
+                        e.target,
+                        f"{e.profile_from} -> {e.profile_to}" if e.profile_to else "-",
+                        e.outcome,
+                        f"{e.duration_s:.1f}",
+                        " ; ".join(c[:60] for c in e.commands),
+                    )
+                ),
                 key=str(i),
             )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.screen import Screen
@@ -14,6 +15,7 @@ from poolconsole.model.alerts import Alerts
 from poolconsole.model.gateway import gateway_reports
 from poolconsole.model.pool import PoolState
 from poolconsole.ui.actions import Action, key_label
+from poolconsole.ui.tables import sync_rows
 
 
 class GatewayScreen(Screen[None]):
@@ -26,9 +28,9 @@ class GatewayScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Header()
         with VerticalScroll():
-            yield Static(id="gateway-summary")
+            yield Static(id="gateway-summary", markup=False)
             yield DataTable(id="routes", cursor_type="row")
-            yield Static(id="drift")
+            yield Static(id="drift", markup=False)
         yield Footer()
 
     def on_mount(self) -> None:
@@ -47,25 +49,25 @@ class GatewayScreen(Screen[None]):
     def refresh_view(self) -> None:
         reports = gateway_reports(self.state)
         table = self.query_one("#routes", DataTable)
-        table.clear()
+        rows: dict[str, tuple[str, ...]] = {}
         summary, drift = [], []
         if not reports:
             summary.append('No LiteLLM gateway is configured (kind = "litellm").')
         for r in reports:
-            summary.append(f"[b]{r.gateway}[/b]: {r.state}; liveness {r.liveness}; readiness {r.readiness}")
+            summary.append(f"{r.gateway}: {r.state}; liveness {r.liveness}; readiness {r.readiness}")
             for route in r.routes:
-                table.add_row(
+                rows[f"{r.gateway}:{route.model}"] = (
                     r.gateway,
                     route.model,
                     route.engine or "NONE",
                     route.host or "-",
                     route.engine_state or "-",
-                    key=f"{r.gateway}:{route.model}",
                 )
                 if route.engine is None:
                     drift.append(f"drift: gateway route {route.model!r} is served by no engine")
             drift += [f"drift: {engine} serves {model!r}, which no gateway routes" for engine, model in r.unrouted]
             drift += [f"degrade hint: {h}" for h in r.hints]
+        sync_rows(table, rows)
         self.query_one("#gateway-summary", Static).update("\n".join(summary))
         self.query_one("#drift", Static).update(
             "\n".join(drift) or "no drift: every route is served and every served model is routed"
@@ -81,7 +83,7 @@ class AlertsScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield Header()
-        yield Static(id="alerts-summary")
+        yield Static(id="alerts-summary", markup=False)
         yield DataTable(id="alert-log", cursor_type="row")
         yield Footer()
 
@@ -94,10 +96,12 @@ class AlertsScreen(Screen[None]):
 
     def refresh_view(self) -> None:
         table = self.query_one("#alert-log", DataTable)
-        table.clear()
-        for i, event in enumerate(reversed(self.alerts.log)):
+        rows: dict[str, tuple[str, ...]] = {}
+        for event in reversed(self.alerts.log):  # newest first, each row keyed by its event
             at = dt.datetime.fromtimestamp(event.at, dt.UTC).strftime("%H:%M:%S")
-            table.add_row(at, event.target, event.rule, ("FIRED " if event.fired else "") + event.message, key=str(i))
+            what = ("fired: " if event.fired else "") + event.message
+            rows[f"{event.at!r}:{event.target}:{event.rule}:{event.fired}"] = (at, event.target, event.rule, what)
+        sync_rows(table, rows)
         active = [f"{t}/{r}" for (t, r) in self.alerts.active]
         self.query_one("#alerts-summary", Static).update(
             f"{len(active)} active: {', '.join(active) or 'none'}   (times in UTC)"
@@ -121,6 +125,7 @@ class HelpScreen(Screen[None]):
             "table in hosts.toml."
             + ("  Read-only mode: actions that change the pool are hidden." if self.read_only else ""),
             id="help-note",
+            markup=False,
         )
         yield Footer()
 
@@ -129,4 +134,5 @@ class HelpScreen(Screen[None]):
         for key, label in (("key", "Key"), ("id", "Action id"), ("what", "What it does")):
             table.add_column(label, key=key)
         for a in self.actions:
-            table.add_row(key_label(self.keymap.get(a.id, a.key)), a.id, f"{a.title}: {a.help}", key=a.id)
+            key = key_label(self.keymap.get(a.id, a.key))
+            table.add_row(Text(key), Text(a.id), Text(f"{a.title}: {a.help}"), key=a.id)

@@ -38,12 +38,18 @@ def _text(value: Text | str) -> Text:
     return value if isinstance(value, Text) else Text(value)  # a str cell would be parsed as markup on every render
 
 
-def _number(text: str) -> float:
-    head = text.split("/")[-1].rstrip("%")
-    try:
-        return float(head)
-    except ValueError:
-        return -1.0
+def _view_number(state: PoolState, key: str, column: str) -> float | None:
+    """The model's number behind a sortable column (None: unknown, or a host row without an engine)."""
+    track = state.engines.get(key.removeprefix("engine:")) if key.startswith("engine:") else None
+    view = track.view if track else None
+    if view is None:
+        return None
+    value: float | None = {
+        "tps": view.generation_tokens_per_s,
+        "kv": view.kv_cache_usage,
+        "queue": view.requests_waiting,
+    }[column]
+    return value
 
 
 class OverviewScreen(Screen[None]):
@@ -94,7 +100,9 @@ class OverviewScreen(Screen[None]):
         column = SORTS[self.sort_index][0]
         if column in ("host", "engine"):
             return sorted(rows, key=lambda k: (_plain(rows[k]["host"]), _plain(rows[k]["engine"])))
-        return sorted(rows, key=lambda k: -_number(_plain(rows[k][column])))
+        # The model's numbers, highest first; unknown ones last (never read as 0, never parsed from text).
+        values = {k: _view_number(self.state, k, column) for k in rows}
+        return sorted(rows, key=lambda k: (values[k] is None, -(values[k] or 0.0), k))
 
     def refresh_rows(self) -> None:
         """Apply the latest model to the table: update changed cells only, add and drop rows as needed."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, cast
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Grid
 from textual.screen import Screen
@@ -31,7 +32,7 @@ class SmokeScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield Header()
-        yield Static(id="smoke-status")
+        yield Static(id="smoke-status", markup=False)
         yield DataTable(id="smoke-results", cursor_type="row")
         with Grid(id="smoke-charts"):
             yield PlotextPlot(id="chart-ttft")
@@ -61,7 +62,7 @@ class SmokeScreen(Screen[None]):
         ttft = f"{_fmt(t.get('p50'), 1000)}/{_fmt(t.get('p95'), 1000, ' ms')}" if t else "-"
         tps = result.output_tokens_per_s
         speed = f"{_fmt(tps.get('per_stream'))}/{_fmt(tps.get('aggregate'))}" if tps else "-"
-        table.add_row(
+        cells = (
             result.target,
             result.model[:30],
             result.check,
@@ -70,8 +71,8 @@ class SmokeScreen(Screen[None]):
             ttft,
             speed,
             result.reason[:70],
-            key=str(len(self.results)),
         )
+        table.add_row(*(Text(c) for c in cells), key=str(len(self.results)))  # plain text, never markup
         self._status()
 
     def finish(self, changes: list[Change], error: str | None = None) -> None:

@@ -1,0 +1,139 @@
+"""Every screen, every action of the registry from each, through its key and through the palette (Ctrl+P):
+the console must never raise or exit. This is the walk a new operator does on first contact."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from textual.command import CommandPalette
+from textual.pilot import Pilot
+from textual.widgets import Input
+
+from poolconsole.config import parse_config
+from poolconsole.ui import actions
+from poolconsole.ui.app import PoolApp
+from poolconsole.ui.grid import PoolGrid
+from poolconsole.ui.screens.action import AuditScreen, ConfirmAction, ProfilePicker
+from poolconsole.ui.screens.detail import DetailScreen
+from poolconsole.ui.screens.others import AlertsScreen, GatewayScreen, HelpScreen
+from poolconsole.ui.screens.overview import OverviewScreen
+from poolconsole.ui.screens.smoke import SmokeScreen
+from tests.helpers import uipool
+
+def closed_port_config() -> str:
+    """The example pool with every engine URL and host address on 127.0.0.1 ports nothing listens on:
+    actions that reach out (smoke, restart) fail fast, on loopback only."""
+    text = (uipool.ROOT / "hosts.toml").read_text()
+    text = re.sub(r'url = "http://[^"]+"', 'url = "http://127.0.0.1:9"', text)
+    text = re.sub(r'address = "[^"]+"', 'address = "127.0.0.1"', text)
+    return re.sub(r"(?m)^port = \d+$", "port = 9", text).replace('name = "tp4"', 'name = "tp4"\nport = 9', 1)
+
+
+def app_for(tmp_path: Path) -> PoolApp:
+    app = PoolApp(
+        parse_config(closed_port_config(), "hosts.toml"),
+        live=False,
+        clock=uipool.clock,
+        theme_state=tmp_path / "ui.json",
+        subtitle="test pool",
+    )
+    app.audit_path = tmp_path / "audit.db"
+    app.smoke_db = tmp_path / "smoke.db"
+    return app
+
+
+SCREENS: dict[str, tuple[tuple[str, ...], type]] = {
+    "overview": ((), OverviewScreen),
+    "detail": (("enter",), DetailScreen),
+    "gateway": (("g",), GatewayScreen),
+    "alerts": (("a",), AlertsScreen),
+    "help": (("question_mark",), HelpScreen),
+    "audit": (("L",), AuditScreen),
+    "smoke": (("m",), SmokeScreen),
+    "profile picker": (("P",), ProfilePicker),
+    "confirmation": (("R",), ConfirmAction),
+}
+
+
+async def back_to_overview(pilot: Pilot[None], app: PoolApp) -> None:
+    for _ in range(8):
+        if isinstance(app.screen, OverviewScreen) and len(app.screen_stack) == 2:
+            return
+        if isinstance(app.screen, (ProfilePicker, ConfirmAction, CommandPalette)):
+            app.screen.dismiss(None)  # type: ignore[arg-type]
+        else:
+            app.pop_screen()
+        await pilot.pause()
+    raise AssertionError(f"cannot get back to the overview from {app.screen!r}")
+
+
+async def open_screen(pilot: Pilot[None], app: PoolApp, name: str) -> None:
+    keys, kind = SCREENS[name]
+    await back_to_overview(pilot, app)
+    grid = app.screen.query_one(PoolGrid)
+    grid.move_cursor(row=list(grid.order).index("engine:qwen3-next-80b"))  # an engine with profiles and control
+    await pilot.press(*keys)
+    for _ in range(20):
+        if isinstance(app.screen, kind):
+            return
+        await pilot.pause(0.05)
+    raise AssertionError(f"{name}: expected {kind.__name__}, got {type(app.screen).__name__}")
+
+
+def alive(app: PoolApp, where: str) -> None:
+    assert app.is_running, f"the console exited ({where})"
+    assert app.return_code is None, f"the console exited with {app.return_code} ({where})"
+
+
+WALKED = [a for a in actions.ACTIONS if a.id != "quit"]
+
+
+@pytest.mark.parametrize("screen", list(SCREENS))
+async def test_every_action_by_key_and_palette_from(screen: str, tmp_path: Path) -> None:
+    app = app_for(tmp_path)
+    async with app.run_test(size=(140, 40)) as pilot:
+        for host in uipool.host_snapshots(app.config):
+            app.apply_host(host)
+        for snap in uipool.engine_snapshots(app.config):
+            app.apply_engine(snap)
+        app.refresh_screen()
+        await pilot.pause()
+        for action in WALKED:
+            await open_screen(pilot, app, screen)
+            await pilot.press(action.key)
+            await pilot.pause()
+            alive(app, f"{action.key} on {screen}")
+
+            await open_screen(pilot, app, screen)
+            await pilot.press("ctrl+p")
+            await pilot.pause()
+            assert isinstance(app.screen, CommandPalette), f"Ctrl+P on {screen} opened {app.screen!r}"
+            app.screen.query_one(Input).value = action.title
+            await pilot.pause(0.3)  # the palette searches in a worker
+            await pilot.press("enter")
+            await pilot.pause()
+            alive(app, f"palette {action.title!r} on {screen}")
+        await back_to_overview(pilot, app)
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        app.screen.query_one(Input).value = "Quit"
+        await pilot.pause(0.3)
+        await pilot.press("enter")
+        await pilot.pause(0.3)
+    assert app.return_code == 0
+
+
+async def test_palette_lists_every_action_with_its_key_as_plain_text(tmp_path: Path) -> None:
+    app = app_for(tmp_path)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await pilot.press("ctrl+p")
+        await pilot.pause(0.5)
+        assert isinstance(app.screen, CommandPalette)
+        entries = [e.title for e in app.palette_entries()]
+        assert "Filter  (/)" in entries and "Help  (?)" in entries
+        assert {a.title for a in actions.ACTIONS} <= {t.split("  (")[0] for t in entries}
+        await pilot.press("escape")
+        await pilot.pause()
+        alive(app, "after the palette closed")
