@@ -74,11 +74,12 @@ async def measure(url: str, concurrency: int, timed: bool) -> bool:
             await client.aclose()
     stats = level_stats(results, wall)
     good = [r for r in results if r.ok and r.last_event and "server" in r.last_event and r.ttft is not None]
-    ttft = stats.ttft["mean"] if stats.ttft else float("nan")
+    ttft = (stats.ttft or {}).get("mean") or float("nan")
     tps = (stats.tokens_per_s or {}).get("per_stream") or float("nan")
     aggregate = (stats.tokens_per_s or {}).get("aggregate") or float("nan")
     clock = [r.last_event["server"] for r in good if r.last_event]
-    wire_ttft = statistics.fmean(c["first"] - r.sent_at for c, r in zip(clock, good, strict=True))
+    # TTFT counts from the request's start (its connect, when it opens one: none here, they are warm)
+    wire_ttft = statistics.fmean(c["first"] - r.started_at for c, r in zip(clock, good, strict=True))
     intake = statistics.fmean(c["arrived"] - r.sent_at for c, r in zip(clock, good, strict=True))
     wire_tps = statistics.median((TOKENS - 1) / (c["last"] - c["first"]) for c in clock)
     stamp_lag = statistics.fmean(r.token_times[0] - c["first"] for c, r in zip(clock, good, strict=True))

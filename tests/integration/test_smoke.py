@@ -29,6 +29,7 @@ RESULT_KEYS = {
     "concurrency",
     "requests",
     "ttft_s",
+    "connect_s",
     "itl_s",
     "output_tokens_per_s",
 }
@@ -128,6 +129,26 @@ async def test_malformed_tool_call(server: RawHTTPServer) -> None:
     assert (not checks["tool_call"].passed and "not valid JSON" in checks["tool_call"].reason) or "malformed" in checks[
         "tool_call"
     ].reason
+
+
+async def test_a_refused_url_is_named_with_the_cause_status_gives() -> None:
+    import socket
+
+    from poolconsole.collect.getter import PollClient
+    from poolconsole.collect.http import fetch
+
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    poll = PollClient()
+    try:
+        status = await fetch(poll, url + "/v1/models", timeout_s=5, max_bytes=1024)
+    finally:
+        await poll.aclose()
+    assert status.error and "connection refused" in status.error
+    results, _ = await run_smoke(config_for(url), SmokeOptions(requests=1, seed=1, stall_s=1.0, total_s=5.0))
+    assert [(r.check, r.passed) for r in results] == [("models", False)]
+    assert results[0].reason == f"{url}/v1/models: {status.error}"
 
 
 async def test_correctness_probe(server: RawHTTPServer) -> None:

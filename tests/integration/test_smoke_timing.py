@@ -1,25 +1,33 @@
 """Smoke timing against a server with known timing (tests/helpers/paced.py): the arrival of each event is
-stamped at the socket, not when a busy client loop gets to it; TLS goes through the same client; and
-`poolconsole smoke --json` reports what the server did."""
+stamped at the socket, not when a busy client loop gets to it; TLS goes through the same client; TTFT
+counts from the request's start, its connect included, and the connect is its own figure; and
+`poolconsole smoke --json` reports what the server did, saying on stderr what it is doing."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import re
+import socket
 import ssl
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
 from poolconsole.collect import wire
+from poolconsole.collect.getter import PollClient
+from poolconsole.collect.http import fetch
+from poolconsole.config import parse_config
+from poolconsole.ops.smoke.checks import Checker, Prompts, Target
 from poolconsole.ops.smoke.stream import StreamResult, stream_chat
 from tests.helpers.certs import self_signed
-from tests.helpers.paced import paced_in_thread, start_paced
+from tests.helpers.paced import PacedProtocol, paced_in_thread, start_paced
 
 BODY = {"model": "paced", "messages": [{"role": "user", "content": "x"}], "stream": True}
 
@@ -95,14 +103,87 @@ async def test_tls_streams_through_the_timed_client(tmp_path: Path) -> None:
         server.close()
 
 
-async def test_refused_and_closed_connections_are_reasons() -> None:
+async def test_a_refused_connection_names_the_url_in_the_words_of_status() -> None:
     server = await start_paced(first_s=0.05, every_s=0.01, tokens=2)
     port = server.sockets[0].getsockname()[1]
     server.close()
     await server.wait_closed()
+    url = f"http://127.0.0.1:{port}/v1/chat/completions"
     async with wire.timed_client(5, 4) as client:
-        result = await stream_chat(client, f"http://127.0.0.1:{port}/v1/chat/completions", BODY, {}, 2, 5)
-    assert not result.ok and result.reason and result.reason.startswith("ConnectError")
+        result = await stream_chat(client, url, BODY, {}, 2, 5)
+    poll = PollClient()
+    try:
+        status = await fetch(poll, url, timeout_s=5, max_bytes=1024)  # what `poolconsole status` says
+    finally:
+        await poll.aclose()
+    assert status.error and "connection refused" in status.error
+    assert not result.ok and result.reason == f"{url}: {status.error}"
+
+
+HOLD_S = 0.5
+
+
+@contextlib.asynccontextmanager
+async def slow_to_connect(hold_s: float, first_s: float = 0.05) -> AsyncIterator[str]:
+    """A paced server whose listen backlog is full for `hold_s`: a socket listening with backlog 0 and one
+    connection nobody accepts, so that Linux drops the next SYN (the client sends it again after its
+    1 s initial retransmission timeout). Then it serves; yields its URL."""
+    loop = asyncio.get_running_loop()
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    listener.setblocking(False)
+    port = listener.getsockname()[1]
+    filler = socket.create_connection(("127.0.0.1", port), timeout=5)  # fills the accept queue
+    servers: list[asyncio.Server] = []
+
+    async def serve_later() -> None:
+        await asyncio.sleep(hold_s)
+        servers.append(await loop.create_server(lambda: PacedProtocol(first_s, 0.01, 3), sock=listener))
+
+    serving = asyncio.create_task(serve_later())
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        await serving
+        filler.close()
+        for server in servers:
+            server.close()
+            await server.wait_closed()
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="a full listen backlog drops SYNs on Linux")
+async def test_ttft_counts_from_the_request_start_its_connect_included() -> None:
+    async with slow_to_connect(HOLD_S) as url, wire.timed_client(10, 4) as client:
+        slow = await stream_chat(client, url + "/v1/chat/completions", BODY, {}, 5, 10)
+        kept = await stream_chat(client, url + "/v1/chat/completions", BODY, {}, 5, 10)
+    assert slow.ok, slow.reason
+    # no connection before the backlog had room: the connect took at least the hold
+    assert slow.connect_s is not None and slow.connect_s >= HOLD_S
+    assert slow.sent_at - slow.started_at == pytest.approx(slow.connect_s)
+    # the first token is written 50 ms after the server has the request, sent after the connect
+    assert slow.ttft is not None and slow.ttft >= slow.connect_s + 0.045
+    # the next request goes out on the same connection: no connect, TTFT from its send
+    assert kept.ok, kept.reason
+    assert kept.connect_s is None and kept.started_at == kept.sent_at
+    assert kept.ttft is not None and kept.ttft >= 0.045
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="a full listen backlog drops SYNs on Linux")
+async def test_a_level_reports_connect_s_apart_from_ttft() -> None:
+    async with slow_to_connect(HOLD_S) as url:
+        engine = parse_config(f'[[engines]]\nname = "paced"\nkind = "openai"\nurl = "{url}"\n').engines[0]
+        checker = Checker(Target("paced", engine, url, None), Prompts(1), stall_s=5, total_s=10)
+        try:
+            result = await checker.chat_stream("paced", engine.smoke, 1, 1)
+        finally:
+            await checker.close()
+    doc = result.to_json()
+    assert doc["passed"], doc["reason"]
+    connect = doc["connect_s"]
+    assert connect["connections"] == 1 and connect["mean"] >= HOLD_S and connect["p95"] >= HOLD_S
+    assert doc["ttft_s"]["p50"] >= connect["mean"] + 0.045
+    assert re.search(r"connect \d+\.\d ms mean, \d+\.\d ms p95 \(1 new connection", doc["reason"]), doc["reason"]
 
 
 def test_smoke_json_reports_the_known_timing(tmp_path: Path) -> None:
@@ -134,6 +215,10 @@ def test_smoke_json_reports_the_known_timing(tmp_path: Path) -> None:
     doc = json.loads(proc_out.stdout)
     streams = {r["concurrency"]: r for r in doc["results"] if r["check"] == "chat_stream"}
     assert set(streams) == {1, 16}
+    # 16 requests one after another (>= 8 s) go out on one kept-alive connection
+    assert streams[1]["connect_s"]["connections"] == 1 and streams[1]["connect_s"]["mean"] > 0
+    # stdout is the JSON; stderr says what the run is doing once it has gone on for 3 s
+    assert re.search(r"^smoke: paced paced chat_stream c=1 \d+/16 done$", proc_out.stderr, re.M), proc_out.stderr
     for level in streams.values():
         assert level["passed"] and level["requests"] == 16
         assert 0.150 <= level["ttft_s"]["p50"] <= level["ttft_s"]["p95"] < 0.45

@@ -18,7 +18,7 @@ import openai
 
 from poolconsole.collect.wire import timed_client
 from poolconsole.config.models import Engine, SmokeSettings
-from poolconsole.ops.smoke.stream import StreamResult, level_stats, stream_chat
+from poolconsole.ops.smoke.stream import StreamResult, failed_request, level_stats, stream_chat
 
 WORDS = "amber basil cedar delta ember fjord garnet harbor indigo juniper kestrel lumen marble nectar".split()  # noqa: SIM905
 WEATHER_TOOL: Any = {
@@ -41,6 +41,10 @@ class CheckResult:
     concurrency: int | None = None
     requests: int | None = None
     ttft_s: dict[str, float | None] | None = None
+    connect_s: dict[str, float | None] | None = None
+    """Connection set-up (name lookup, TCP, TLS) of the timed requests that opened a connection: mean,
+    p95, connections; None when none did. It is part of TTFT, and said apart so that a slow accept
+    (a full listen backlog drops SYNs: 1 s each) is not read as a slow engine."""
     itl_s: dict[str, float | None] | None = None
     output_tokens_per_s: dict[str, float | None] | None = None
     prompt_tokens: int | None = None
@@ -86,6 +90,25 @@ def is_embedding_model(model: str, settings: SmokeSettings) -> bool:
     return "embed" in model.lower()
 
 
+@dataclass
+class Activity:
+    """What a smoke run is doing now, for a progress line: the check under way and, for a timed level,
+    how many of its requests are done."""
+
+    what: str = "starting"
+    total: int | None = None
+    done: int = 0
+    since: float = field(default_factory=time.monotonic)
+
+    def start(self, what: str, total: int | None = None) -> None:
+        self.what, self.total, self.done, self.since = what, total, 0, time.monotonic()
+
+    def line(self) -> str:
+        if self.total is not None:
+            return f"smoke: {self.what} {self.done}/{self.total} done"
+        return f"smoke: {self.what} ({time.monotonic() - self.since:.0f} s)"
+
+
 STREAMS_PER_CLIENT = 4
 STARTING_AT_ONCE = 16
 """Streams of one level being built and sent at the same time (stream.stream_chat's `starting`)."""
@@ -96,8 +119,11 @@ def stream_client(total_s: float) -> httpx.AsyncClient:
 
 
 class Checker:
-    def __init__(self, target: Target, prompts: Prompts, *, stall_s: float, total_s: float) -> None:
+    def __init__(
+        self, target: Target, prompts: Prompts, *, stall_s: float, total_s: float, activity: Activity | None = None
+    ) -> None:
         self.target = target
+        self.activity = activity or Activity()
         self.prompts = prompts
         self.stall_s = stall_s
         self.total_s = total_s
@@ -135,6 +161,9 @@ class Checker:
         except openai.APIStatusError as exc:
             body = " ".join(str(exc.message).split())[:200]
             return None, self.result(model, check, False, f"HTTP {exc.status_code}: {body}")
+        except openai.APIConnectionError as exc:  # no answer (APITimeoutError included): the URL and why
+            cause = exc.__cause__ or exc  # the SDK's own words ("Connection error.") say less than its cause
+            return None, self.result(model, check, False, failed_request(str(exc.request.url), cause, self.total_s))
         except (openai.APIError, httpx.HTTPError) as exc:
             return None, self.result(model, check, False, f"{type(exc).__name__}: {exc}")
         except Exception as exc:  # a malformed answer the SDK cannot decode
@@ -296,7 +325,8 @@ class Checker:
                 },
             )
         except httpx.HTTPError as exc:
-            return self.result(model, "anthropic_messages", False, f"{type(exc).__name__}: {exc}")
+            reason = failed_request(self.target.base_url + "/v1/messages", exc, self.total_s)
+            return self.result(model, "anthropic_messages", False, reason)
         if response.status_code != 200:
             return self.result(
                 model,
@@ -326,7 +356,7 @@ class Checker:
                 "stream_options": {"include_usage": True},
             }
             async with gate:
-                return await stream_chat(
+                result = await stream_chat(
                     clients[index % len(clients)],
                     self.target.base_url + "/v1/chat/completions",
                     body,
@@ -335,6 +365,8 @@ class Checker:
                     self.total_s,
                     starting,
                 )
+            self.activity.done += 1
+            return result
 
         started = time.perf_counter()
         results = await asyncio.gather(*(one(i) for i in range(requests)))
@@ -349,7 +381,11 @@ class Checker:
         slo_fail = slo_failures(settings, stats.ttft, stats.itl, stats.tokens_per_s)
         reasons += slo_fail
         passed = not failures and not slo_fail
-        summary = "; ".join(reasons) if reasons else f"{stats.output_tokens} tokens in {wall:.2f} s"
+        if not reasons:
+            reasons.append(f"{stats.output_tokens} tokens in {wall:.2f} s")
+        if stats.connect:
+            reasons.append(connect_words(stats.connect))
+        summary = "; ".join(reasons)
         return self.result(
             model,
             "chat_stream",
@@ -358,12 +394,19 @@ class Checker:
             concurrency=concurrency,
             requests=requests,
             ttft_s=stats.ttft,
+            connect_s=stats.connect,
             itl_s=stats.itl,
             output_tokens_per_s=stats.tokens_per_s,
             prompt_tokens=stats.prompt_tokens,
             output_tokens=stats.output_tokens,
             details={"wall_s": wall},
         )
+
+
+def connect_words(connect: dict[str, float | None]) -> str:
+    """The connect figure for the text output (a CheckResult's reason)."""
+    mean, p95, count = connect.get("mean") or 0.0, connect.get("p95") or 0.0, connect.get("connections") or 0
+    return f"connect {mean * 1000:.1f} ms mean, {p95 * 1000:.1f} ms p95 ({count:g} new connection(s), part of TTFT)"
 
 
 def slo_failures(

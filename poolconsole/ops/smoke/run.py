@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
+import sys
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from poolconsole.collect.engines.poll import EnginePoller
 from poolconsole.config.models import EngineKind, PoolConfig
-from poolconsole.ops.smoke.checks import Checker, CheckResult, Prompts, Target, api_key, is_embedding_model
+from poolconsole.ops.smoke.checks import Activity, Checker, CheckResult, Prompts, Target, api_key, is_embedding_model
 
 
 @dataclass(frozen=True)
@@ -38,10 +40,16 @@ def choose_targets(config: PoolConfig, options: SmokeOptions) -> list[Target]:
 
 
 async def smoke_target(
-    target: Target, options: SmokeOptions, prompts: Prompts, progress: Callable[[CheckResult], None] | None = None
+    target: Target,
+    options: SmokeOptions,
+    prompts: Prompts,
+    progress: Callable[[CheckResult], None] | None = None,
+    activity: Activity | None = None,
 ) -> list[CheckResult]:
+    """`activity`, when given, always says which check is under way (for a progress line)."""
     settings = target.engine.smoke
-    checker = Checker(target, prompts, stall_s=options.stall_s, total_s=options.total_s)
+    now = activity or Activity()
+    checker = Checker(target, prompts, stall_s=options.stall_s, total_s=options.total_s, activity=now)
     results: list[CheckResult] = []
 
     def add(result: CheckResult) -> None:
@@ -49,39 +57,50 @@ async def smoke_target(
         if progress is not None:
             progress(result)
 
+    async def check(what: str, call: Awaitable[CheckResult], total: int | None = None) -> None:
+        now.start(f"{target.name} {what}", total)
+        add(await call)
+
     try:
+        now.start(f"{target.name} models")
         models, listed = await checker.models()
         add(listed)
         if settings.models is not None:
             models = [m for m in models if m in settings.models] or list(settings.models)
         for model in models:
             if is_embedding_model(model, settings):
-                add(await checker.embeddings(model))
+                await check(f"{model} embeddings", checker.embeddings(model))
                 continue
-            add(await checker.chat(model, settings))
+            await check(f"{model} chat", checker.chat(model, settings))
             for level in options.concurrency:
-                add(await checker.chat_stream(model, settings, level, max(options.requests, level)))
-            add(await checker.completions(model))
+                requests = max(options.requests, level)
+                await check(
+                    f"{model} chat_stream c={level}", checker.chat_stream(model, settings, level, requests), requests
+                )
+            await check(f"{model} completions", checker.completions(model))
             if settings.tools:
-                add(await checker.tool_call(model))
+                await check(f"{model} tool_call", checker.tool_call(model))
             if settings.json_schema:
-                add(await checker.json_output(model))
+                await check(f"{model} json", checker.json_output(model))
             if target.gateway and settings.anthropic:
-                add(await checker.anthropic(model))
+                await check(f"{model} anthropic_messages", checker.anthropic(model))
     finally:
         await checker.close()
     return results
 
 
 async def run_smoke(
-    config: PoolConfig, options: SmokeOptions, progress: Callable[[CheckResult], None] | None = None
+    config: PoolConfig,
+    options: SmokeOptions,
+    progress: Callable[[CheckResult], None] | None = None,
+    activity: Activity | None = None,
 ) -> tuple[list[CheckResult], int]:
     """Targets one after another (timings of one must not be disturbed by another's load)."""
     seed = options.seed if options.seed is not None else random.randrange(1, 2**31)
     prompts = Prompts(seed)
     results: list[CheckResult] = []
     for target in choose_targets(config, options):
-        results += await smoke_target(target, options, prompts, progress)
+        results += await smoke_target(target, options, prompts, progress, activity)
     return results, seed
 
 
@@ -136,7 +155,40 @@ def smoke_gate(config: PoolConfig, engine: str) -> Callable[[], Awaitable[object
     return verdict
 
 
+QUIET_S = 3.0
+"""A run (the command line's) says on stderr what it is doing once it has gone on this long, and as
+often after."""
+
+
+async def say_what_it_does(activity: Activity, say: Callable[[str], None], every_s: float = QUIET_S) -> None:
+    """Until cancelled: every `every_s`, starting `every_s` in, one line of what the run is doing."""
+    while True:
+        await asyncio.sleep(every_s)
+        say(activity.line())
+
+
+def _to_stderr(line: str) -> None:
+    with contextlib.suppress(OSError):  # a closed stderr does not end the run
+        print(line, file=sys.stderr, flush=True)
+
+
 def run_blocking(
-    config: PoolConfig, options: SmokeOptions, progress: Callable[[CheckResult], None] | None = None
+    config: PoolConfig,
+    options: SmokeOptions,
+    progress: Callable[[CheckResult], None] | None = None,
+    say: Callable[[str], None] | None = _to_stderr,
+    every_s: float = QUIET_S,
 ) -> tuple[list[CheckResult], int]:
-    return asyncio.run(run_smoke(config, options, progress))
+    """The command line's run. A run longer than `every_s` says what it is doing through `say` (stderr:
+    stdout may be the JSON document), e.g. "smoke: qwen qwen3 chat_stream c=4 3/4 done"."""
+
+    async def main() -> tuple[list[CheckResult], int]:
+        activity = Activity()
+        ticker = asyncio.create_task(say_what_it_does(activity, say, every_s)) if say is not None else None
+        try:
+            return await run_smoke(config, options, progress, activity)
+        finally:
+            if ticker is not None:
+                ticker.cancel()
+
+    return asyncio.run(main())

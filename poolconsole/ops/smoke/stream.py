@@ -9,11 +9,13 @@ import json
 import math
 import statistics
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
+from poolconsole.collect.http import _connect_reason
 from poolconsole.collect.wire import TimedStream
 
 
@@ -21,7 +23,14 @@ from poolconsole.collect.wire import TimedStream
 class StreamResult:
     ok: bool
     reason: str | None
-    sent_at: float
+    started_at: float
+    """The request's start, as a client sees it: when it began to open its connection (name lookup,
+    TCP, TLS), or when it began to go out on a kept-alive one."""
+    sent_at: float = 0.0
+    """When the request's headers began to go out (its connection set up)."""
+    connect_s: float | None = None
+    """Connection set-up (name lookup, TCP connect, TLS handshake) when this request opened one; None
+    on a kept-alive connection."""
     token_times: list[float] = field(default_factory=list)
     content: str = ""
     usage_tokens: int | None = None
@@ -38,7 +47,8 @@ class StreamResult:
 
     @property
     def ttft(self) -> float | None:
-        return self.token_times[0] - self.sent_at if self.token_times else None
+        """From the request's start, connection set-up included (as `vllm bench serve` counts it)."""
+        return self.token_times[0] - self.started_at if self.token_times else None
 
     @property
     def itls(self) -> list[float]:
@@ -69,18 +79,30 @@ async def stream_chat(
     is kept lean (raw bytes split on blank lines, one stall deadline moved at most every stall_s / 8),
     so that many streams on one core are measured, not distorted (benchmarks/smoke_bench.py).
 
+    TTFT counts from the request's start as a client sees it: the start of its connect when it opens a
+    connection (name lookup, TCP, TLS: `connect_s`), else the start of its send. Waits inside this
+    client before that (`starting`, httpcore's pool waiting for a free connection) are not counted.
+
     `starting`, shared by the streams of one run, bounds how many are being built and sent at once:
     hundreds of requests queued in one event-loop turn would keep the loop from reading the sockets of
-    the streams already answering (TTFT still counts from each request's own send)."""
+    the streams already answering."""
     loop = asyncio.get_running_loop()
     result = StreamResult(False, None, time.perf_counter())
     deadline = loop.time() + total_s
+    connecting: float | None = None
 
     async def trace(event: str, info: dict[str, Any]) -> None:
-        # TTFT counts from the moment the request is on the wire, not from when this coroutine was
-        # scheduled: with many streams starting at once, the client's own queue is not the server's.
-        if event == "http11.send_request_headers.started":
+        # httpcore calls back from the request's own task: before a connect, before the send.
+        nonlocal connecting
+        if event in ("connection.connect_tcp.started", "connection.connect_unix_socket.started"):
+            if connecting is None:
+                connecting = result.started_at = time.perf_counter()
+        elif event == "http11.send_request_headers.started":
             result.sent_at = time.perf_counter()
+            if connecting is None:
+                result.started_at = result.sent_at
+            else:
+                result.connect_s = result.sent_at - connecting
             # Nothing else is traced: every body chunk would otherwise call back here twice.
             extensions.pop("trace", None)
 
@@ -95,10 +117,10 @@ async def stream_chat(
             finally:
                 await response.aclose()
     except TimeoutError:
-        result.reason = f"request did not finish within {total_s:g} s"
+        result.reason = f"{url}: request did not finish within {total_s:g} s"
         return result
     except httpx.HTTPError as exc:
-        result.reason = f"{type(exc).__name__}: {exc or 'connection failed'}"
+        result.reason = failed_request(url, exc)
         return result
     if result.reason:
         return result
@@ -107,6 +129,26 @@ async def stream_chat(
         return result
     result.ok = True
     return result
+
+
+def failed_request(url: str, exc: BaseException, timeout_s: float | None = None) -> str:
+    """A request that got no answer, in words: the URL, then the cause, a failed connect in the words of
+    `poolconsole status` (collect.http); past `timeout_s`, "no answer within" as status says it too.
+    Connect failures are known by name along the cause chain: httpx's and httpcore's, and those of the
+    httpx fork under the openai SDK (httpx2), are all called ConnectError and ConnectTimeout."""
+    seen: BaseException | None = exc
+    timed_out = False
+    while seen is not None:
+        kind = type(seen).__name__
+        if kind == "ConnectError":
+            return f"{url}: {_connect_reason(seen)}"
+        if kind == "ConnectTimeout":
+            return f"{url}: cannot connect: {seen or 'the connect timed out'}"
+        timed_out = timed_out or isinstance(seen, TimeoutError) or kind.endswith("Timeout")
+        seen = seen.__cause__ or seen.__context__
+    if timed_out and timeout_s is not None:
+        return f"{url}: no answer within {timeout_s:g} s"
+    return f"{url}: {type(exc).__name__}: {exc or 'connection failed'}"
 
 
 async def _read_events(response: httpx.Response, result: StreamResult, stall_s: float, deadline: float) -> None:
@@ -125,9 +167,10 @@ async def _read_events(response: httpx.Response, result: StreamResult, stall_s: 
     # with that much slack: a stall is caught between stall_s and 9/8 of it after the last chunk.
     rescheduled = last = time.perf_counter()
     slack = stall_s / 8
+    chunks = response.aiter_raw()
     try:
         async with asyncio.timeout(stall_s + slack) as stall:
-            async for chunk in response.aiter_raw():
+            async for chunk in chunks:
                 now = timed.arrived if timed is not None else time.perf_counter()
                 last = now
                 if now > rescheduled + slack:
@@ -156,6 +199,22 @@ async def _read_events(response: httpx.Response, result: StreamResult, stall_s: 
             return
     if not done:
         result.reason = f"stream ended without [DONE] after {len(result.token_times)} tokens"
+        return
+    await _to_the_end(chunks)
+
+
+END_WAIT_S = 0.5
+
+
+async def _to_the_end(chunks: AsyncIterator[bytes]) -> None:
+    """After [DONE], the rest of the body (the chunked body's end, as a rule right behind it). A response
+    read to its end leaves its connection kept alive for the next request, as any client's would (one
+    left unread is closed by httpx, and the next request would pay a new connect); a body that does not
+    end within END_WAIT_S is closed instead."""
+    with contextlib.suppress(TimeoutError, httpx.HTTPError):
+        async with asyncio.timeout(END_WAIT_S):
+            async for _ in chunks:
+                pass
 
 
 def _frame(result: StreamResult, frame: bytes, now: float) -> bool:
@@ -216,11 +275,15 @@ class LevelStats:
     tokens_per_s: dict[str, float | None] | None
     output_tokens: int
     prompt_tokens: int | None
+    connect: dict[str, float | None] | None = None
+    """Connection set-up of the requests that opened a connection: mean, p95 and how many did; None
+    when every request went out on a kept-alive connection."""
 
 
 def level_stats(results: list[StreamResult], wall_s: float) -> LevelStats:
     good = [r for r in results if r.ok]
     ttfts = [r.ttft for r in good if r.ttft is not None]
+    connects = [r.connect_s for r in good if r.connect_s is not None]
     itls = [x for r in good for x in r.itls]
     speeds = [s for r in good if (s := r.decode_tps) is not None]
     output = sum(r.output_tokens for r in good)
@@ -238,4 +301,7 @@ def level_stats(results: list[StreamResult], wall_s: float) -> LevelStats:
         else None,
         output,
         round(statistics.fmean(prompts)) if prompts else None,
+        {"mean": statistics.fmean(connects), "p95": percentile(connects, 0.95), "connections": len(connects)}
+        if connects
+        else None,
     )
