@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+import time
 import zlib
 from collections import deque
 from dataclasses import dataclass
@@ -47,6 +48,9 @@ class Response:
     headers: dict[str, str]
     """Lower-case names; a repeated header keeps its last value."""
     body: bytes
+    received: float
+    """time.monotonic() when the response's last byte arrived, taken in the protocol before the event loop
+    resumes the GET's caller: a sample's time for rates, which a busy loop does not push back."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,13 +162,14 @@ class _Connection(asyncio.Protocol):
     def _complete(self) -> None:
         if self.done is None or self.done.done() or self.parser is None:
             return
+        received = time.monotonic()  # before the decode, as the bytes are complete
         body = b"".join(self.chunks)
         try:
             body = _decode(body, self.headers.get("content-encoding", ""), self.max_bytes)
         except PollError as exc:
             self.done.set_exception(exc)
             return
-        self.done.set_result(Response(self.parser.get_status_code(), self.headers, body))
+        self.done.set_result(Response(self.parser.get_status_code(), self.headers, body, received))
 
     def _fail(self, error: PollError) -> None:
         if self.done is not None and not self.done.done():

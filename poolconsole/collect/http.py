@@ -36,6 +36,9 @@ class Fetched:
     headers: dict[str, str] = field(default_factory=dict)
     failure: Failure | None = None
     error: str | None = None
+    received_monotonic: float | None = None
+    """time.monotonic() when the response's last byte arrived (None when none did): the time of the sample
+    it carries, as Prometheus stamps a scrape; a busy event loop resumes the caller later than this."""
 
     @property
     def ok(self) -> bool:
@@ -76,9 +79,15 @@ async def fetch(
     start = time.monotonic()
 
     def done(
-        status: int | None, body: bytes, hdrs: dict[str, str], failure: Failure | None, error: str | None
+        status: int | None,
+        body: bytes,
+        hdrs: dict[str, str],
+        failure: Failure | None,
+        error: str | None,
+        received: float | None = None,
     ) -> Fetched:
-        return Fetched(url, status, body, time.monotonic() - start, hdrs, failure, error)
+        end = time.monotonic() if received is None else received  # latency to the last byte, not to our turn
+        return Fetched(url, status, body, end - start, hdrs, failure, error, received)
 
     try:
         async with asyncio.timeout(timeout_s):
@@ -91,7 +100,7 @@ async def fetch(
         return done(None, b"", {}, Failure(exc.kind), str(exc))
     except (OSError, ValueError) as exc:
         return done(None, b"", {}, Failure.PROTOCOL, f"{type(exc).__name__}: {exc}")
-    status, body, hdrs = response.status, response.body, response.headers
+    status, body, hdrs, received = response.status, response.body, response.headers, response.received
     if status in (401, 403):
         return done(
             status,
@@ -99,13 +108,14 @@ async def fetch(
             hdrs,
             Failure.AUTH,
             f"HTTP {status}: authentication required or refused (set api_key_env for this engine): {_summarise(body)}",
+            received,
         )
     if status == 404:
-        return done(status, body, hdrs, Failure.NOT_FOUND, f"HTTP 404 for {urlsplit(url).path}")
+        return done(status, body, hdrs, Failure.NOT_FOUND, f"HTTP 404 for {urlsplit(url).path}", received)
     if 400 <= status < 500:
-        return done(status, body, hdrs, Failure.CLIENT_ERROR, f"HTTP {status}: {_summarise(body)}")
+        return done(status, body, hdrs, Failure.CLIENT_ERROR, f"HTTP {status}: {_summarise(body)}", received)
     if status >= 500:
-        return done(status, body, hdrs, Failure.SERVER_ERROR, f"HTTP {status}: {_summarise(body)}")
+        return done(status, body, hdrs, Failure.SERVER_ERROR, f"HTTP {status}: {_summarise(body)}", received)
     if not 200 <= status < 300:
-        return done(status, body, hdrs, Failure.PROTOCOL, f"unexpected HTTP {status}")
-    return done(status, body, hdrs, None, None)
+        return done(status, body, hdrs, Failure.PROTOCOL, f"unexpected HTTP {status}", received)
+    return done(status, body, hdrs, None, None, received)

@@ -122,9 +122,9 @@ class EngineSnapshot:
     url: str
     host: str | None
     fetched_at: float
-    """Wall-clock time (epoch seconds) the poll finished."""
+    """Wall-clock time (epoch seconds) the /metrics page arrived (the poll's end when none did)."""
     monotonic: float
-    """time.monotonic() at the poll, for rates."""
+    """time.monotonic() of the same moment, for rates."""
     state: EngineState
     error: str | None = None
     source: str = ""

@@ -5,7 +5,9 @@ SSH channel that stays open: each sample then costs the console one or two data 
 and the host no new session, where an exec per poll opened, requested, answered and closed a channel
 (~24 packets). Measured with benchmarks/ui_bench.py. A stream that ends, or sends nothing for an
 interval plus the SSH timeout, is dropped; the poller then runs the batch once the ordinary way, which
-tells a hung command from a dead host, and starts a new stream on its next poll.
+tells a hung command from a dead host, and starts a new stream on its next poll. A wait for the next
+sample can be cut short (`wake`, the console's `r`): the caller then samples the ordinary way at once
+and the loop goes on.
 """
 
 from __future__ import annotations
@@ -19,6 +21,11 @@ import asyncssh
 SAMPLE = "@@poolconsole-sample"
 MARKER_LINE = "\n" + SAMPLE
 READ_SIZE = 1 << 16
+
+
+def _release(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 def loop_command(batch: str, interval_s: float) -> str:
@@ -38,7 +45,8 @@ class SampleStream:
         self.started = time.monotonic()
         self.first_after_s: float | None = None
         """Seconds from the start to the first sample: connection round trip plus the batch's run time."""
-        self._arrived = asyncio.Event()
+        self._waiter: asyncio.Future[None] | None = None
+        """The pending `next`'s wait: released by a new sample, the end, its timeout or `wake`."""
         self._reader = asyncio.create_task(self._read())
 
     async def _read(self) -> None:
@@ -61,25 +69,32 @@ class SampleStream:
                     if self.first_after_s is None:
                         self.first_after_s = time.monotonic() - self.started
                     buffer = buffer[end:]
-                    self._arrived.set()
+                    self.wake()
         except (asyncssh.Error, OSError):
             pass
         finally:
             self.closed = True
-            self._arrived.set()
+            self.wake()
 
     async def next(self, after: int, timeout_s: float) -> str | None:
         """A sample newer than number `after` (the latest one when several came since); None when the
-        stream ended or nothing came in time."""
-        deadline = time.monotonic() + timeout_s
-        while self.count <= after and not self.closed:
-            self._arrived.clear()
+        stream ended, nothing came in time, or `wake` cut the wait short. One future and one timer per
+        wait (what asyncio.sleep costs), released by whichever comes first."""
+        if self.count <= after and not self.closed:
+            loop = asyncio.get_running_loop()
+            waiter = self._waiter = loop.create_future()
+            timer = loop.call_later(max(0.0, timeout_s), _release, waiter)
             try:
-                async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
-                    await self._arrived.wait()
-            except TimeoutError:
-                return None
+                await waiter
+            finally:
+                timer.cancel()
+                self._waiter = None
         return self.latest if self.count > after else None
+
+    def wake(self) -> None:
+        """Ends the pending `next` now (a new sample, the end, or a caller that wants a sample sooner)."""
+        if self._waiter is not None:
+            _release(self._waiter)
 
     async def close(self) -> None:
         self.process.close()
