@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from rich.text import Text
 
-from poolconsole.model.hosts import HostSnapshot
+from poolconsole.model.hosts import GpuProcess, GpuReading, HostSnapshot, SystemMemory
 from poolconsole.model.pool import EngineTrack, HostTrack, PoolState, binned, sparkline
 
 BAR = " ▁▂▃▄▅▆▇█"
@@ -49,6 +49,32 @@ def seconds(value: float | None) -> str:
     return f"{value * 1000:.0f}ms" if value < 1 else f"{value:.1f}s"
 
 
+def gib(value: int | None, digits: int = 1, unit: str = "") -> str:
+    """Bytes in GiB, followed by `unit`; unknown is n/a (no unit), never 0."""
+    return NA if value is None else f"{value / 2**30:.{digits}f}{unit}"
+
+
+def system_memory(mem: SystemMemory | None) -> str:
+    """Used / total system memory and swap in use; each unknown part n/a (macOS without macmon: swap)."""
+    if mem is None or not mem.total_bytes:
+        return "system memory n/a"
+    used = mem.total_bytes - mem.available_bytes if mem.available_bytes is not None else None
+    return f"system memory {gib(used)} / {gib(mem.total_bytes, 0)} GiB, swap {gib(mem.swap_used_bytes, 1, ' GiB')}"
+
+
+def gpu_memory(g: GpuReading) -> str:
+    """One GPU's used / total memory (the detail table's cell)."""
+    if not g.memory_total_bytes:
+        return NA
+    unified = " (unified)" if g.memory_source == "system" else ""
+    return f"{gib(g.memory_used_bytes)} / {gib(g.memory_total_bytes, 0)} GiB{unified}"
+
+
+def process(p: GpuProcess) -> str:
+    """A compute process as `PID:engine memory` (? for an engine not known, n/a for memory not reported)."""
+    return f"{'?' if p.pid is None else p.pid}:{p.engine or '?'} {gib(p.used_memory_bytes, 1, 'G')}"
+
+
 def age(value: float | None) -> str:
     if value is None:
         return "never"
@@ -70,7 +96,8 @@ def gpu_bars(host: HostSnapshot | None, gpus: list[int] | None, c: Colors) -> Te
     chosen = [g for g in host.gpus if gpus is None or g.index in gpus] or list(host.gpus)
     if host.memory_kind == "unified":
         g = chosen[0]
-        frac = g.memory_used_bytes / g.memory_total_bytes if g.memory_used_bytes and g.memory_total_bytes else None
+        used_bytes, total_bytes = g.memory_used_bytes, g.memory_total_bytes
+        frac = used_bytes / total_bytes if used_bytes is not None and total_bytes else None
         text = Text("◆ ", style=c.unified)
         text.append(f"{pct(frac)} uni", style=level(frac, c))
         swap = host.system_memory.swap_used_bytes if host.system_memory else None
@@ -84,9 +111,12 @@ def gpu_bars(host: HostSnapshot | None, gpus: list[int] | None, c: Colors) -> Te
             continue
         frac = g.memory_used_bytes / g.memory_total_bytes
         text.append(BAR[min(len(BAR) - 1, max(1, round(frac * (len(BAR) - 1))))], style=level(frac, c))
-    used = sum(g.memory_used_bytes or 0 for g in chosen)
-    total = sum(g.memory_total_bytes or 0 for g in chosen)
-    text.append(f" {used / 2**30:.0f}/{total / 2**30:.0f}G" if total else "", style=c.dim)
+    used = [g.memory_used_bytes for g in chosen if g.memory_used_bytes is not None]
+    total = [g.memory_total_bytes for g in chosen if g.memory_total_bytes]
+    if len(used) == len(total) == len(chosen):
+        text.append(f" {sum(used) / 2**30:.0f}/{sum(total) / 2**30:.0f}G", style=c.dim)
+    else:  # a card did not report: a sum over the others would read as a smaller number, complete
+        text.append(f" {NA}", style=c.dim)
     return text
 
 

@@ -26,6 +26,17 @@ def _call(fn: Any, *args: Any) -> Any:
         return None
 
 
+NOT_AVAILABLE = 2**64 - 1
+"""NVML_VALUE_NOT_AVAILABLE: a process's used memory NVML cannot tell (WDDM, another PID namespace)."""
+
+
+def process_memory(proc: Any) -> int | None:
+    """A compute process's used memory: None when NVML does not know it (pynvml turns NVML's sentinel into
+    None; an older one passes it through), and 0 when that is what NVML says."""
+    used = getattr(proc, "usedGpuMemory", None)
+    return None if used is None or int(used) >= NOT_AVAILABLE else int(used)
+
+
 def read_nvml() -> tuple[tuple[GpuReading, ...], tuple[GpuProcess, ...], str | None, bool]:
     """Blocking: call it in a thread. Returns GPUs, compute processes, driver version, and whether memory
     was unsupported (unified memory). Raises NvmlUnavailable when the library or driver is missing."""
@@ -70,8 +81,7 @@ def read_nvml() -> tuple[tuple[GpuReading, ...], tuple[GpuProcess, ...], str | N
                 )
             )
             for proc in _call(pynvml.nvmlDeviceGetComputeRunningProcesses, handle) or []:
-                used = getattr(proc, "usedGpuMemory", None)
-                processes.append(GpuProcess(int(proc.pid), None, uuid, int(used) if used else None))
+                processes.append(GpuProcess(int(proc.pid), None, uuid, process_memory(proc)))
         return tuple(gpus), tuple(processes), driver, unified
     finally:
         pynvml.nvmlShutdown()

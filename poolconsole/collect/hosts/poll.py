@@ -3,11 +3,12 @@ fixed commands of the source that answered, parsed into a HostSnapshot."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass, replace
 
 from poolconsole.collect.hosts import nvidia_smi as nv
-from poolconsole.collect.hosts import systems
+from poolconsole.collect.hosts import owners, systems
 from poolconsole.collect.hosts.stream import SampleStream, loop_command
 from poolconsole.collect.prom import ParseError
 from poolconsole.collect.ssh import CommandResult, HostConnection, SSHFailure
@@ -57,19 +58,31 @@ class HostPoller:
     """Polls one host over its persistent SSH connection."""
 
     def __init__(
-        self, host: Host, conn: HostConnection, engines: list[Engine] | None = None, interval_s: float | None = None
+        self,
+        host: Host,
+        conn: HostConnection,
+        engines: list[Engine] | None = None,
+        interval_s: float | None = None,
+        wakers: set[asyncio.Future[None]] | None = None,
     ) -> None:
         """With `interval_s`, the batch of commands runs as a remote loop streaming a sample every
-        interval (collect.hosts.stream); without it, one exec per poll."""
+        interval (collect.hosts.stream); without it, one exec per poll. `wakers` is the console's set of
+        waits that `r` releases: a streamed poller keeps one future there, and once it is released takes
+        its next sample, or the one it is waiting for, the ordinary way at once (the loop goes on)."""
         self.host = host
         self.conn = conn
         self.interval_s = interval_s
         self.stream: SampleStream | None = None
         self.seen = 0
+        self.wakers = wakers
+        self.woken: asyncio.Future[None] | None = None
         self.engines = [e for e in (engines or []) if e.host == host.name]
         self.probe: Probe | None = None
         self.fields: tuple[str, ...] = nv.FULL_FIELDS
         self.apps_fields: tuple[str, ...] = nv.APPS_FIELDS
+        self.identities: dict[int, frozenset[str]] = {}
+        """PID -> the unit / container names its cgroup leads to, for processes on shared GPUs (read
+        once per new PID: owners.IDENTIFY)."""
 
     def _snapshot(self, state: HostState, error: str | None, **kw: object) -> HostSnapshot:
         return HostSnapshot(self.host.name, self.host.address, state, error, fetched_at=time.time(), **kw)  # type: ignore[arg-type]
@@ -137,20 +150,39 @@ class HostPoller:
             self.seen = 0
         text = await self.stream.next(self.seen, self.interval_s + self.conn.timeout_s)
         if text is None:
+            if self.woken is not None and self.woken.done() and not self.stream.closed:
+                return None  # `r` cut the wait short: the caller samples now, the loop goes on
             await self.close()
             return None
         self.seen = self.stream.count
         return text, self.stream.first_after_s or 0.0
+
+    def _asked_now(self) -> bool:
+        """True once `r` released this poller's future among `wakers` (a new one takes its place)."""
+        woken = self.woken
+        if self.wakers is None or self.interval_s is None or (woken is not None and not woken.done()):
+            return False
+        if woken is not None:
+            self.wakers.discard(woken)
+        self.woken = asyncio.get_running_loop().create_future()
+        self.woken.add_done_callback(self._wake_stream)
+        self.wakers.add(self.woken)
+        return woken is not None
+
+    def _wake_stream(self, _: asyncio.Future[None]) -> None:
+        if self.stream is not None:
+            self.stream.wake()
 
     async def _batch(self, commands: list[str]) -> list[CommandResult]:
         """Several fixed commands in one exec (one SSH channel per poll, not one per command), or one
         sample of their remote loop; each one's output (stderr folded in) and exit status come back
         separately."""
         joined = " ".join(f"{c} 2>&1; echo {MARK}$?;" for c in commands)
-        sampled = await self._sample(joined) if self.interval_s is not None else None
+        sampled = await self._sample(joined) if self.interval_s is not None and not self._asked_now() else None
         if sampled is not None:
             stdout, stderr, elapsed = sampled[0], "", sampled[1]
         else:
+            self._asked_now()  # this exec answers an `r` that cut the stream's wait short
             started = time.monotonic()
             result = await self.conn.run(joined)
             stdout, stderr, elapsed = result.stdout, result.stderr, time.monotonic() - started
@@ -243,7 +275,7 @@ class HostPoller:
                 notes.append(f"swap in use on a unified-memory host: {gib(memory.swap_used_bytes)}")
         if not gpus:
             notes.append("nvidia-smi listed no GPU")
-        processes, engine_gpus, map_notes = self._map_engines(gpus, processes)
+        processes, engine_gpus, map_notes = await self._map_engines(gpus, processes)
         notes += map_notes
         state = HostState.OK if gpus and memory is not None else HostState.DEGRADED
         return self._snapshot(
@@ -272,33 +304,26 @@ class HostPoller:
             memory_source="system",
         )
 
-    def _map_engines(
+    async def _map_engines(
         self, gpus: list[GpuReading], processes: tuple[GpuProcess, ...]
     ) -> tuple[tuple[GpuProcess, ...], dict[str, list[int]], list[str]]:
-        """Engines' configured GPUs, checked against the compute processes actually on them."""
-        by_uuid: dict[str, int] = {g.uuid: g.index for g in gpus if g.uuid and g.index is not None}
-        busy = {by_uuid[p.gpu_uuid] for p in processes if p.gpu_uuid in by_uuid}
-        owner: dict[int, str] = {}
+        """Each process's engine: by the config where one engine may use its GPU, by the process's cgroup
+        where several may (read once for each new PID on such a GPU), otherwise unknown, with a note."""
         notes: list[str] = []
-        engine_gpus: dict[str, list[int]] = {}
-        for engine in self.engines:
-            if not engine.gpus:
-                continue
-            engine_gpus[engine.name] = list(engine.gpus)
-            for index in engine.gpus:
-                owner[index] = engine.name
-                if index not in by_uuid.values():
-                    notes.append(f"engine {engine.name}: GPU {index} is configured but not on this host")
-                elif index not in busy:
-                    notes.append(f"engine {engine.name}: no compute process on GPU {index}")
-        mapped: list[GpuProcess] = []
-        for p in processes:
-            gpu = by_uuid.get(p.gpu_uuid or "")
-            owned_by = owner.get(gpu) if gpu is not None else None
-            mapped.append(replace(p, engine=owned_by))
-            if owner and owned_by is None and gpu is not None:
-                notes.append(f"process {p.pid} ({p.name}) on GPU {gpu} belongs to no engine")
-        return tuple(mapped), engine_gpus, notes
+        shared = owners.shared(self.engines, gpus)
+        on_shared = {g.uuid for g in gpus if g.index in shared and g.uuid}
+        pids = {p.pid for p in processes if p.pid is not None and p.gpu_uuid in on_shared}
+        self.identities = {pid: names for pid, names in self.identities.items() if pid in pids}
+        new = pids - self.identities.keys()
+        if new:
+            found: dict[int, frozenset[str]] = {}
+            try:
+                found = owners.parse_identities((await self.conn.run(owners.IDENTIFY)).stdout)
+            except SSHFailure as failure:  # not retried for these PIDs: a poll is never slowed twice by it
+                notes.append(f"could not read the cgroups of the processes on shared GPUs: {failure}")
+            self.identities |= {pid: found.get(pid, frozenset()) for pid in new}
+        mapped, engine_gpus, map_notes = owners.map_processes(self.engines, gpus, processes, self.identities)
+        return mapped, engine_gpus, notes + map_notes
 
     async def _amd(self, source: str) -> HostSnapshot:
         command = AMD_SMI if source == "amd-smi" else ROCM_SMI
@@ -345,7 +370,8 @@ class HostPoller:
                 notes.append(str(exc))
         else:
             notes.append("install macmon for GPU power and utilisation (no sudo needed)")
-        used = memory.total_bytes - memory.available_bytes if memory.total_bytes and memory.available_bytes else None
+        total, available = memory.total_bytes, memory.available_bytes
+        used = total - available if total is not None and available is not None else None
         if not gpus:
             gpus = (
                 GpuReading(

@@ -121,10 +121,14 @@ def parse_amd_smi(text: str) -> tuple[GpuReading, ...]:
             n = _num(mem.get(key))
             return None if n is None else n * MIB
 
-        vram_total, vram_used = mib("total_vram"), mib("used_vram")
-        gtt_total, gtt_used = mib("total_gtt"), mib("used_gtt")
-        total = (vram_total or 0) + (gtt_total or 0) if vram_total is not None or gtt_total is not None else None
-        used = (vram_used or 0) + (gtt_used or 0) if vram_used is not None or gtt_used is not None else None
+        # The pools reported at all; a sum is known only when each of them gave that value (a partial sum
+        # would read as a smaller number, complete).
+        pools = [(mib(f"total_{name}"), mib(f"used_{name}")) for name in ("vram", "gtt")]
+        pools = [(t, u) for t, u in pools if t is not None or u is not None]
+        totals = [t for t, _ in pools if t is not None]
+        useds = [u for _, u in pools if u is not None]
+        total = sum(totals) if pools and len(totals) == len(pools) else None
+        used = sum(useds) if pools and len(useds) == len(pools) else None
         index = gpu.get("gpu", i)
         gpus.append(
             GpuReading(
@@ -180,7 +184,7 @@ def parse_macmon(text: str) -> tuple[SystemMemory, GpuReading]:
     mem = data.get("memory") if isinstance(data.get("memory"), dict) else {}
     assert isinstance(mem, dict)
     total, used = _num(mem.get("ram_total")), _num(mem.get("ram_usage"))
-    swap = _num(mem.get("swap_usage"))
+    swap, swap_total = _num(mem.get("swap_usage")), _num(mem.get("swap_total"))
     gpu_usage = data.get("gpu_usage")
     util = _num(gpu_usage[1]) if isinstance(gpu_usage, list) and len(gpu_usage) > 1 else None
     temps = data.get("temp") if isinstance(data.get("temp"), dict) else {}
@@ -190,7 +194,7 @@ def parse_macmon(text: str) -> tuple[SystemMemory, GpuReading]:
         int(total) if total is not None else None,
         int(total - used) if total is not None and used is not None else None,
         int(swap) if swap is not None else None,
-        int(_num(mem.get("swap_total")) or 0) or None,
+        int(swap_total) if swap_total is not None else None,
     )
     gpu = GpuReading(
         index=0,
