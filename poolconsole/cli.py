@@ -1,4 +1,5 @@
-"""Command line: status, check-config, schema, demo; no sub-command opens the console."""
+"""poolconsole: the operator console of a self-hosted GPU inference pool. With no command it opens the
+console on the configured pool (the simulated demo pool when none is configured)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import asyncio
 import datetime as dt
 import json
 import os
+import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -14,21 +16,26 @@ from typing import Any
 
 from poolconsole import __version__
 from poolconsole.config import ConfigError, PoolConfig, json_schema, load_config
+from poolconsole.ops.audit import AuditUnreadable
 
 EXIT_OK, EXIT_PROBLEM, EXIT_CONFIG = 0, 1, 2
 
 
+def user_config_file() -> Path:
+    from platformdirs import user_config_path
+
+    return user_config_path("poolconsole") / "hosts.toml"
+
+
 def default_config_path() -> Path | None:
-    """--config, else $POOLCONSOLE_CONFIG, else ./hosts.toml, else the user config dir's hosts.toml."""
+    """--config, else $POOLCONSOLE_CONFIG, else hosts.toml in the user config directory
+    (~/.config/poolconsole/hosts.toml on Linux). The working directory is not searched: the checkout's
+    example hosts.toml is documentation, and a console must not open a pool by where it was started."""
     env = os.environ.get("POOLCONSOLE_CONFIG")
     if env:
         return Path(env)
-    from platformdirs import user_config_path
-
-    for candidate in (Path("hosts.toml"), user_config_path("poolconsole") / "hosts.toml"):
-        if candidate.is_file():
-            return candidate
-    return None
+    candidate = user_config_file()
+    return candidate if candidate.is_file() else None
 
 
 def _load(path: str | None) -> PoolConfig:
@@ -97,6 +104,13 @@ def cmd_status(args: argparse.Namespace) -> int:
         print("poolconsole status: --samples must be >= 1 and --interval >= 0", file=sys.stderr)
         return EXIT_CONFIG
     config = _load(args.config)
+    if not config.engines and not config.hosts:
+        print(
+            f"poolconsole status: nothing to poll: {args.config or default_config_path()} has no "
+            "[[engines]] and no [[hosts]]",
+            file=sys.stderr,
+        )
+        return EXIT_CONFIG
     doc = asyncio.run(_status_doc(config, args.samples, args.interval))
     if args.json:
         print(json.dumps(doc, indent=2, allow_nan=False, default=str))
@@ -195,30 +209,30 @@ def cmd_smoke(args: argparse.Namespace) -> int:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    """What runs where, with the headroom left: every engine's active profile through the fit check."""
-    from poolconsole.ops.fit import fit
+    """What runs where and what fits: every engine's profiles through the fit check, against a poll of
+    the pool (each host's GPUs and what other processes hold on them, the engines' own KV figures), or
+    with --offline against the config alone."""
+    from poolconsole.model.hosts import HostSnapshot
+    from poolconsole.ops import audit
+    from poolconsole.ops.fit import KvCapacity
+    from poolconsole.ops.planning import plan_lines, poll_hosts, read_kv
 
     config = _load(args.config)
-    for host in config.hosts:
-        engines = [e for e in config.engines if e.host == host.name]
-        gpus = host.gpu_memory_gib
-        memory = (
-            f"{len(gpus)} GPU(s) {'/'.join(f'{g:g}' for g in gpus)} GiB"
-            if gpus
-            else (f"{host.memory_gib:g} GiB unified" if host.memory_gib else "GPU memory not configured")
-        )
-        print(f"{host.name} ({host.description or host.address}): {memory}")
-        for engine in engines:
-            profile = next((p for p in engine.profiles if p.name == engine.profile), None)
-            if profile is None:
-                print(f"  {engine.name}: {engine.kind.value}, {engine.model or ''} (no profile to check)")
-                continue
-            report = fit(engine, profile, host)
-            for line in report.lines():
-                print("  " + line)
-            others = [p.name for p in engine.profiles if p.name != profile.name]
-            if others:
-                print(f"  other profiles: {', '.join(others)}")
+    audit_path = Path(args.audit_db) if args.audit_db else audit.default_path()
+    active = {e.name: audit.active_profile(audit_path, e.name) or e.profile or "" for e in config.engines}
+    snapshots: dict[str, HostSnapshot] = {}
+    kv: dict[str, KvCapacity | None] = {}
+    if not args.offline:
+
+        async def read() -> tuple[dict[str, HostSnapshot], dict[str, KvCapacity | None]]:
+            return await asyncio.gather(
+                poll_hosts(config, {h.name for h in config.hosts}),
+                read_kv([e for e in config.engines if e.profiles], config),
+            )
+
+        snapshots, kv = asyncio.run(read())
+    for line in plan_lines(config, snapshots, kv, active, args.offline):
+        print(line)
     return EXIT_OK
 
 
@@ -245,12 +259,18 @@ def cmd_action(args: argparse.Namespace) -> int:
     """restart / rollover from the command line; --yes is the confirmation a script gives."""
     from poolconsole.collect.ssh import SSHPool
     from poolconsole.ops import actions, audit
+    from poolconsole.ops.fit import live_memory
+    from poolconsole.ops.planning import poll_hosts, read_kv
     from poolconsole.ops.smoke.run import smoke_gate
 
     config = _load(args.config)
     engine = next((e for e in config.engines if e.name == args.engine), None)
     if engine is None:
-        print(f"poolconsole: no engine named {args.engine}", file=sys.stderr)
+        print(f"poolconsole {args.command}: no engine named {args.engine} in the config", file=sys.stderr)
+        return EXIT_CONFIG
+    if args.command == "rollover" and args.profile not in {p.name for p in engine.profiles}:
+        known = ", ".join(p.name for p in engine.profiles) or "none"
+        print(f"poolconsole rollover: {engine.name} has no profile {args.profile!r} (known: {known})", file=sys.stderr)
         return EXIT_CONFIG
     host = config.host(engine.host)
     if host is None:
@@ -258,6 +278,8 @@ def cmd_action(args: argparse.Namespace) -> int:
         return EXIT_CONFIG
     try:
         commands = actions.plan_restart(engine)
+        if args.command == "rollover":
+            actions.check_rollover(engine, args.profile)
     except actions.ActionRefused as exc:
         print(f"refused: {exc}", file=sys.stderr)
         return EXIT_PROBLEM
@@ -265,8 +287,13 @@ def cmd_action(args: argparse.Namespace) -> int:
         print("refused: read-only mode", file=sys.stderr)
         return EXIT_PROBLEM
     print(f"{args.command} {engine.name} on {host.name} ({host.address}) will run:")
+    if args.command == "rollover" and engine.control and engine.control.profile_file:
+        print(f"    $ (write {engine.control.profile_file} atomically, profile {args.profile}'s values over stdin)")
     for command in commands:
         print(f"    $ {command}")
+    if args.command == "rollover":
+        smoke = "skipped (--no-smoke)" if args.no_smoke else "the smoke test"
+        print(f"  then: serving (health 200, model listed, one token), {smoke}, promote; any failure rolls back")
     if not args.yes:
         print("add --yes to confirm", file=sys.stderr)
         return EXIT_PROBLEM
@@ -278,8 +305,12 @@ def cmd_action(args: argparse.Namespace) -> int:
         try:
             if args.command == "restart":
                 return await actions.restart(ctx, engine)
+            snapshots, kv = await asyncio.gather(poll_hosts(config, {host.name}), read_kv([engine], config))
+            live = live_memory(snapshots.get(host.name), engine, 0.0)
             smoke = None if args.no_smoke else smoke_gate(config, engine.name)
-            return await actions.rollover(ctx, engine, args.profile, force=args.force, smoke=smoke)
+            return await actions.rollover(
+                ctx, engine, args.profile, force=args.force, smoke=smoke, live=live, kv=kv[engine.name]
+            )
         finally:
             await pool.close()
 
@@ -292,26 +323,74 @@ def cmd_action(args: argparse.Namespace) -> int:
     return EXIT_OK if outcome.outcome == "ok" else EXIT_PROBLEM
 
 
-def cmd_demo(args: argparse.Namespace) -> int:
-    from poolconsole.sim.run import run_demo
+DEMO_HINT = (
+    "simulated demo pool. For your pool: poolconsole --config FILE, $POOLCONSOLE_CONFIG, or {user} "
+    "(start from the documented example hosts.toml; poolconsole check-config FILE validates it)"
+)
 
-    return run_demo(args)
+
+def open_console(config: PoolConfig, read_only: bool, subtitle: str, hint: str | None = None) -> int:
+    from poolconsole.ui.app import PoolApp
+
+    PoolApp(config, read_only=read_only, subtitle=subtitle, hint=hint).run()
+    return EXIT_OK
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from poolconsole.sim.run import BackgroundPool, demo_config_path, serve_only
+
+    if not 0 <= args.nodes <= 256:
+        print("poolconsole demo: --nodes must be between 0 and 256", file=sys.stderr)
+        return EXIT_CONFIG
+    if args.serve_only:
+        return serve_only(args)
+    if args.config_out is None:
+        args.config_out = str(demo_config_path())
+    with BackgroundPool(args) as config_path:
+        hint = DEMO_HINT.format(user=user_config_file())
+        return open_console(load_config(config_path), args.read_only, f"demo pool ({args.scenario})", hint)
 
 
 def cmd_console(args: argparse.Namespace) -> int:
-    from poolconsole.sim.run import run_console_or_demo
+    """No sub-command: the console on the configured pool, or on the demo pool when none is configured."""
+    path = Path(args.config) if args.config else default_config_path()
+    if path is None:
+        demo = argparse.Namespace(
+            serve_only=False, config_out=None, scenario="normal", nodes=0, seed=1, read_only=args.read_only
+        )
+        return cmd_demo(demo)
+    return open_console(load_config(path), args.read_only, str(path))
 
-    return run_console_or_demo(args)
+
+class _OneLineFormatter(argparse.HelpFormatter):
+    """One line per command: argparse measures the command names at one indent less than it draws them,
+    so the longest (check-config) would wrap; its column is widened by that indent."""
+
+    def add_argument(self, action: argparse.Action) -> None:
+        super().add_argument(action)
+        if isinstance(action, argparse._SubParsersAction):
+            longest = max(len(name) for name in action.choices)
+            self._action_max_length = max(self._action_max_length, longest + self._current_indent + 4)
+
+
+def _formatter(prog: str) -> argparse.HelpFormatter:
+    return _OneLineFormatter(prog, max_help_position=24, width=max(80, shutil.get_terminal_size().columns))
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="poolconsole", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="poolconsole",
+        description=__doc__,
+        epilog="The config is --config FILE, else $POOLCONSOLE_CONFIG, else "
+        f"{user_config_file()}; the working directory is not searched.",
+        formatter_class=_formatter,
+    )
     parser.add_argument("--version", action="version", version=f"poolconsole {__version__}")
-    parser.add_argument("--config", metavar="FILE", help="hosts.toml (default: $POOLCONSOLE_CONFIG, ./hosts.toml)")
+    parser.add_argument("--config", metavar="FILE", help="hosts.toml of the pool (see below)")
     parser.add_argument("--read-only", action="store_true", help="hide and refuse every action that changes anything")
-    sub = parser.add_subparsers(dest="command")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
 
-    status = sub.add_parser("status", help="poll every target and print a table or one JSON document")
+    status = sub.add_parser("status", help="poll every target: a table, or one JSON document")
     status.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS)
     status.add_argument("--json", action="store_true", help="print one JSON document")
     status.add_argument("--samples", type=int, default=2, metavar="N", help="polls per target (default 2)")
@@ -325,7 +404,7 @@ def build_parser() -> argparse.ArgumentParser:
     schema = sub.add_parser("schema", help="print the JSON Schema of hosts.toml")
     schema.set_defaults(func=cmd_schema)
 
-    smoke = sub.add_parser("smoke", help="smoke-test engines and gateway models: correctness, TTFT, ITL, tok/s, SLOs")
+    smoke = sub.add_parser("smoke", help="smoke-test engines and gateway routes: TTFT, tok/s, SLOs")
     smoke.add_argument("targets", nargs="*", metavar="TARGET", help="engine names (default: every engine)")
     smoke.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS)
     smoke.add_argument("--via-gateway", action="store_true", help="also test every model through the gateway(s)")
@@ -339,19 +418,21 @@ def build_parser() -> argparse.ArgumentParser:
     smoke.add_argument("--timeout", type=float, default=120.0, metavar="S", help="max time of one request")
     smoke.set_defaults(func=cmd_smoke)
 
-    plan = sub.add_parser("plan", help="the instance map: what runs where, with the memory headroom left")
+    plan = sub.add_parser("plan", help="what runs where and what fits, from the live pool")
     plan.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS)
+    plan.add_argument("--offline", action="store_true", help="the config's figures only; poll nothing")
+    plan.add_argument("--audit-db", metavar="PATH", help="audit database: the profiles active after rollovers")
     plan.set_defaults(func=cmd_plan)
 
-    audit_cmd = sub.add_parser("audit", help="the audit log of actions")
+    audit_cmd = sub.add_parser("audit", help="the audit log of every action")
     audit_cmd.add_argument("--json", action="store_true")
     audit_cmd.add_argument("--limit", type=int, default=50)
     audit_cmd.add_argument("--db", metavar="PATH", help="audit database (default: user data dir)")
     audit_cmd.set_defaults(func=cmd_audit)
 
     for name, text in (
-        ("restart", "restart an engine over SSH and wait until it is healthy"),
-        ("rollover", "switch an engine to another quantization profile, rolling back on failure"),
+        ("restart", "restart an engine and wait until it serves again"),
+        ("rollover", "switch an engine's profile; roll back on any failure"),
     ):
         action = sub.add_parser(name, help=text)
         action.add_argument("engine")
@@ -365,7 +446,7 @@ def build_parser() -> argparse.ArgumentParser:
         action.add_argument("--read-only", action="store_true", default=argparse.SUPPRESS)
         action.set_defaults(func=cmd_action)
 
-    demo = sub.add_parser("demo", help="run a simulated pool on 127.0.0.1 and open the console on it")
+    demo = sub.add_parser("demo", help="a simulated pool on 127.0.0.1, with the console on it")
     demo.add_argument("--serve-only", action="store_true", help="only run the pool (for tests and tools)")
     demo.add_argument("--config-out", metavar="FILE", help="write the pool's hosts.toml here once it answers")
     demo.add_argument("--scenario", choices=["normal", "overload", "node-down", "restart"], default="normal")
@@ -401,3 +482,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_CONFIG
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `poolconsole audit --json | head`: the reader went away, which is fine
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so the interpreter's last flush does not fail again
+        return EXIT_PROBLEM
+    except AuditUnreadable as exc:
+        print(f"poolconsole: {exc}", file=sys.stderr)
+        return EXIT_CONFIG

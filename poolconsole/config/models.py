@@ -94,7 +94,8 @@ class Host(Strict):
     name: str
     """Short name shown in the console; engines refer to it with `host = "..."`."""
     address: str
-    """DNS / Tailscale name or IP; may be a `Host` alias from ~/.ssh/config. `localhost` reads NVML locally."""
+    """DNS / Tailscale name or IP; may be a `Host` alias from ~/.ssh/config. Always reached over SSH, even
+    127.0.0.1 or localhost (a tunnel, a simulated host): only `local = true` reads this machine directly."""
     port: Annotated[int, Field(ge=1, le=65535)] | None = None
     """SSH port (default: from ~/.ssh/config, else 22)."""
     user: str | None = None
@@ -111,6 +112,9 @@ class Host(Strict):
     """Free text: the hardware, shown in the console."""
     memory_kind: Literal["auto", "dedicated", "unified"] = "auto"
     """`unified` for GB10 / Jetson / Apple Silicon; `auto` detects it."""
+    local: bool = False
+    """Read this machine directly through NVML and /proc/meminfo, without SSH (when NVML does not load,
+    the host is read over SSH at `address` as any other)."""
 
     @field_validator("name")
     @classmethod
@@ -213,6 +217,21 @@ class Control(Strict):
         return self
 
 
+class EnvRef(Strict):
+    """A value taken from the operator's environment when the profile is applied (`{ env = "HF_TOKEN" }`),
+    so that it is never written into hosts.toml."""
+
+    env: str
+    """Name of the environment variable."""
+
+    @field_validator("env")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        checked = _check_env(value)
+        assert checked is not None
+        return checked
+
+
 class Profile(Strict):
     """One quantization profile of an engine (`[[engines.profiles]]`)."""
 
@@ -240,8 +259,10 @@ class Profile(Strict):
     """Runtime overhead per GPU (CUDA context, activations, graphs)."""
     args: list[str] = []
     """Extra engine arguments."""
-    env: dict[str, str] = {}
-    """Extra environment."""
+    env: dict[str, str | EnvRef] = {}
+    """Extra environment of the engine: a value, or `{ env = "NAME" }` to take it from the operator's
+    environment when the profile is applied. Values travel to the host over the SSH channel's stdin, never
+    in a command line, and the audit log and progress output name the variables, never their values."""
 
     @field_validator("name")
     @classmethod
@@ -250,7 +271,7 @@ class Profile(Strict):
 
     @field_validator("env")
     @classmethod
-    def _env_keys(cls, value: dict[str, str]) -> dict[str, str]:
+    def _env_keys(cls, value: dict[str, str | EnvRef]) -> dict[str, str | EnvRef]:
         for key in value:
             _check_env(key)
         return value

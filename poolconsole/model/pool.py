@@ -60,7 +60,9 @@ def binned(values: list[float | None], bins: int) -> list[float | None]:
 @dataclass
 class EngineTrack:
     config: Engine
-    recent: deque[EngineSnapshot] = field(default_factory=lambda: deque(maxlen=2))
+    last_read: EngineSnapshot | None = None
+    """The last poll that read metrics: the next one's rates and restart check pair with it, across any
+    down phase in between (a crash loop refuses connections, then comes back with reset counters)."""
     view: EngineView | None = None
     history: History = field(default_factory=History)
     last_ok_at: float | None = None
@@ -85,8 +87,10 @@ class PoolState:
 
     def apply_engine(self, snapshot: EngineSnapshot) -> EngineView:
         track = self.engines[snapshot.name]
-        track.recent.append(snapshot)
-        view = engine_view(list(track.recent))
+        read = snapshot.metrics is not None
+        view = engine_view([track.last_read, snapshot] if read and track.last_read is not None else [snapshot])
+        if read:
+            track.last_read = snapshot
         if view.state == "ok" or (view.state == "degraded" and snapshot.metrics is not None):
             track.last_ok_at = snapshot.fetched_at
         if view.counter_resets:

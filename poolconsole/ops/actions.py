@@ -1,28 +1,38 @@
 """Restart and quantization-profile rollover, over SSH to the engine's host. One action at a time per
-engine; every action ends with a clear outcome in the audit log. A rollover that fails anywhere after
-the switch restores the previous profile, restarts, verifies health, and says "rolled back"."""
+engine; every action ends with a clear outcome in the audit log. After a restart, "healthy" means
+serving (health 200, the model listed, one token generated: ops.health). A rollover that fails anywhere
+after the switch (the new profile never serves, or its smoke test fails) restores the previous profile,
+restarts, verifies that it serves, and says "rolled back".
+
+A profile's values travel to the host over the SSH channel's stdin, never in a command line; progress
+and the audit log name the variables, never their values."""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from poolconsole.collect.engines.poll import EnginePoller
 from poolconsole.collect.ssh import HostConnection, SSHFailure
 from poolconsole.config.models import Engine, PoolConfig, Profile
-from poolconsole.model.snapshots import EngineState
 from poolconsole.ops import audit, control
-from poolconsole.ops.fit import FitReport, fit
+from poolconsole.ops.fit import FitReport, KvCapacity, LiveMemory, Verdict, fit
+from poolconsole.ops.health import NotServing, await_serving
 
 Progress = Callable[[str], None]
+Smoke = Callable[[], Awaitable[object]]
 _BUSY: set[str] = set()
 
 
 class ActionRefused(Exception):
-    """Refused before anything changed (busy, no control, read-only, does not fit)."""
+    """Refused before anything changed (busy, no control, read-only, does not fit, unknown profile)."""
+
+
+class ActionFailed(Exception):
+    """A step failed after the action started; the message says which and why."""
 
 
 @dataclass
@@ -45,6 +55,11 @@ class ActionContext:
     audit_path: Path
     progress: Progress = print
     read_only: bool = False
+    secrets: tuple[str, ...] = ()
+    """Values to scrub from anything shown or recorded (the profiles' env values)."""
+
+    def say(self, line: str) -> None:
+        self.progress(control.redact(line, self.secrets))
 
 
 def plan_restart(engine: Engine) -> list[str]:
@@ -53,40 +68,33 @@ def plan_restart(engine: Engine) -> list[str]:
     return [control.render(control.restart_argv(engine.control))]
 
 
-async def _run(ctx: ActionContext, command: str) -> str:
-    ctx.progress(f"$ {command if len(command) < 300 else command[:140] + ' ... ' + command[-100:]}")
+def _shown(command: str) -> str:
+    return command if len(command) < 300 else command[:140] + " ... " + command[-100:]
+
+
+async def _run(ctx: ActionContext, command: str, *, stdin: str | None = None, quiet: bool = False) -> str:
+    """Run one command on the host; its output is shown unless `quiet` (a profile file's text is never)."""
+    ctx.say(f"$ {_shown(command)}")
     try:
-        result = await ctx.conn.run(command)
+        result = await ctx.conn.run(command, stdin=stdin)
     except SSHFailure as exc:
-        raise RuntimeError(f"SSH: {exc.message}") from None
+        raise ActionFailed(f"SSH: {exc.message}") from None
     out = (result.stdout + result.stderr).strip()
-    if out:
-        ctx.progress(out[-400:])
+    if out and not quiet:
+        ctx.say(out[-400:])
     if result.exit_status not in (0, None):
-        raise RuntimeError(f"`{command}` exited {result.exit_status}: {out[-200:]}")
+        shown = result.stderr.strip()[-200:] if quiet else out[-200:]
+        raise ActionFailed(f"`{_shown(command)}` exited {result.exit_status}: {shown}")
     return result.stdout
 
 
-async def await_healthy(engine: Engine, timeout_s: float, progress: Progress, settle_polls: int = 2) -> float:
-    """Poll the engine until it answers ok `settle_polls` times in a row; returns seconds to ready."""
-    started = time.monotonic()
-    poller = EnginePoller(engine)
-    streak = 0
-    last = ""
-    try:
-        await asyncio.sleep(1.0)  # let the old process go away before judging the new one
-        while time.monotonic() - started < timeout_s:
-            snap = await poller.poll()
-            streak = streak + 1 if snap.state is EngineState.OK else 0
-            if snap.error and snap.error != last:
-                progress(f"waiting for {engine.name}: {snap.state.value}: {snap.error}")
-                last = snap.error
-            if streak >= settle_polls:
-                return time.monotonic() - started
-            await asyncio.sleep(1.0)
-    finally:
-        await poller.aclose()
-    raise TimeoutError(f"{engine.name} not healthy within {timeout_s:g} s (last: {last or 'no answer'})")
+def _want_model(engine: Engine) -> str | None:
+    return engine.smoke.models[0] if engine.smoke.models else None
+
+
+async def _serving(ctx: ActionContext, engine: Engine) -> float:
+    assert engine.control is not None
+    return await await_serving(engine, engine.control.health_timeout_s, ctx.say, want_model=_want_model(engine))
 
 
 def _acquire(engine: Engine) -> None:
@@ -99,16 +107,15 @@ async def restart(ctx: ActionContext, engine: Engine) -> Outcome:
     if ctx.read_only:
         raise ActionRefused("read-only mode: restart refused")
     commands = plan_restart(engine)
-    assert engine.control is not None
     _acquire(engine)
     started = time.monotonic()
     try:
         await _run(ctx, commands[0])
-        ready = await await_healthy(engine, engine.control.health_timeout_s, ctx.progress)
+        ready = await _serving(ctx, engine)
         outcome = Outcome(
-            "restart", engine.name, "ok", f"healthy after {ready:.1f} s", commands, time.monotonic() - started, ready
+            "restart", engine.name, "ok", f"serving after {ready:.1f} s", commands, time.monotonic() - started, ready
         )
-    except (RuntimeError, TimeoutError) as exc:
+    except (ActionFailed, NotServing) as exc:
         outcome = Outcome("restart", engine.name, "failed", str(exc), commands, time.monotonic() - started)
     finally:
         _BUSY.discard(engine.name)
@@ -131,6 +138,7 @@ async def _audit(
         outcome.seconds,
         profile_from,
         profile_to,
+        ctx.secrets,
     )
 
 
@@ -138,7 +146,29 @@ def find_profile(engine: Engine, name: str) -> Profile:
     for profile in engine.profiles:
         if profile.name == name:
             return profile
-    raise ActionRefused(f"{engine.name} has no profile {name!r} (known: {', '.join(p.name for p in engine.profiles)})")
+    known = ", ".join(p.name for p in engine.profiles) or "none"
+    raise ActionRefused(f"{engine.name} has no profile {name!r} (known: {known})")
+
+
+def check_rollover(engine: Engine, to: str) -> Profile:
+    """What is refused before anything is planned or printed: no control, no profile file, unknown profile."""
+    if engine.control is None or engine.control.profile_file is None:
+        raise ActionRefused(f"{engine.name} needs [engines.control] with profile_file to switch profiles")
+    return find_profile(engine, to)
+
+
+def _profile_file(engine: Engine, profile: Profile) -> control.ProfileFile:
+    try:
+        return control.profile_file(engine, profile)
+    except control.MissingEnv as exc:
+        raise ActionRefused(str(exc)) from None
+
+
+async def _write_profile(ctx: ActionContext, path: str, text: str, what: str) -> str:
+    command = control.write_file_command(path, len(text.encode()))
+    ctx.say(f"write {path} ({what}) over stdin")
+    await _run(ctx, command, stdin=text, quiet=True)
+    return command
 
 
 async def rollover(
@@ -147,115 +177,131 @@ async def rollover(
     to: str,
     *,
     force: bool = False,
-    smoke: Callable[[], object] | None = None,
-    gpu_totals_gib: list[float] | None = None,
-    unified_available_gib: float | None = None,
+    smoke: Smoke | None = None,
+    live: LiveMemory | None = None,
+    kv: KvCapacity | None = None,
 ) -> Outcome:
-    """Fit check, drain, apply, restart, await health, smoke test, promote; on failure roll back."""
+    """Fit check, drain, apply, restart, await serving, smoke test, promote; on failure roll back.
+    `live` is what a poll of the host says now (the fit check's figures; config figures without it)."""
     if ctx.read_only:
         raise ActionRefused("read-only mode: rollover refused")
-    if engine.control is None or engine.control.profile_file is None:
-        raise ActionRefused(f"{engine.name} needs [engines.control] with profile_file to switch profiles")
-    new = find_profile(engine, to)
+    new = check_rollover(engine, to)
+    assert engine.control is not None and engine.control.profile_file is not None
     current_name = await asyncio.to_thread(audit.active_profile, ctx.audit_path, engine.name) or engine.profile
     old = find_profile(engine, current_name) if current_name else None
-    report = fit(engine, new, ctx.config.host(engine.host), gpu_totals_gib, unified_available_gib)
+    new_file = _profile_file(engine, new)
+    old_file = _profile_file(engine, old) if old is not None else None
+    ctx.secrets = tuple({*ctx.secrets, *new_file.values, *(old_file.values if old_file else ())})
+    report = fit(engine, new, ctx.config.host(engine.host), live, kv, active=new.name == current_name)
     for line in report.lines():
-        ctx.progress(line)
-    if not report.fits and not force:
-        raise ActionRefused(f"profile {to} does not fit on {engine.host}: " + "; ".join(report.lines()[1:]))
+        ctx.say(line)
+    if report.verdict is Verdict.DOES_NOT_FIT and not force:
+        raise ActionRefused(
+            f"profile {to} does not fit on {engine.host}: " + "; ".join(line.strip() for line in report.lines()[1:3])
+        )
+    if report.verdict is Verdict.CANNOT_CHECK and not force:
+        raise ActionRefused(
+            f"cannot check whether profile {to} fits on {engine.host}: GPU memory unknown "
+            "(poll the host, or set gpu_memory_gib / memory_gib; --force proceeds without the check)"
+        )
     path = engine.control.profile_file
     restart_cmd = plan_restart(engine)[0]
     commands: list[str] = []
     _acquire(engine)
     started = time.monotonic()
+    previous_text: str | None = None
     try:
         try:
             await _drain(ctx, engine)
             previous_text = await _read_profile(ctx, path)
-            commands += [control.write_file_argv(path, control.profile_env(engine, new)), restart_cmd]
-            await _run(ctx, commands[0])
+            what = f"profile {new.name}: {', '.join(new_file.names)}"
+            commands.append(await _write_profile(ctx, path, new_file.text, what))
+            commands.append(restart_cmd)
             await _run(ctx, restart_cmd)
-            ready = await await_healthy(engine, engine.control.health_timeout_s, ctx.progress)
+            ready = await _serving(ctx, engine)
             if smoke is not None:
-                ctx.progress("smoke test of the new profile")
-                verdict = await smoke()  # type: ignore[misc]
+                ctx.say("smoke test of the new profile")
+                verdict = await smoke()
                 if verdict is not True:
-                    raise RuntimeError(f"smoke test failed: {verdict}")
+                    raise ActionFailed(f"smoke test failed: {verdict}")
             await asyncio.to_thread(audit.set_active_profile, ctx.audit_path, engine.name, new.name)
             outcome = Outcome(
                 "rollover",
                 engine.name,
                 "ok",
-                f"serving {new.name}, healthy after {ready:.1f} s",
+                f"serving {new.name}, ready after {ready:.1f} s" + ("" if smoke else " (smoke test skipped)"),
                 commands,
                 time.monotonic() - started,
                 ready,
                 report,
             )
-        except (RuntimeError, TimeoutError) as exc:
-            reason = str(exc)
-            ctx.progress(f"rollover failed: {reason}; rolling back to {old.name if old else 'the previous file'}")
-            restore = (
-                previous_text if previous_text is not None else (control.profile_env(engine, old) if old else None)
-            )
-            try:
-                if restore is None:
-                    raise RuntimeError("no previous profile to restore")
-                commands += [control.write_file_argv(path, restore), restart_cmd]
-                await _run(ctx, commands[-2])
-                await _run(ctx, restart_cmd)
-                await await_healthy(engine, engine.control.health_timeout_s, ctx.progress)
-                outcome = Outcome(
-                    "rollover",
-                    engine.name,
-                    "rolled back",
-                    f"{reason}; {old.name if old else 'previous'} restored and healthy",
-                    commands,
-                    time.monotonic() - started,
-                    None,
-                    report,
-                )
-            except (RuntimeError, TimeoutError) as again:
-                outcome = Outcome(
-                    "rollover",
-                    engine.name,
-                    "rollback failed",
-                    f"{reason}; rollback: {again}",
-                    commands,
-                    time.monotonic() - started,
-                    None,
-                    report,
-                )
+        except (ActionFailed, NotServing) as exc:
+            outcome = await _roll_back(ctx, engine, str(exc), old, old_file, previous_text, commands, report)
+            outcome.seconds = time.monotonic() - started
     finally:
         _BUSY.discard(engine.name)
     await _audit(ctx, outcome, old.name if old else current_name, new.name)
     return outcome
 
 
+async def _roll_back(
+    ctx: ActionContext,
+    engine: Engine,
+    reason: str,
+    old: Profile | None,
+    old_file: control.ProfileFile | None,
+    previous_text: str | None,
+    commands: list[str],
+    report: FitReport,
+) -> Outcome:
+    assert engine.control is not None and engine.control.profile_file is not None
+    label = old.name if old else "the previous profile"
+    ctx.say(f"rollover failed: {reason}; rolling back to {label}")
+    restore = previous_text if previous_text is not None else (old_file.text if old_file else None)
+    restart_cmd = plan_restart(engine)[0]
+    try:
+        if restore is None:
+            raise ActionFailed("no previous profile to restore")
+        commands.append(await _write_profile(ctx, engine.control.profile_file, restore, f"back to {label}"))
+        commands.append(restart_cmd)
+        await _run(ctx, restart_cmd)
+        await _serving(ctx, engine)
+        return Outcome(
+            "rollover", engine.name, "rolled back", f"{reason}; {label} restored and serving", commands, fit=report
+        )
+    except (ActionFailed, NotServing) as again:
+        return Outcome("rollover", engine.name, "rollback failed", f"{reason}; rollback: {again}", commands, fit=report)
+
+
 async def _read_profile(ctx: ActionContext, path: str) -> str | None:
     try:
-        return await _run(ctx, control.read_file_argv(path))
-    except RuntimeError:
+        return await _run(ctx, control.read_file_argv(path), quiet=True)
+    except ActionFailed:
         return None  # no file yet: the rollback writes the previous profile from config
 
 
 async def _drain(ctx: ActionContext, engine: Engine) -> None:
+    """Wait until nothing runs or waits, or the drain timeout. Unknown is not idle: an engine whose
+    metrics cannot be read is waited for until the timeout, never switched at once."""
     assert engine.control is not None
     timeout = engine.control.drain_timeout_s
     if timeout <= 0:
         return
-    poller = EnginePoller(engine)
+    poller = EnginePoller(engine, settings=ctx.config.settings)
     started = time.monotonic()
     try:
         while time.monotonic() - started < timeout:
             snap = await poller.poll()
             m = snap.metrics
-            busy = (m.get("requests_running") or 0) + (m.get("requests_waiting") or 0) if m else 0
-            if busy == 0:
+            running = m.get("requests_running") if m else None
+            waiting = m.get("requests_waiting") if m else None
+            if running is None or waiting is None:
+                ctx.say(f"draining {engine.name}: requests in flight unknown ({snap.error or 'not exposed'})")
+            elif running + waiting == 0:
                 return
-            ctx.progress(f"draining {engine.name}: {busy:.0f} requests in flight")
+            else:
+                ctx.say(f"draining {engine.name}: {running + waiting:.0f} requests in flight")
             await asyncio.sleep(1.0)
-        ctx.progress(f"drain timeout after {timeout:g} s: switching with requests in flight")
+        ctx.say(f"drain timeout after {timeout:g} s: switching with requests in flight (or unknown)")
     finally:
         await poller.aclose()

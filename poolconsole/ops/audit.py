@@ -7,6 +7,8 @@ import getpass
 import json
 import sqlite3
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -48,8 +50,24 @@ class Entry:
         return asdict(self)
 
 
-def _connect(path: Path) -> sqlite3.Connection:
-    return open_db(path, SCHEMA)
+class AuditUnreadable(Exception):
+    """The audit database cannot be opened or is not one (a file that is not SQLite, a directory)."""
+
+
+@contextmanager
+def _connect(path: Path) -> Iterator[sqlite3.Connection]:
+    """One transaction on the audit database; any SQLite failure becomes AuditUnreadable naming the file."""
+    try:
+        db = open_db(path, SCHEMA)
+        try:
+            with db:  # commits, or rolls back on an exception
+                yield db
+        finally:
+            db.close()
+    except sqlite3.DatabaseError as exc:
+        raise AuditUnreadable(f"{path}: not a usable audit database ({exc})") from None
+    except OSError as exc:
+        raise AuditUnreadable(f"{path}: cannot open the audit database ({exc.strerror or exc})") from None
 
 
 def record(
@@ -62,7 +80,10 @@ def record(
     duration_s: float,
     profile_from: str | None = None,
     profile_to: str | None = None,
+    secrets: tuple[str, ...] = (),
 ) -> Entry:
+    """One entry; `secrets` (a profile's values) are scrubbed from the commands and the detail as well as
+    the values of secret-looking assignments: none of them lands on disk."""
     entry = Entry(
         time.time(),
         getpass.getuser(),
@@ -70,9 +91,9 @@ def record(
         target,
         profile_from,
         profile_to,
-        [redact(c) for c in commands],
+        [redact(c, secrets) for c in commands],
         outcome,
-        redact(detail),
+        redact(detail, secrets),
         round(duration_s, 3),
     )
     with _connect(path) as db:

@@ -3,13 +3,13 @@ argv lists, rendered with every argument shell-quoted. Nothing from config reach
 
 from __future__ import annotations
 
-import base64
+import os
 import re
 import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass
 
-from poolconsole.config.models import Control, Engine, Profile
-
-SECRETISH = re.compile(r"(key|token|secret|password)", re.I)
+from poolconsole.config.models import Control, Engine, EnvRef, Profile
 
 
 def restart_argv(control: Control) -> list[str]:
@@ -36,8 +36,36 @@ def render(argv: list[str]) -> str:
     return shlex.join(argv)
 
 
-def profile_env(engine: Engine, profile: Profile) -> str:
-    """The profile file's text: shell-quoted assignments an engine launcher sources."""
+class MissingEnv(Exception):
+    """A profile value references an environment variable the operator has not set."""
+
+
+@dataclass(frozen=True)
+class ProfileFile:
+    """A profile file's text (it may hold secrets: it is written over stdin and never logged), the names
+    of its variables (what progress and the audit log show) and its values, to scrub from any text that
+    is logged."""
+
+    text: str
+    names: tuple[str, ...]
+    values: tuple[str, ...]
+
+
+def profile_file(engine: Engine, profile: Profile, environ: Mapping[str, str] | None = None) -> ProfileFile:
+    """The profile file's text: shell-quoted assignments an engine launcher sources. A `{ env = "NAME" }`
+    value is read from the operator's environment now; MissingEnv when it is not set."""
+    env = os.environ if environ is None else environ
+    extra: dict[str, str] = {}
+    for key, value in profile.env.items():
+        if isinstance(value, EnvRef):
+            if value.env not in env:
+                raise MissingEnv(
+                    f"profile {profile.name} of {engine.name}: {key} takes its value from ${value.env}, "
+                    f"which is not set in this environment"
+                )
+            extra[key] = env[value.env]
+        else:
+            extra[key] = value
     values = {
         "POOL_PROFILE": profile.name,
         "POOL_FORMAT": profile.format,
@@ -47,22 +75,24 @@ def profile_env(engine: Engine, profile: Profile) -> str:
         "POOL_GPU_MEMORY_UTILIZATION": str(profile.gpu_memory_utilization),
         "POOL_KV_DTYPE": profile.kv_dtype,
         "POOL_ARGS": shlex.join(profile.args),
-        **profile.env,
+        **extra,
     }
     lines = [f"# written by poolconsole: profile {profile.name} of engine {engine.name}"]
     lines += [f"{key}={shlex.quote(value)}" for key, value in values.items()]
-    return "\n".join(lines) + "\n"
+    return ProfileFile("\n".join(lines) + "\n", tuple(values), tuple(v for v in extra.values() if v))
 
 
-def write_file_argv(path: str, content: str) -> str:
-    """Atomic write of `content` to `path`: a temporary file beside it, then a rename. The content travels
-    base64-encoded (only [A-Za-z0-9+/=], quoted anyway), so no byte of it is ever read by a shell; stdin is
-    not used because a login shell's rc files may read it (seen here: a pyenv init that hangs the session)."""
+def write_file_command(path: str, size: int) -> str:
+    """Atomic write of `size` bytes read from stdin to `path`: a temporary file beside it (mode 0600), its
+    length checked, then a rename. The content never appears in the command line (so not in `ps`, the
+    audit log or the progress output). A login shell's rc file that reads stdin would eat part of it: the
+    length check then refuses the file instead of installing a truncated one."""
     tmp = path + ".poolconsole-tmp"
-    encoded = base64.b64encode(content.encode()).decode()
+    q = shlex.quote
+    complaint = q(f"poolconsole: {path} arrived incomplete over stdin (does a shell rc file read stdin?)")
     return (
-        f"umask 077 && printf %s {shlex.quote(encoded)} | base64 -d > {shlex.quote(tmp)} && "
-        f"mv -f {shlex.quote(tmp)} {shlex.quote(path)}"
+        f"umask 077 && head -c {size} > {q(tmp)} && [ $(($(wc -c < {q(tmp)}))) -eq {size} ] && "
+        f"mv -f {q(tmp)} {q(path)} || {{ rm -f {q(tmp)}; echo {complaint} >&2; exit 3; }}"
     )
 
 
@@ -70,6 +100,20 @@ def read_file_argv(path: str) -> str:
     return f"cat {shlex.quote(path)}"
 
 
-def redact(text: str) -> str:
-    """For the audit log: values of secret-looking variables never land on disk."""
-    return re.sub(r"(?m)^([A-Za-z_]*(?:KEY|TOKEN|SECRET|PASSWORD)[A-Za-z_]*)=.*$", r"\1=<redacted>", text, flags=re.I)
+SECRET_ASSIGNMENT = re.compile(
+    r"(?<![A-Za-z0-9_])([A-Za-z0-9_]*(?:KEY|TOKEN|SECRET|PASSWORD)[A-Za-z0-9_]*)=('[^']*'|\"[^\"]*\"|\S+)", re.I
+)
+SECRET_FLAG = re.compile(r"(--?[A-Za-z0-9-]*(?:key|token|secret|password)[A-Za-z0-9-]*)([ =])('[^']*'|\S+)", re.I)
+BEARER = re.compile(r"(Bearer\s+)\S+", re.I)
+
+
+def redact(text: str, values: tuple[str, ...] = ()) -> str:
+    """For the audit log and progress: the given secret values, the values of secret-looking assignments
+    (`HF_TOKEN=...`, anywhere in a line), secret-looking flags (`--api-key X`) and Bearer tokens never land
+    on disk or screen."""
+    for value in sorted(values, key=len, reverse=True):
+        if len(value) >= 4:
+            text = text.replace(value, "<redacted>")
+    text = SECRET_ASSIGNMENT.sub(r"\1=<redacted>", text)
+    text = SECRET_FLAG.sub(r"\1\2<redacted>", text)
+    return BEARER.sub(r"\1<redacted>", text)

@@ -1,43 +1,101 @@
-"""Will a profile fit? Weights + KV cache + runtime overhead, per tensor-parallel shard, against each GPU's
-memory x gpu_memory_utilization; unified-memory hosts against the memory available now."""
+"""Will a profile fit? Weights + KV cache + runtime overhead per tensor-parallel shard, against what the
+pool says now: each GPU's polled total x gpu_memory_utilization, less the memory other processes hold on
+that GPU (another engine on the card, not the engine being switched); unified-memory hosts against the
+memory available now. Config figures (gpu_memory_gib, memory_gib) are the fallback. Memory that is not
+known is "cannot check", never "does not fit".
+
+The context-length cliff comes with it: how many KV tokens the budget leaves once the weights are in
+(the engine's own figure where it reports one for the active profile), the longest context that fits at
+the profile's max sequences, and the concurrency that fits at its max context."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from poolconsole.config.models import Engine, Host, Profile
+from poolconsole.model.hosts import HostSnapshot
 
 GIB = 1024**3
 KV_BYTES = {"fp32": 4.0, "fp16": 2.0, "bf16": 2.0, "fp8": 1.0, "q8_0": 1.0625, "q4_0": 0.5625}
+
+
+class Verdict(StrEnum):
+    FITS = "fits"
+    DOES_NOT_FIT = "does not fit"
+    CANNOT_CHECK = "cannot check"
+
+
+@dataclass(frozen=True)
+class LiveMemory:
+    """What a poll of the engine's host says, for the fit check (None: not known)."""
+
+    gpu_totals_gib: dict[int, float] = field(default_factory=dict)
+    """GPU index -> total memory, as polled."""
+    others_gib: dict[int, float] = field(default_factory=dict)
+    """GPU index -> memory held by processes that are not this engine's."""
+    unified_available_gib: float | None = None
+    processes_known: bool = False
+    source: str = ""
+    """Where the figures come from, in words ("polled 2 s ago over nvidia-smi")."""
+
+
+@dataclass(frozen=True)
+class KvCapacity:
+    """The engine's own KV figures for its active profile."""
+
+    tokens: int
+    source: str
+    """e.g. "vllm:cache_config_info num_gpu_blocks 8192 x block_size 16"."""
 
 
 @dataclass(frozen=True)
 class FitReport:
     engine: str
     profile: str
-    fits: bool
+    verdict: Verdict
     weights_gib: float | None
     kv_gib: float | None
     overhead_gib: float
     per_shard_gib: float | None
     budget_gib: float | None
-    """Per GPU: memory x gpu_memory_utilization (unified: memory available now)."""
+    """Per GPU: memory x gpu_memory_utilization less other processes (unified: memory available now)."""
     headroom_gib: float | None
     unified: bool
+    kv_tokens: int | None = None
+    """KV-cache tokens the budget holds once the weights are in (the engine's own figure when given)."""
+    max_context_at_max_seqs: int | None = None
+    concurrency_at_max_context: float | None = None
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def fits(self) -> bool:
+        return self.verdict is Verdict.FITS
 
     def lines(self) -> list[str]:
         def g(x: float | None) -> str:
             return "n/a" if x is None else f"{x:.1f} GiB"
 
+        head = {
+            Verdict.FITS: "fits",
+            Verdict.DOES_NOT_FIT: "DOES NOT FIT",
+            Verdict.CANNOT_CHECK: "cannot check: GPU memory unknown",
+        }[self.verdict]
         out = [
-            f"{self.engine} / {self.profile}: {'fits' if self.fits else 'DOES NOT FIT'}",
+            f"{self.engine} / {self.profile}: {head}",
             f"  weights {g(self.weights_gib)} + KV {g(self.kv_gib)} (max_model_len x max_num_seqs) "
             f"+ overhead {g(self.overhead_gib)} per GPU",
             f"  per shard {g(self.per_shard_gib)} against {g(self.budget_gib)} "
-            f"({'unified memory available now' if self.unified else 'GPU memory x utilisation'}), "
-            f"headroom {g(self.headroom_gib)}",
+            f"({'unified memory available now' if self.unified else 'GPU memory x utilisation, less other processes'}"
+            f"), headroom {g(self.headroom_gib)}",
         ]
+        if self.kv_tokens is not None:
+            cliff = f"  KV holds {self.kv_tokens:,} tokens"
+            if self.max_context_at_max_seqs is not None:
+                cliff += f": longest context at its max sequences {self.max_context_at_max_seqs:,}"
+            if self.concurrency_at_max_context is not None:
+                cliff += f", concurrency at its max context {self.concurrency_at_max_context:.1f}"
+            out.append(cliff)
         return out + [f"  note: {n}" for n in self.notes]
 
 
@@ -49,54 +107,161 @@ def weights_gib(profile: Profile) -> float | None:
     return None
 
 
-def kv_gib(profile: Profile) -> float | None:
+def kv_bytes_per_token(profile: Profile) -> float | None:
     if profile.layers is None or profile.kv_heads is None or profile.head_dim is None:
         return None
-    per_token = profile.layers * profile.kv_heads * profile.head_dim * 2 * KV_BYTES[profile.kv_dtype]
-    return per_token * profile.max_model_len * profile.max_num_seqs / GIB
+    return profile.layers * profile.kv_heads * profile.head_dim * 2 * KV_BYTES[profile.kv_dtype]
+
+
+def kv_gib(profile: Profile) -> float | None:
+    per_token = kv_bytes_per_token(profile)
+    return None if per_token is None else per_token * profile.max_model_len * profile.max_num_seqs / GIB
+
+
+def live_memory(snapshot: HostSnapshot | None, engine: Engine, age_s: float | None = None) -> LiveMemory | None:
+    """The fit check's figures from a host poll: totals per GPU, other processes' memory per GPU (every
+    process not mapped to `engine`), and on unified hosts the memory available now."""
+    if snapshot is None or snapshot.state.value not in ("ok", "degraded"):
+        return None
+    totals = {
+        g.index: g.memory_total_bytes / GIB
+        for g in snapshot.gpus
+        if g.index is not None and g.memory_total_bytes and g.memory_source == "device"
+    }
+    by_uuid = {g.uuid: g.index for g in snapshot.gpus if g.uuid is not None and g.index is not None}
+    others: dict[int, float] = {}
+    own = 0.0
+    for p in snapshot.processes:
+        if p.used_memory_bytes is None:
+            continue
+        if p.engine == engine.name:
+            own += p.used_memory_bytes / GIB
+            continue
+        index = by_uuid.get(p.gpu_uuid) if p.gpu_uuid is not None else None
+        if index is not None:
+            others[index] = others.get(index, 0.0) + p.used_memory_bytes / GIB
+    memory = snapshot.system_memory
+    available = (
+        # the engine being switched gives its memory back when it stops: it counts as available
+        memory.available_bytes / GIB + own
+        if snapshot.memory_kind == "unified" and memory is not None and memory.available_bytes is not None
+        else None
+    )
+    when = f" {age_s:.0f} s ago" if age_s is not None else ""
+    return LiveMemory(
+        totals, others, available, bool(snapshot.processes), f"polled{when} ({snapshot.source or 'host'})"
+    )
 
 
 def fit(
     engine: Engine,
     profile: Profile,
     host: Host | None,
-    gpu_totals_gib: list[float] | None = None,
-    unified_available_gib: float | None = None,
+    live: LiveMemory | None = None,
+    kv: KvCapacity | None = None,
+    *,
+    active: bool = False,
 ) -> FitReport:
-    """`gpu_totals_gib` from a live poll (else from the host's config); `unified_available_gib` for unified hosts."""
+    """`live` from a host poll (else the host's config figures); `kv` is the engine's own KV figure, used
+    for the cliff only when `profile` is the `active` one (it describes the running profile)."""
     w = weights_gib(profile)
-    kv = kv_gib(profile)
+    kv_need = kv_gib(profile)
+    per_token = kv_bytes_per_token(profile)
     notes: list[str] = []
     if w is None:
         notes.append("weights unknown: give weights_gib, or params_b and bits")
-    if kv is None:
+    if kv_need is None:
         notes.append("KV cache unknown: give layers, kv_heads and head_dim (vLLM also sizes KV to fill the budget)")
-    shard = ((w or 0) + (kv or 0)) / profile.tp_size + profile.overhead_gib if w is not None else None
-    unified = host is not None and host.memory_kind == "unified"
-    budget: float | None = None
-    if unified:
-        total = unified_available_gib if unified_available_gib is not None else (host.memory_gib if host else None)
-        budget = total * profile.gpu_memory_utilization if total is not None else None
-        if unified_available_gib is not None and host is not None and host.memory_gib:
-            leftover = host.memory_gib - unified_available_gib
+    shard = ((w or 0) + (kv_need or 0)) / profile.tp_size + profile.overhead_gib if w is not None else None
+    unified = host is not None and (
+        host.memory_kind == "unified" or (live is not None and live.unified_available_gib is not None)
+    )
+    budget = _unified_budget(profile, host, live, notes) if unified else _gpu_budget(engine, profile, host, live, notes)
+    headroom = budget - shard if budget is not None and shard is not None else None
+    if budget is None:
+        verdict = Verdict.CANNOT_CHECK
+        notes.append("GPU memory of the host unknown: poll it, or set gpu_memory_gib / memory_gib (--force proceeds)")
+    elif headroom is None:
+        verdict = Verdict.CANNOT_CHECK
+    else:
+        verdict = Verdict.FITS if headroom >= 0 else Verdict.DOES_NOT_FIT
+    tokens: int | None = None
+    if kv is not None and active:
+        tokens = kv.tokens
+        notes.append(f"KV capacity from the engine: {kv.source}")
+    elif budget is not None and w is not None and per_token:
+        free = (budget - profile.overhead_gib) * profile.tp_size - w
+        tokens = max(0, int(free * GIB / per_token))
+    cliff_ctx = min(profile.max_model_len, tokens // profile.max_num_seqs) if tokens is not None else None
+    cliff_conc = tokens / profile.max_model_len if tokens is not None else None
+    if cliff_ctx is not None and cliff_ctx < profile.max_model_len:
+        notes.append(
+            f"context cliff: at {profile.max_num_seqs} sequences only {cliff_ctx:,} of max_model_len "
+            f"{profile.max_model_len:,} tokens fit each"
+        )
+    return FitReport(
+        engine.name,
+        profile.name,
+        verdict,
+        w,
+        kv_need,
+        profile.overhead_gib,
+        shard,
+        budget,
+        headroom,
+        unified,
+        tokens,
+        cliff_ctx,
+        cliff_conc,
+        notes,
+    )
+
+
+def _unified_budget(profile: Profile, host: Host | None, live: LiveMemory | None, notes: list[str]) -> float | None:
+    available = live.unified_available_gib if live is not None else None
+    if available is not None:
+        if live is not None and live.source:
+            notes.append(f"unified memory available now (with the engine's own): {available:.0f} GiB, {live.source}")
+        if host is not None and host.memory_gib:
+            leftover = host.memory_gib - available
             if leftover > 0.05 * host.memory_gib:
                 notes.append(
                     f"{leftover:.0f} GiB of unified memory is already in use: vLLM's start-up check "
                     "(gpu_memory_utilization x total <= free) may refuse to start"
                 )
-    else:
-        totals = gpu_totals_gib or (host.gpu_memory_gib if host else None)
-        gpus = engine.gpus or list(range(profile.tp_size))
-        if totals:
-            chosen = [totals[i] for i in gpus if i < len(totals)] or totals[: profile.tp_size]
-            budget = min(chosen) * profile.gpu_memory_utilization
-            if len(chosen) < profile.tp_size:
-                notes.append(f"tp_size {profile.tp_size} but only {len(chosen)} GPU(s) on the host")
-                budget = None
-    if budget is None:
-        notes.append("GPU memory of the host unknown (poll it, or set gpu_memory_gib / memory_gib)")
-    headroom = budget - shard if budget is not None and shard is not None else None
-    fits = headroom is not None and headroom >= 0
-    return FitReport(
-        engine.name, profile.name, fits, w, kv, profile.overhead_gib, shard, budget, headroom, unified, notes
-    )
+        return available * profile.gpu_memory_utilization
+    if host is not None and host.memory_gib:
+        notes.append("unified memory from the config (memory_gib): the host was not polled")
+        return host.memory_gib * profile.gpu_memory_utilization
+    return None
+
+
+def _gpu_budget(
+    engine: Engine, profile: Profile, host: Host | None, live: LiveMemory | None, notes: list[str]
+) -> float | None:
+    gpus = engine.gpus or list(range(profile.tp_size))
+    if live is not None and live.gpu_totals_gib:
+        chosen = [i for i in gpus if i in live.gpu_totals_gib]
+        if len(chosen) < profile.tp_size:
+            notes.append(f"tp_size {profile.tp_size} but {len(chosen)} of the engine's GPUs reported memory")
+            return None
+        budgets = []
+        for i in chosen[: profile.tp_size]:
+            total = live.gpu_totals_gib[i]
+            other = live.others_gib.get(i, 0.0)
+            if other > 0:
+                notes.append(f"GPU {i}: {other:.1f} GiB held by other processes (not {engine.name})")
+            budgets.append(min(total * profile.gpu_memory_utilization, total - other))
+        if not live.processes_known:
+            notes.append("no process list from the host: memory of other engines on these GPUs is not counted")
+        notes.append(f"GPU memory {live.source}")
+        return min(budgets)
+    configured = host.gpu_memory_gib if host else None
+    if configured:
+        chosen_cfg = [configured[i] for i in gpus if i < len(configured)]
+        if len(chosen_cfg) < profile.tp_size:
+            notes.append(f"tp_size {profile.tp_size} but only {len(chosen_cfg)} GPU(s) on the host")
+            return None
+        notes.append("GPU memory from the config (gpu_memory_gib): the host was not polled")
+        return min(chosen_cfg[: profile.tp_size]) * profile.gpu_memory_utilization
+    return None

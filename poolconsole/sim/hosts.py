@@ -7,19 +7,19 @@ the batch, the GB10 answers [N/A] for memory like the real one.
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
+import hashlib
 import re
 import shlex
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import asyncssh
 
 from poolconsole.collect.hosts import nvidia_smi as nv
+from poolconsole.collect.hosts import owners, stream
 from poolconsole.collect.hosts import poll as host_cmds
-from poolconsole.collect.hosts import stream
 from poolconsole.sim.pool import EngineSpec, HostSpec
 from poolconsole.sim.server import SimEngine
 
@@ -35,8 +35,13 @@ class GpuState:
     uuid: str
     used_mib: float
     util: float
-    pid: int | None
-    engine: str | None
+    processes: list[tuple[int, str, float]] = field(default_factory=list)
+    """(pid, engine, MiB) of each engine's process on this GPU."""
+
+
+def container_id(name: str) -> str:
+    """A simulated engine's docker container id (64 hex digits, stable per name)."""
+    return hashlib.sha256(name.encode()).hexdigest()
 
 
 class SimHost:
@@ -51,11 +56,13 @@ class SimHost:
         self._conns: list[asyncssh.SSHServerConnection] = []
         self.files: dict[str, str] = {}
         self.profiles: dict[str, dict[str, str]] = {}
+        self.commands: list[str] = []
+        """Every action command this host ran (restarts, profile writes and reads), as received."""
 
     # -- what the machine reports ------------------------------------------------------------------
     def gpu_states(self) -> list[GpuState]:
         states = [
-            GpuState(i, f"GPU-{self.index:04x}{i:04x}-5eed-4000-8000-{self.index:012x}", 300.0, 0.0, None, None)
+            GpuState(i, f"GPU-{self.index:04x}{i:04x}-5eed-4000-8000-{self.index:012x}", 300.0, 0.0)
             for i in range(len(self.spec.gpus))
         ]
         for n, engine in enumerate(self.engines):
@@ -71,8 +78,7 @@ class SimHost:
                 if g < len(states):
                     states[g].used_mib += share
                     states[g].util = max(states[g].util, busy * 100)
-                    states[g].pid = 4000 + self.index * 10 + n
-                    states[g].engine = spec.name
+                    states[g].processes.append((4000 + self.index * 10 + n, spec.name, share))
         return states
 
     def engines_memory_bytes(self) -> int:
@@ -80,9 +86,9 @@ class SimHost:
 
     def nvidia_rows(self, fields: tuple[str, ...]) -> tuple[str, int]:
         known = set(nv.FULL_FIELDS)
-        for field in fields:
-            if field not in known:
-                return f'Field "{field}" is not a valid field to query.\n\n', 2
+        for name in fields:
+            if name not in known:
+                return f'Field "{name}" is not a valid field to query.\n\n', 2
         lines = []
         unified = self.spec.platform == "nvidia-unified"
         for gpu, state in zip(self.spec.gpus, self.gpu_states(), strict=True):
@@ -107,17 +113,26 @@ class SimHost:
     def apps_rows(self, fields: tuple[str, ...]) -> tuple[str, int]:
         lines = []
         for state in self.gpu_states():
-            if state.pid is None:
-                continue
-            values = {
-                "gpu_uuid": state.uuid,
-                "pid": str(state.pid),
-                "process_name": "python3",
-                "used_memory": str(int(state.used_mib - 300)),
-                "used_gpu_memory": str(int(state.used_mib - 300)),
-            }
-            lines.append(", ".join(values.get(f, "[N/A]") for f in fields))
+            for pid, _, mib in state.processes:
+                values = {
+                    "gpu_uuid": state.uuid,
+                    "pid": str(pid),
+                    "process_name": "python3",
+                    "used_memory": str(int(mib)),
+                    "used_gpu_memory": str(int(mib)),
+                }
+                lines.append(", ".join(values.get(f, "[N/A]") for f in fields))
         return ("\n".join(lines) + "\n") if lines else "", 0
+
+    def identities(self) -> str:
+        """What `owners.IDENTIFY` prints on a host running each engine in a docker container: each compute
+        process's cgroup names its container's id, and `docker ps` maps ids to names."""
+        lines = []
+        for state in self.gpu_states():
+            for pid, engine, _ in state.processes:
+                lines.append(f"pid {pid} 0::/system.slice/docker-{container_id(engine)}.scope ")
+        lines += [f"ctr {container_id(e.spec.name)} {e.spec.name}" for e in self.engines]
+        return "\n".join(lines) + "\n"
 
     def meminfo(self) -> str:
         total = self.spec.ram_gib * GIB
@@ -202,6 +217,8 @@ class SimHost:
             return fixed[command](), "", 0
         if command == "true":
             return "", "", 0
+        if command == owners.IDENTIFY:
+            return self.identities(), "", 0
         handled = self.control(command)
         if handled is not None:
             return handled
@@ -216,7 +233,7 @@ class SimHost:
             return out, "", code
         return "", f"sh: 1: {command.split()[0]}: not found\n", 127
 
-    def control(self, command: str) -> tuple[str, str, int] | None:
+    def control(self, command: str, stdin: str = "") -> tuple[str, str, int] | None:
         """The actions' commands, parsed the way a shell would and acted on: `docker restart NAME` restarts
         the simulated engine (counters reset); writing a profile file switches its profile on the next
         restart (speed and memory follow the profile); a profile the engine cannot load keeps it down."""
@@ -224,6 +241,8 @@ class SimHost:
             words = shlex.split(command)
         except ValueError:
             return None
+        if words[:1] in (["docker"], ["umask"], ["cat"]):
+            self.commands.append(command)
         if words[:2] == ["docker", "restart"] and len(words) == 3:
             engine = next((e for e in self.engines if e.spec.name == words[2]), None)
             if engine is None:
@@ -236,9 +255,11 @@ class SimHost:
                 if engine.load is not None and profile is not None:
                     engine.load.scale = float(profile.get("POOL_SPEED", "1.0"))
             return f"{words[2]}\n", "", 0
-        if words[:2] == ["umask", "077"] and "base64" in words and "mv" in words:
-            text = base64.b64decode(words[words.index("printf") + 2]).decode()
-            target = words[-1]
+        if words[:5] == ["umask", "077", "&&", "head", "-c"] and "mv" in words:
+            text = stdin[: int(words[5])]
+            if len(text.encode()) != int(words[5]):
+                return "", f"poolconsole: {words[-1]} arrived incomplete over stdin\n", 3
+            target = words[words.index("mv") + 3]
             values = dict(
                 shlex.split(line)[0].split("=", 1)
                 for line in text.splitlines()
@@ -261,7 +282,11 @@ class SimHost:
                     process.stdout.write(self.answer(looped["batch"])[0] + stream.SAMPLE + "\n")
                     await asyncio.sleep(float(looped["interval"]))
             return
-        stdout, stderr, code = self.answer(command)
+        if command.startswith("umask 077 && head -c "):  # a profile file written over stdin
+            stdin = await process.stdin.read()
+            stdout, stderr, code = self.control(command, stdin) or ("", "unexpected write\n", 2)
+        else:
+            stdout, stderr, code = self.answer(command)
         process.stdout.write(stdout)
         if stderr:
             process.stderr.write(stderr)

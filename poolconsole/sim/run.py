@@ -8,7 +8,6 @@ import contextlib
 import os
 import shutil
 import signal
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -17,7 +16,7 @@ from pathlib import Path
 import asyncssh
 import httpx
 
-from poolconsole.sim.hosts import SimHost
+from poolconsole.sim.hosts import BROKEN_PROFILE, SimHost
 from poolconsole.sim.pool import EngineSpec, HostSpec, pool
 from poolconsole.sim.server import SimEngine
 
@@ -196,6 +195,7 @@ class SimPool:
                 f'host = "{spec.host}"',
                 f'model = "{spec.description}"',
                 f'profile = "{spec.profile}"',
+                f'container = "{spec.name}"',
             ]
             if spec.gpus:
                 lines.append(f"gpus = [{', '.join(str(g) for g in spec.gpus)}]")
@@ -215,14 +215,16 @@ class SimPool:
 
 
 def demo_profiles(spec: EngineSpec) -> list[str]:
-    """Two profiles per engine for the operator loop; on the 80B node a third, fp8, that does not fit in
-    4x24 GB (the fit check refuses it; forced, the engine never loads and the rollover rolls back)."""
+    """Two profiles per engine for the operator loop; on the 80B node two more: fp8-tp4, the demo's broken
+    profile (it fits by memory, so the fit check passes, but the engine never loads it: /health answers
+    503 until the rollover's timeout, and the rollover rolls back), and bf16-tp4, which does not fit in
+    4x24 GB (the fit check refuses it)."""
     gpus = max(1, len(spec.gpus))
     base = spec.weights_gib
     out: list[str] = []
     variants = [(spec.profile, base, "1.0"), (f"{spec.profile}-long", base, "0.9")]
     if spec.name == "qwen3-next-80b":
-        variants.append(("fp8-tp4", 88.0, "1.1"))
+        variants += [(BROKEN_PROFILE, 74.5, "1.1"), ("bf16-tp4", 149.0, "1.0")]
     for name, weights, speed in variants:
         out += [
             "",
@@ -273,13 +275,11 @@ async def _serve(
 
 
 def serve_only(args: argparse.Namespace) -> int:
+    if args.config_out is None:
+        args.config_out = str(demo_config_path())
+
     def ready(path: Path | None) -> None:
-        print(
-            "simulated pool serving on 127.0.0.1"
-            + (f"; config written to {path}" if path else "")
-            + "; Ctrl-C stops it",
-            flush=True,
-        )
+        print(f"simulated pool serving on 127.0.0.1; its config is {path}; Ctrl-C stops it", flush=True)
 
     return asyncio.run(_serve(args, ready))
 
@@ -327,36 +327,8 @@ class BackgroundPool:
         self.thread.join(15)
 
 
-def run_demo(args: argparse.Namespace) -> int:
-    if not 0 <= args.nodes <= 256:
-        print("poolconsole demo: --nodes must be between 0 and 256", file=sys.stderr)
-        return 2
-    if args.serve_only:
-        return serve_only(args)
-    if args.config_out is None:
-        from platformdirs import user_runtime_path
+def demo_config_path() -> Path:
+    """Where `poolconsole demo` writes the simulated pool's hosts.toml when no --config-out is given."""
+    from platformdirs import user_runtime_path
 
-        args.config_out = str(user_runtime_path("poolconsole", ensure_exists=True) / f"demo-{os.getpid()}.toml")
-    with BackgroundPool(args) as config_path:
-        return open_console(config_path, getattr(args, "read_only", False), f"demo pool ({args.scenario})")
-
-
-def open_console(config_path: Path, read_only: bool, subtitle: str) -> int:
-    from poolconsole.config import load_config
-    from poolconsole.ui.app import PoolApp
-
-    PoolApp(load_config(config_path), read_only=read_only, subtitle=subtitle).run()
-    return 0
-
-
-def run_console_or_demo(args: argparse.Namespace) -> int:
-    """No sub-command: the console on the configured pool, or on the demo pool when none is configured."""
-    from poolconsole.cli import default_config_path
-
-    path = Path(args.config) if args.config else default_config_path()
-    if path is None:
-        demo = argparse.Namespace(
-            serve_only=False, config_out=None, scenario="normal", nodes=0, seed=1, read_only=args.read_only
-        )
-        return run_demo(demo)
-    return open_console(path, args.read_only, str(path))
+    return user_runtime_path("poolconsole", ensure_exists=True) / f"demo-{os.getpid()}.toml"

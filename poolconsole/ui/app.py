@@ -8,18 +8,21 @@ import gc
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import ClassVar
 
 from textual import work
-from textual.app import App, SystemCommand
+from textual.app import App
+from textual.command import Provider
 from textual.css.query import NoMatches
+from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
 from poolconsole.collect.engines.poll import EnginePoller
 from poolconsole.collect.hosts.poll import HostPoller
-from poolconsole.collect.hosts.run import LOCAL, local_snapshot
+from poolconsole.collect.hosts.run import local_snapshot
 from poolconsole.collect.ssh import SSHPool
 from poolconsole.config.models import Engine, PoolConfig
 from poolconsole.model.alerts import AlertEvent, Alerts
@@ -28,9 +31,11 @@ from poolconsole.model.pool import PoolState
 from poolconsole.model.snapshots import EngineSnapshot
 from poolconsole.ops import audit
 from poolconsole.ops.actions import ActionContext, ActionRefused, plan_restart, restart, rollover
-from poolconsole.ops.fit import fit
+from poolconsole.ops.capacity import engine_kv
+from poolconsole.ops.fit import KvCapacity, LiveMemory, Verdict, fit, live_memory
 from poolconsole.ops.smoke.run import smoke_gate
 from poolconsole.ui import actions, themes
+from poolconsole.ui.palette import Entry, PoolCommands
 from poolconsole.ui.screens.action import ActionScreen, AuditScreen, ConfirmAction, ProfilePicker
 from poolconsole.ui.screens.detail import DetailScreen
 from poolconsole.ui.screens.others import AlertsScreen, GatewayScreen, HelpScreen
@@ -66,6 +71,8 @@ class PoolApp(App[None]):
     TITLE = "poolconsole"
     CSS_PATH = Path(__file__).with_name("app.tcss")
     BINDINGS = actions.bindings()  # type: ignore[assignment]
+    # The palette: the registry's actions and the themes, shown as plain text.
+    COMMANDS: ClassVar[set[type[Provider] | Callable[[], type[Provider]]]] = {PoolCommands}
 
     def __init__(
         self,
@@ -76,8 +83,11 @@ class PoolApp(App[None]):
         clock: Callable[[], float] = time.time,
         theme_state: Path | None = None,
         subtitle: str = "",
+        hint: str | None = None,
     ) -> None:
         self.read_only = read_only
+        self.hint = hint
+        """A line shown above the overview's table (the demo says how to point the console at a real pool)."""
         super().__init__()
         self.config = config
         self.live = live
@@ -133,6 +143,18 @@ class PoolApp(App[None]):
         gc.collect()
         self.full_collections += 1
 
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = False,
+    ) -> None:
+        """Notifications carry data (engine errors, host names, "[N/A]"): plain text unless asked."""
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
+
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return dict(themes.SEMANTIC)
 
@@ -140,7 +162,7 @@ class PoolApp(App[None]):
         settings = self.config.settings
         for engine in self.config.engines:
             self._engine_loop(EnginePoller(engine, settings=settings))
-        remote = [h for h in self.config.hosts if h.address not in LOCAL]
+        remote = [h for h in self.config.hosts if not h.local]
         self.ssh = SSHPool(remote, settings.ssh_timeout_s, settings.ssh_concurrency)
         for host in self.config.hosts:
             self._host_loop(host.name)
@@ -160,7 +182,7 @@ class PoolApp(App[None]):
     async def _host_loop(self, name: str) -> None:
         host = next(h for h in self.config.hosts if h.name == name)
         poller = (
-            HostPoller(host, self.ssh[name], self.config.engines, self.config.settings.poll_interval_s)
+            HostPoller(host, self.ssh[name], self.config.engines, self.config.settings.poll_interval_s, self._sleepers)
             if self.ssh and name in self.ssh.connections
             else None
         )
@@ -171,7 +193,11 @@ class PoolApp(App[None]):
                 if snapshot is None:  # NVML absent: fall back to SSH to this machine
                     assert self.ssh is not None
                     poller = HostPoller(
-                        host, self.ssh.add(host), self.config.engines, self.config.settings.poll_interval_s
+                        host,
+                        self.ssh.add(host),
+                        self.config.engines,
+                        self.config.settings.poll_interval_s,
+                        self._sleepers,
                     )
                     snapshot = await poller.poll()
             else:
@@ -371,43 +397,55 @@ class PoolApp(App[None]):
             return
         path = self.audit_path or audit.default_path()
         active = await asyncio.to_thread(audit.active_profile, path, engine.name) or engine.profile
+        kv = await engine_kv(engine, self.config.settings)  # the engine's own KV figures, for the cliff
 
         def picked(name: str | None) -> None:
             if name is None:
                 return
             profile = next(p for p in engine.profiles if p.name == name)
             host = self.state.hosts.get(engine.host or "")
-            snap = host.snapshot if host else None
-            totals = [g.memory_total_bytes / 2**30 for g in snap.gpus if g.memory_total_bytes] if snap else None
-            report = fit(engine, profile, self.config.host(engine.host), totals or None)
+            live = live_memory(host.snapshot, engine, self.state.age_s(host.last_ok_at)) if host else None
+            report = fit(engine, profile, self.config.host(engine.host), live, kv, active=name == active)
             target = engine.control.profile_file if engine.control else "?"
             lines = [
                 *report.lines(),
                 f"host {engine.host}:",
-                f"  $ (write {target} atomically)",
+                f"  $ (write {target} atomically, its values over stdin)",
                 *[f"  $ {c}" for c in plan_restart(engine)],
-                "then: health check, smoke test, promote; on any failure roll back",
+                "then: serving (health, model listed, one token), smoke test, promote; on any failure roll back",
             ]
 
             def go(yes: bool | None) -> None:
                 if yes:
                     screen = ActionScreen(f"rollover {engine.name} -> {name}")
                     self._replace_top(screen)
-                    self._act(screen, engine, name)
+                    self._act(screen, engine, name, live, kv)
 
-            title = f"Switch {engine.name} from {active} to {name}?" + ("" if report.fits else " (DOES NOT FIT)")
-            self.push_screen(ConfirmAction(title, lines), go)
+            refused = {
+                Verdict.FITS: "",
+                Verdict.DOES_NOT_FIT: " (DOES NOT FIT: it will be refused; the CLI's --force overrides)",
+                Verdict.CANNOT_CHECK: " (cannot check the fit: GPU memory unknown; the CLI's --force overrides)",
+            }[report.verdict]
+            self.push_screen(ConfirmAction(f"Switch {engine.name} from {active} to {name}?{refused}", lines), go)
 
         self.push_screen(ProfilePicker(engine.name, [p.name for p in engine.profiles], active), picked)
 
     @work(group="actions", exit_on_error=False)
-    async def _act(self, screen: ActionScreen, engine: Engine, profile: str | None) -> None:
+    async def _act(
+        self,
+        screen: ActionScreen,
+        engine: Engine,
+        profile: str | None,
+        live: LiveMemory | None = None,
+        kv: KvCapacity | None = None,
+    ) -> None:
         try:
             ctx = self._action_context(engine, screen)
             if profile is None:
                 outcome = await restart(ctx, engine)
             else:
-                outcome = await rollover(ctx, engine, profile, smoke=smoke_gate(self.config, engine.name))
+                smoke = smoke_gate(self.config, engine.name)
+                outcome = await rollover(ctx, engine, profile, smoke=smoke, live=live, kv=kv)
             screen.finish(outcome.outcome, outcome.detail)
             self.notify(
                 f"{outcome.action} {engine.name}: {outcome.outcome}",
@@ -451,13 +489,11 @@ class PoolApp(App[None]):
         elif isinstance(self.screen, OverviewScreen):
             self.screen.clear_filter()
 
-    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
+    def palette_entries(self) -> Iterable[Entry]:
+        """The palette's entries: every visible action of the registry (with its key), then the themes."""
         keymap = dict(self.config.keys)
         for a in actions.visible(self.read_only):  # --read-only: mutating actions are not even listed
-            yield SystemCommand(
-                f"{a.title} [{actions.key_label(keymap.get(a.id, a.key))}]",
-                a.help,
-                lambda a=a: self.run_action(a.action.removeprefix("app.")),
-            )
-        for name in self.pool_themes:
-            yield SystemCommand(f"Theme: {name}", "Switch theme (remembered)", lambda n=name: self.set_theme(n))
+            key = actions.key_label(keymap.get(a.id, a.key))
+            yield Entry(f"{a.title}  ({key})", a.help, partial(self.run_action, a.action.removeprefix("app.")))
+        for theme in self.pool_themes:
+            yield Entry(f"Theme: {theme}", "Switch theme (remembered)", partial(self.set_theme, theme))

@@ -244,7 +244,7 @@ async def test_restart_and_rollover_from_the_console(tmp_path: Path) -> None:
             await pilot.press("P")
             await pilot.pause()
             assert isinstance(app.screen, ProfilePicker)
-            app.screen.dismiss("fp8-tp4")  # 88 GiB of weights over 4 x 24 GB: the fit check says no
+            app.screen.dismiss("bf16-tp4")  # 149 GiB of weights over 4 x 24 GB: the fit check says no
             await pilot.pause()
             assert isinstance(app.screen, ConfirmAction) and "DOES NOT FIT" in app.screen.title_text
             await pilot.press("y")
@@ -254,8 +254,30 @@ async def test_restart_and_rollover_from_the_console(tmp_path: Path) -> None:
                     break
                 await asyncio.sleep(0.25)
             assert isinstance(app.screen, ActionScreen) and app.screen.outcome == "refused"
+            # a profile the live pool says fits: the confirmation says so, and the rollover goes through
+            await pilot.press("escape")
+            await pilot.pause()
+            table = app.screen.query_one("#pool", PoolGrid)
+            table.move_cursor(row=table_rows(app).index("engine:qwen3-next-80b"))
+            await pilot.press("P")
+            await pilot.pause()
+            assert isinstance(app.screen, ProfilePicker)
+            app.screen.dismiss("awq-4bit-tp4-long")
+            await pilot.pause()
+            assert isinstance(app.screen, ConfirmAction) and "?" == app.screen.title_text[-1]
+            assert "awq-4bit-tp4-long: fits" in "\n".join(app.screen.lines)
+            await pilot.press("y")
+            await pilot.pause()
+            for _ in range(240):
+                if isinstance(app.screen, ActionScreen) and app.screen.outcome:
+                    break
+                await asyncio.sleep(0.25)
+            assert isinstance(app.screen, ActionScreen) and app.screen.outcome == "ok"
         entries = audit.entries(tmp_path / "audit.sqlite3")
-        assert [(e.action, e.target, e.outcome) for e in entries] == [("restart", "qwen3-30b-a3b", "ok")]
+        assert [(e.action, e.target, e.outcome) for e in entries] == [
+            ("rollover", "qwen3-next-80b", "ok"),
+            ("restart", "qwen3-30b-a3b", "ok"),
+        ]
         assert pool.engines["qwen3-30b-a3b"].load is not None
 
 

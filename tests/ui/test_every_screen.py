@@ -22,6 +22,7 @@ from poolconsole.ui.screens.overview import OverviewScreen
 from poolconsole.ui.screens.smoke import SmokeScreen
 from tests.helpers import uipool
 
+
 def closed_port_config() -> str:
     """The example pool with every engine URL and host address on 127.0.0.1 ports nothing listens on:
     actions that reach out (smoke, restart) fail fast, on loopback only."""

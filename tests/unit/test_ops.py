@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from poolconsole.config import ConfigError, parse_config
-from poolconsole.config.models import Control, Engine, EngineKind, Host, Profile
+from poolconsole.config.models import Control, Engine, EngineKind, EnvRef, Host, Profile
 from poolconsole.ops import control
-from poolconsole.ops.fit import fit
+from poolconsole.ops.fit import LiveMemory, Verdict, fit
+from poolconsole.ops.planning import config_memory, plan_lines
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -62,21 +63,46 @@ def test_custom_template_quotes_whatever_the_name_becomes() -> None:
     assert shlex.split(control.render(argv)) == ["sh", "-c", "echo ok; reboot"]  # one argument, as written
 
 
-def test_profile_file_content_is_quoted_and_written_atomically(tmp_path: Path) -> None:
+def test_profile_file_content_is_quoted_and_written_atomically_over_stdin(tmp_path: Path) -> None:
     engine = Engine(name="e", kind=EngineKind.LLAMACPP, url="http://127.0.0.1:1")
     profile = Profile(
-        name="p", format="GGUF", args=["-m", "/models/a b.gguf", "--alias", "$(id)"], env={"HF_TOKEN": "secret-value"}
+        name="p",
+        format="GGUF",
+        args=["-m", "/models/a b.gguf", "--alias", "$(id)"],
+        env={"HF_TOKEN": EnvRef(env="TEST_HF"), "PLAIN": "x"},
     )
-    text = control.profile_env(engine, profile)
+    with pytest.raises(control.MissingEnv, match="TEST_HF"):
+        control.profile_file(engine, profile, environ={})
+    made = control.profile_file(engine, profile, environ={"TEST_HF": "secret-value"})
+    assert "HF_TOKEN" in made.names and made.values == ("secret-value", "x")
     result = subprocess.run(
-        ["sh", "-c", '. /dev/stdin; printf "%s\\n" "$POOL_ARGS"'], input=text, capture_output=True, text=True
+        ["sh", "-c", '. /dev/stdin; printf "%s\\n" "$POOL_ARGS"'], input=made.text, capture_output=True, text=True
     )
     assert shlex.split(result.stdout.strip()) == ["-m", "/models/a b.gguf", "--alias", "$(id)"]
-    assert "secret-value" not in control.redact(text) and "HF_TOKEN=<redacted>" in control.redact(text)
-    command = control.write_file_argv(str(tmp_path / "p.env"), text)
-    assert "$(id)" not in command and "secret" not in command  # the content is encoded, never shell text
-    subprocess.run(["sh", "-c", command], check=True)
-    assert (tmp_path / "p.env").read_text() == text and (tmp_path / "p.env").stat().st_mode & 0o077 == 0
+    assert "secret-value" not in control.redact(made.text) and "HF_TOKEN=<redacted>" in control.redact(made.text)
+    command = control.write_file_command(str(tmp_path / "p.env"), len(made.text.encode()))
+    assert "secret" not in command and "$(id)" not in command  # the content travels over stdin only
+    subprocess.run(["sh", "-c", command], input=made.text, text=True, check=True)
+    assert (tmp_path / "p.env").read_text() == made.text and (tmp_path / "p.env").stat().st_mode & 0o077 == 0
+
+
+def test_a_profile_file_cut_short_on_stdin_is_refused(tmp_path: Path) -> None:
+    command = control.write_file_command(str(tmp_path / "p.env"), 100)
+    result = subprocess.run(["sh", "-c", command], input="A=1\n", text=True, capture_output=True)
+    assert result.returncode == 3 and "arrived incomplete" in result.stderr
+    assert not (tmp_path / "p.env").exists() and not list(tmp_path.iterdir())  # nothing half-written left
+
+
+def test_every_remote_path_is_quoted(tmp_path: Path) -> None:
+    """The config refuses such a path; the command lines must still never hand one to a shell unquoted."""
+    hostile = str(tmp_path / "x y;touch PWNED")
+    subprocess.run(
+        ["sh", "-c", control.write_file_command(hostile, 2)], input="ok", text=True, cwd=tmp_path, check=True
+    )
+    assert Path(hostile).read_text() == "ok"
+    result = subprocess.run(["sh", "-c", control.read_file_argv(hostile)], capture_output=True, text=True, cwd=tmp_path)
+    assert result.stdout == "ok"
+    assert not (tmp_path / "PWNED").exists()
 
 
 def test_fit_per_shard_and_unified() -> None:
@@ -106,17 +132,70 @@ def test_fit_per_shard_and_unified() -> None:
     assert not fit(engine, too_big, Host(name="h", address="h", gpu_memory_gib=[24, 24])).fits
     spark = Host(name="spark", address="spark", memory_kind="unified", memory_gib=128)
     gb10 = Profile(name="fp8", format="FP8", weights_gib=63, gpu_memory_utilization=0.85)
-    busy = fit(engine.model_copy(update={"gpus": [0]}), gb10, spark, unified_available_gib=70)
+    busy = fit(engine.model_copy(update={"gpus": [0]}), gb10, spark, LiveMemory(unified_available_gib=70))
     assert busy.unified and not busy.fits and any("start-up check" in n for n in busy.notes)
 
 
 def test_plan_on_the_example_pool() -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "poolconsole", "plan", "--config", str(ROOT / "hosts.toml")],
+        [sys.executable, "-m", "poolconsole", "plan", "--offline", "--config", str(ROOT / "hosts.toml")],
         capture_output=True,
         text=True,
         timeout=60,
     )
     assert proc.returncode == 0, proc.stderr
-    assert "qwen3-next-80b / awq-4bit-tp4: fits" in proc.stdout
-    assert "headroom" in proc.stdout and "unified memory available now" in proc.stdout
+    assert "qwen3-next-80b / awq-4bit-tp4: fits  [active]" in proc.stdout
+    assert "headroom" in proc.stdout and "unified memory from the config" in proc.stdout
+    assert "qwen3-next-80b / fp8-tp4" in proc.stdout and "not polled (--offline)" in proc.stdout
+
+
+def test_unknown_memory_is_cannot_check_never_does_not_fit() -> None:
+    engine = Engine(name="e", kind=EngineKind.VLLM, url="http://127.0.0.1:1", gpus=[0])
+    profile = Profile(name="p", format="AWQ", weights_gib=10)
+    report = fit(engine, profile, Host(name="h", address="h"), None)
+    assert report.verdict is Verdict.CANNOT_CHECK and not report.fits
+    assert report.lines()[0] == "e / p: cannot check: GPU memory unknown"
+
+
+def test_other_processes_on_the_gpu_shrink_the_budget() -> None:
+    """Ollama beside llama.cpp on one 24 GB card: the memory Ollama holds is not the switched engine's."""
+    engine = Engine(name="llama", kind=EngineKind.LLAMACPP, url="http://127.0.0.1:1", gpus=[0])
+    profile = Profile(name="q4", format="GGUF", weights_gib=18.5, gpu_memory_utilization=0.98, overhead_gib=1.0)
+    alone = fit(engine, profile, Host(name="h", address="h"), LiveMemory({0: 24.0}, {}, None, True))
+    shared = fit(engine, profile, Host(name="h", address="h"), LiveMemory({0: 24.0}, {0: 6.0}, None, True))
+    assert alone.fits and alone.budget_gib == pytest.approx(24 * 0.98)
+    assert not shared.fits and shared.budget_gib == pytest.approx(18.0)
+    assert any("6.0 GiB held by other processes" in n for n in shared.notes)
+
+
+def test_the_context_cliff_is_stated() -> None:
+    engine = Engine(name="e", kind=EngineKind.VLLM, url="http://127.0.0.1:1", gpus=[0])
+    profile = Profile(
+        name="p", format="FP8", weights_gib=20, max_model_len=131072, max_num_seqs=8,
+        layers=36, kv_heads=8, head_dim=64, kv_dtype="fp8", gpu_memory_utilization=0.9, overhead_gib=1.5,
+    )  # fmt: skip
+    report = fit(engine, profile, Host(name="h", address="h"), LiveMemory({0: 48.0}, {}, None, True))
+    per_token = 36 * 8 * 64 * 2 * 1.0
+    tokens = int(((48 * 0.9 - 1.5) - 20) * 2**30 / per_token)
+    assert report.kv_tokens == tokens
+    assert report.max_context_at_max_seqs == tokens // 8 < 131072
+    assert report.concurrency_at_max_context == pytest.approx(tokens / 131072)
+    assert any(n.startswith("context cliff: at 8 sequences only") for n in report.notes)
+
+
+def test_offline_plan_sums_the_engines_sharing_a_gpu() -> None:
+    config = parse_config(
+        "[[hosts]]\nname = 'rig'\naddress = 'rig'\ngpu_memory_gib = [24]\n"
+        "[[engines]]\nname = 'coder'\nkind = 'llamacpp'\nurl = 'http://127.0.0.1:1'\nhost = 'rig'\n"
+        "gpus = [0]\nprofile = 'q4'\n[[engines.profiles]]\nname = 'q4'\nformat = 'GGUF'\nweights_gib = 12\n"
+        "[[engines]]\nname = 'chat'\nkind = 'llamacpp'\nurl = 'http://127.0.0.1:2'\nhost = 'rig'\n"
+        "gpus = [0]\nprofile = 'q8'\n[[engines.profiles]]\nname = 'q8'\nformat = 'GGUF'\nweights_gib = 9\n"
+    )
+    coder, _ = config.engines
+    memory = config_memory(config, config.hosts[0], coder)
+    assert memory is not None and memory.others_gib == {0: pytest.approx(9 + 1.5)}
+    assert fit(coder, coder.profiles[0], config.hosts[0], memory).fits  # 12 + 1.5 of min(21.6, 24 - 10.5)
+    bigger = coder.profiles[0].model_copy(update={"weights_gib": 13})
+    assert not fit(coder, bigger, config.hosts[0], memory).fits  # alone on the card it would
+    lines = plan_lines(config, {}, {}, {}, offline=True)
+    assert "coder / q4: fits  [active]" in "\n".join(lines)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Grid, Horizontal, Vertical
 from textual.screen import Screen
@@ -14,17 +15,20 @@ from textual_plotext import PlotextPlot
 
 from poolconsole.model.pool import EngineTrack, History, HostTrack, PoolState
 from poolconsole.ui import cells
+from poolconsole.ui.tables import sync_rows
 
 WINDOWS = ((300.0, "5 min"), (3600.0, "1 h"))
 
 
-def engine_text(track: EngineTrack) -> str:
+def engine_text(track: EngineTrack) -> Text:
     v = track.view
     cfg = track.config
     if v is None:
-        return f"{cfg.name}: waiting for the first poll"
-    lines = [
-        f"[b]{cfg.name}[/b]  {cfg.kind.value} {v.version or ''}  on {cfg.host or '?'}  state [b]{v.state}[/b]",
+        return Text(f"{cfg.name}: waiting for the first poll")
+    lines: list[Text | str] = [
+        Text.assemble(
+            (cfg.name, "bold"), f"  {cfg.kind.value} {v.version or ''}  on {cfg.host or '?'}  state ", (v.state, "bold")
+        ),
         f"model {', '.join(v.models) or cfg.model or 'n/a'}   profile {cfg.profile or '-'}   {v.url}",
         f"running {cells.num(v.requests_running)}  waiting {cells.num(v.requests_waiting)}  "
         f"KV {cells.pct(v.kv_cache_usage)}  ranks {cells.num(v.ranks)}  preemptions {cells.num(v.preemptions_total)}",
@@ -35,33 +39,30 @@ def engine_text(track: EngineTrack) -> str:
         f"{cells.pct(v.spec_decode_acceptance_rate)}  counter resets (restarts) seen: {len(track.history.restarts)}",
     ]
     if v.error:
-        lines.append(f"[b]error:[/b] {v.error}")
+        lines.append(Text.assemble(("error:", "bold"), f" {v.error}"))
     unknown = [f"{k}: {r}" for k, r in v.unknown.items() if k in ("kv_cache_usage", "ttft_mean_s", "requests_running")]
     if unknown:
         lines.append("unknown: " + "; ".join(unknown))
-    return "\n".join(lines)
+    return Text("\n").join(Text(line) if isinstance(line, str) else line for line in lines)
 
 
-def host_text(track: HostTrack) -> str:
+def host_text(track: HostTrack) -> Text:
     snap = track.snapshot
     if snap is None:
-        return f"{track.config.name}: waiting for the first poll"
-    mem = snap.system_memory
-    memory = (
-        f"system memory {((mem.total_bytes or 0) - (mem.available_bytes or 0)) / 2**30:.1f} / "
-        f"{(mem.total_bytes or 0) / 2**30:.0f} GiB, swap {(mem.swap_used_bytes or 0) / 2**30:.1f} GiB"
-        if mem and mem.total_bytes
-        else "system memory n/a"
-    )
-    lines = [
-        f"[b]host {snap.name}[/b] ({snap.address})  {snap.state.value}  source {snap.source or '-'}  "
-        f"{snap.memory_kind or ''} memory  rtt {cells.num(snap.rtt_ms, 1)} ms",
+        return Text(f"{track.config.name}: waiting for the first poll")
+    memory = cells.system_memory(snap.system_memory)
+    lines: list[Text | str] = [
+        Text.assemble(
+            (f"host {snap.name}", "bold"),
+            f" ({snap.address})  {snap.state.value}  source {snap.source or '-'}  "
+            f"{snap.memory_kind or ''} memory  rtt {cells.num(snap.rtt_ms, 1)} ms",
+        ),
         memory,
     ]
     if snap.error:
-        lines.append(f"[b]error:[/b] {snap.error}")
+        lines.append(Text.assemble(("error:", "bold"), f" {snap.error}"))
     lines += [f"· {n}" for n in snap.notes[:4]]
-    return "\n".join(lines)
+    return Text("\n").join(Text(line) if isinstance(line, str) else line for line in lines)
 
 
 class DetailScreen(Screen[None]):
@@ -86,8 +87,8 @@ class DetailScreen(Screen[None]):
         yield Header()
         with Vertical():
             with Horizontal(id="top"):
-                yield Static(id="engine-info")
-                yield Static(id="host-info")
+                yield Static(id="engine-info", markup=False)
+                yield Static(id="host-info", markup=False)
             yield DataTable(id="gpus", cursor_type="row")
             with Grid(id="charts"):
                 for chart in ("tps", "kv", "queue", "vram"):
@@ -122,33 +123,20 @@ class DetailScreen(Screen[None]):
         self._charts(engine, host)
 
     def _gpu_table(self, host: HostTrack | None) -> None:
-        table = self.query_one("#gpus", DataTable)
-        table.clear()
         snap = host.snapshot if host else None
-        if snap is None:
-            return
-        for g in snap.gpus:
-            procs = [
-                f"{p.pid}:{p.engine or '?'} {(p.used_memory_bytes or 0) / 2**30:.1f}G"
-                for p in snap.processes
-                if p.gpu_uuid == g.uuid
-            ]
-            mem = (
-                f"{(g.memory_used_bytes or 0) / 2**30:.1f} / {g.memory_total_bytes / 2**30:.0f} GiB"
-                f"{' (unified)' if g.memory_source == 'system' else ''}"
-                if g.memory_total_bytes
-                else "n/a"
-            )
-            table.add_row(
+        rows: dict[str, tuple[str, ...]] = {}
+        for g in snap.gpus if snap else ():
+            procs = [cells.process(p) for p in snap.processes if p.gpu_uuid == g.uuid] if snap else []
+            rows[str(g.index)] = (
                 str(g.index),
                 g.name or "?",
-                mem,
+                cells.gpu_memory(g),
                 cells.num(g.utilization_pct) + "%",
                 cells.num(g.temperature_c) + "C",
                 f"{cells.num(g.power_w)} / {cells.num(g.power_limit_w)} W",
                 ", ".join(procs) or "-",
-                key=str(g.index),
             )
+        sync_rows(self.query_one("#gpus", DataTable), rows)  # keyed: the cursor stays on its GPU
 
     def _charts(self, engine: EngineTrack | None, host: HostTrack | None) -> None:
         seconds, label = WINDOWS[self.window_index]

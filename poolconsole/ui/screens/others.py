@@ -50,11 +50,14 @@ class GatewayScreen(Screen[None]):
         reports = gateway_reports(self.state)
         table = self.query_one("#routes", DataTable)
         rows: dict[str, tuple[str, ...]] = {}
-        summary, drift = [], []
+        summary: list[Text] = []
+        drift: list[str] = []
         if not reports:
-            summary.append('No LiteLLM gateway is configured (kind = "litellm").')
+            summary.append(Text('No LiteLLM gateway is configured (kind = "litellm").'))
         for r in reports:
-            summary.append(f"{r.gateway}: {r.state}; liveness {r.liveness}; readiness {r.readiness}")
+            summary.append(
+                Text.assemble((r.gateway, "bold"), f": {r.state}; liveness {r.liveness}; readiness {r.readiness}")
+            )
             for route in r.routes:
                 rows[f"{r.gateway}:{route.model}"] = (
                     r.gateway,
@@ -68,7 +71,7 @@ class GatewayScreen(Screen[None]):
             drift += [f"drift: {engine} serves {model!r}, which no gateway routes" for engine, model in r.unrouted]
             drift += [f"degrade hint: {h}" for h in r.hints]
         sync_rows(table, rows)
-        self.query_one("#gateway-summary", Static).update("\n".join(summary))
+        self.query_one("#gateway-summary", Static).update(Text("\n").join(summary))
         self.query_one("#drift", Static).update(
             "\n".join(drift) or "no drift: every route is served and every served model is routed"
         )

@@ -67,6 +67,9 @@ class OverviewScreen(Screen[None]):
         yield Header()
         with Vertical():
             yield Input(placeholder="filter rows (Esc clears)", id="filter")
+            hint = getattr(self.app, "hint", None)
+            if hint:
+                yield Static(hint, id="hint", markup=False)
             yield PoolGrid([Column(*c) for c in cells.COLUMNS], id="pool")
             yield Static("", id="status-line")
         yield Footer()
