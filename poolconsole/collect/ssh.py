@@ -304,16 +304,17 @@ class HostConnection:
         self.connects += 1
         return self.conn
 
-    async def run(self, command: str, timeout_s: float | None = None) -> CommandResult:
-        """Run a fixed command; raises SSHFailure. A command that outlives its timeout is abandoned; the
-        connection is kept when the host still answers a ping, dropped when it does not."""
+    async def run(self, command: str, timeout_s: float | None = None, stdin: str | None = None) -> CommandResult:
+        """Run a fixed command; raises SSHFailure. `stdin` is written to the command's standard input (how a
+        profile's values reach the host: never in the command line). A command that outlives its timeout is
+        abandoned; the connection is kept when the host still answers a ping, dropped when it does not."""
         timeout = timeout_s or self.timeout_s
         async with self.semaphore:
             async with self._lock:
                 conn = await self.connect()
             start = time.monotonic()
             try:
-                result = await asyncio.wait_for(conn.run(command, check=False), timeout)
+                result = await asyncio.wait_for(conn.run(command, check=False, input=stdin), timeout)
             except TimeoutError:
                 raise await self._hung(conn, command, timeout) from None
             except (asyncssh.Error, OSError) as exc:
