@@ -121,7 +121,14 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_check_config(args: argparse.Namespace) -> int:
+    from poolconsole.ui.actions import keymap_problems
+
     config = _load(args.file or args.config)
+    problems = keymap_problems(dict(config.keys))
+    if problems:
+        for problem in problems:
+            print(f"{args.file or args.config or default_config_path()}: {problem}", file=sys.stderr)
+        return EXIT_CONFIG
     for warning in config.warnings():
         print(f"warning: {warning}", file=sys.stderr)
     print(f"ok: {len(config.hosts)} host(s), {len(config.engines)} engine(s)")

@@ -59,7 +59,9 @@ class Settings(Strict):
     ssh_concurrency: Annotated[int, Field(ge=1, le=1024)] = 32
     """At most this many hosts are polled over SSH at the same time."""
     litellm_health_interval_s: Annotated[float, Field(ge=0)] = 0.0
-    """How often to call LiteLLM's `/health`, which makes real model calls (0 = only on demand)."""
+    """Seconds between two calls of each LiteLLM gateway's deep `/health` in the console (0 = never). Each
+    call makes a real request to every deployment behind the gateway, so it spends tokens: keep it slow
+    (e.g. 600). The result shows on the gateway screen."""
 
 
 class AlertSettings(Strict):
@@ -370,7 +372,12 @@ class PoolConfig(Strict):
     def warnings(self) -> list[str]:
         """Problems that do not stop the console (an engine naming a host that is not declared)."""
         names = {h.name for h in self.hosts}
-        return [
+        spending = [
+            f"settings.litellm_health_interval_s = {self.settings.litellm_health_interval_s:g}: every probe of "
+            "a gateway's deep /health makes a real call to each deployment and spends tokens"
+        ]
+        gateways = any(e.kind is EngineKind.LITELLM for e in self.engines)
+        return (spending if self.settings.litellm_health_interval_s > 0 and gateways else []) + [
             f"engines.{e.name}: host {e.host!r} has no [[hosts]] entry, so its GPUs are not read"
             for e in self.engines
             if e.host is not None and names and e.host not in names

@@ -27,6 +27,21 @@ class GatewayReport:
     unrouted: tuple[tuple[str, str], ...]
     """(engine, model) served by an engine but routed by no gateway."""
     hints: tuple[str, ...]
+    deep_health: str | None = None
+    """LiteLLM's deep /health in words, when `litellm_health_interval_s` has it probed."""
+
+
+def deep_health_text(state: PoolState, gateway: str) -> str | None:
+    found = state.deep_health.get(gateway)
+    if found is None:
+        return None
+    at, result = found
+    age = f"{max(0.0, state.clock() - at):.0f} s ago"
+    if "error" in result:
+        return f"deep /health ({age}): {result['error']}"
+    bad = [f"{e['model']} ({e['error'] or 'unhealthy'})" for e in result.get("unhealthy", [])]
+    text = f"deep /health ({age}): {len(result.get('healthy', []))} healthy, {len(bad)} unhealthy"
+    return text + (": " + "; ".join(bad[:4]) if bad else "")
 
 
 def gateway_reports(state: PoolState) -> list[GatewayReport]:
@@ -63,7 +78,16 @@ def gateway_reports(state: PoolState) -> list[GatewayReport]:
         )
     unrouted = tuple((engine, model) for model, (engine, _) in served.items() if model not in routed)
     return [
-        GatewayReport(r.gateway, r.state, r.liveness, r.readiness, r.routes, unrouted if reports else (), r.hints)
+        GatewayReport(
+            r.gateway,
+            r.state,
+            r.liveness,
+            r.readiness,
+            r.routes,
+            unrouted if reports else (),
+            r.hints,
+            deep_health_text(state, r.gateway),
+        )
         for r in reports
     ]
 

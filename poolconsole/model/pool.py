@@ -7,6 +7,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from poolconsole.config.models import Engine, Host, PoolConfig
 from poolconsole.model.hosts import HostSnapshot
@@ -84,6 +85,8 @@ class PoolState:
         self.clock = clock
         self.engines = {e.name: EngineTrack(e) for e in config.engines}
         self.hosts = {h.name: HostTrack(h) for h in config.hosts}
+        self.deep_health: dict[str, tuple[float, dict[str, Any]]] = {}
+        """Gateway name -> (when, LiteLLM's deep /health: healthy and unhealthy deployments, or an error)."""
 
     def apply_engine(self, snapshot: EngineSnapshot) -> EngineView:
         track = self.engines[snapshot.name]

@@ -68,5 +68,23 @@ def bindings() -> list[Binding]:
     return [Binding(a.key, a.action, a.title, show=a.show, id=a.id, priority=a.id in ("quit",)) for a in ACTIONS]
 
 
+def keymap_problems(keys: dict[str, str]) -> list[str]:
+    """What is wrong with a `[keys]` table: ids the registry does not know, empty keys, two actions on one key."""
+    ids = {a.id: a for a in ACTIONS}
+    problems = [
+        f"keys.{action_id}: no action has this id (known: {', '.join(sorted(ids))})"
+        for action_id in keys
+        if action_id not in ids
+    ]
+    problems += [f"keys.{action_id}: the key is empty" for action_id, key in keys.items() if not key.strip()]
+    bound: dict[str, str] = {}
+    for a in ACTIONS:
+        key = keys.get(a.id, a.key)
+        if key in bound:
+            problems.append(f"keys: {key_label(key)!r} is the key of both {bound[key]} and {a.id}")
+        bound[key] = a.id
+    return problems
+
+
 def key_label(key: str) -> str:
     return {"slash": "/", "question_mark": "?", "escape": "Esc", "enter": "Enter"}.get(key, key)

@@ -24,7 +24,7 @@ from poolconsole.collect.engines.poll import EnginePoller
 from poolconsole.collect.hosts.poll import HostPoller
 from poolconsole.collect.hosts.run import local_snapshot
 from poolconsole.collect.ssh import SSHPool
-from poolconsole.config.models import Engine, PoolConfig
+from poolconsole.config.models import Engine, EngineKind, PoolConfig
 from poolconsole.model.alerts import AlertEvent, Alerts
 from poolconsole.model.hosts import HostSnapshot
 from poolconsole.model.pool import PoolState
@@ -118,7 +118,11 @@ class PoolApp(App[None]):
         default = themes.DEFAULT if themes.DEFAULT in names else self.pool_themes[0]
         self.theme = remembered if remembered in self.available_themes else default
         if self.config.keys:
-            self.set_keymap(self.config.keys)
+            problems = actions.keymap_problems(dict(self.config.keys))
+            for problem in problems:
+                self.notify(f"{problem} (`poolconsole check-config` lists every problem)", severity="error")
+            known = {a.id for a in actions.ACTIONS}
+            self.set_keymap({k: v for k, v in self.config.keys.items() if k in known and v.strip()})
         self.push_screen(OverviewScreen(self.state))
         self.set_interval(REDRAW_S, self._redraw)
         if self.live:
@@ -166,6 +170,31 @@ class PoolApp(App[None]):
         self.ssh = SSHPool(remote, settings.ssh_timeout_s, settings.ssh_concurrency)
         for host in self.config.hosts:
             self._host_loop(host.name)
+        every = settings.litellm_health_interval_s
+        gateways = [e for e in self.config.engines if e.kind is EngineKind.LITELLM]
+        if every > 0 and gateways:
+            self.notify(
+                f"LiteLLM deep /health every {every:g} s: each probe calls every deployment (spends tokens)",
+                severity="warning",
+                timeout=10,
+            )
+            for gateway in gateways:
+                self._deep_health_loop(gateway, every)
+
+    @work(group="poll", exit_on_error=False)
+    async def _deep_health_loop(self, gateway: Engine, every: float) -> None:
+        """LiteLLM's deep /health on its own slow cadence (it spends tokens); the first once the pool has
+        had a few seconds to answer."""
+        poller = EnginePoller(gateway, settings=self.config.settings)
+        wait = min(every, 10.0)
+        try:
+            while True:
+                await asyncio.sleep(wait)
+                wait = every
+                self.state.deep_health[gateway.name] = (self.state.clock(), await poller.deep_health())
+                self._dirty = True
+        finally:
+            await poller.aclose()
 
     @work(group="poll", exit_on_error=False)
     async def _engine_loop(self, poller: EnginePoller) -> None:

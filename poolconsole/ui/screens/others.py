@@ -70,6 +70,8 @@ class GatewayScreen(Screen[None]):
                     drift.append(f"drift: gateway route {route.model!r} is served by no engine")
             drift += [f"drift: {engine} serves {model!r}, which no gateway routes" for engine, model in r.unrouted]
             drift += [f"degrade hint: {h}" for h in r.hints]
+            if r.deep_health:
+                summary.append(Text(f"{r.gateway}: {r.deep_health}"))
         sync_rows(table, rows)
         self.query_one("#gateway-summary", Static).update(Text("\n").join(summary))
         self.query_one("#drift", Static).update(

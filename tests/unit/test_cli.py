@@ -1,0 +1,124 @@
+"""The command line as a new user meets it: --help, the first run with nothing configured, and no
+traceback anywhere (a closed pipe, a file that is not SQLite, a directory as the config, an empty
+config, an unknown profile)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from poolconsole import cli
+from poolconsole.ops import audit
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "poolconsole", *args], capture_output=True, text=True, timeout=120, cwd=cwd, env=env
+    )
+
+
+def clean_env(tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "POOLCONSOLE_CONFIG"}
+    env.update(HOME=str(tmp_path / "home"), XDG_CONFIG_HOME=str(tmp_path / "home" / ".config"), COLUMNS="80")
+    env["PYTHONPATH"] = str(ROOT)
+    return env
+
+
+def test_help_lists_every_command_on_one_line(tmp_path: Path) -> None:
+    proc = run("--help", env=clean_env(tmp_path))
+    assert proc.returncode == 0
+    commands = cli.build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    lines = proc.stdout.splitlines()
+    for name in commands:
+        mine = [line for line in lines if line.strip().startswith(name + " ")]
+        assert len(mine) == 1 and len(mine[0].split(None, 1)) == 2, f"{name}: {mine}"  # name and help, one line
+        assert len(mine[0]) <= 80
+    assert "the working directory is not searched" in proc.stdout.replace("\n", " ")
+
+
+def test_first_run_in_a_clone_opens_the_demo_not_the_example(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The checkout's hosts.toml documents an example pool: it must not greet a new user as 8 engines down."""
+    monkeypatch.chdir(ROOT)
+    monkeypatch.delenv("POOLCONSOLE_CONFIG", raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert (ROOT / "hosts.toml").is_file()
+    assert cli.default_config_path() is None  # so plain `poolconsole` runs the demo
+    mine = tmp_path / "config" / "poolconsole" / "hosts.toml"
+    mine.parent.mkdir(parents=True)
+    mine.write_text("")
+    assert cli.default_config_path() == mine
+    monkeypatch.setenv("POOLCONSOLE_CONFIG", str(tmp_path / "other.toml"))
+    assert cli.default_config_path() == tmp_path / "other.toml"
+
+
+def test_audit_json_into_a_closed_pipe(tmp_path: Path) -> None:
+    db = tmp_path / "audit.db"
+    for i in range(400):
+        audit.record(db, "restart", f"engine-{i}", ["docker restart x" * 20], "ok", "serving after 2.0 s", 2.0)
+    env = clean_env(tmp_path)
+    proc = subprocess.run(
+        f"{sys.executable} -m poolconsole audit --json --limit 400 --db {db} | head -n 2",
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert proc.stdout.splitlines()[0] == "["
+    assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, proc.stderr
+
+
+def test_bad_files_get_a_sentence_not_a_traceback(tmp_path: Path) -> None:
+    env = clean_env(tmp_path)
+    garbage = tmp_path / "notes.txt"
+    garbage.write_text("this is not a database\n" * 200)
+    proc = run("audit", "--db", str(garbage), env=env)
+    assert proc.returncode == 2 and str(garbage) in proc.stderr and "not a usable audit database" in proc.stderr
+    for args in (["status", "--config", str(tmp_path)], ["--config", str(tmp_path), "plan"]):
+        proc = run(*args, env=env)
+        assert proc.returncode == 2 and str(tmp_path) in proc.stderr and "Is a directory" in proc.stderr, args
+        assert "Traceback" not in proc.stderr
+    empty = tmp_path / "empty.toml"
+    empty.write_text("# nothing yet\n")
+    proc = run("status", "--config", str(empty), env=env)
+    assert proc.returncode == 2 and "nothing to poll" in proc.stderr and str(empty) in proc.stderr
+
+
+def test_rollover_to_an_unknown_profile_exits_2_before_any_plan(tmp_path: Path) -> None:
+    proc = run("rollover", "qwen3-next-80b", "no-such-profile", "--config", str(ROOT / "hosts.toml"))
+    assert proc.returncode == 2 and "no profile 'no-such-profile'" in proc.stderr
+    assert "will run" not in proc.stdout and proc.stdout == ""
+
+
+def test_serve_only_says_where_its_config_is(tmp_path: Path) -> None:
+    env = clean_env(tmp_path)
+    env["XDG_RUNTIME_DIR"] = str(tmp_path / "run")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "poolconsole", "demo", "--serve-only"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        path = Path(line.split("its config is ", 1)[1].split(";", 1)[0])
+        assert path.is_file() and "[[engines]]" in path.read_text()
+    finally:
+        proc.send_signal(signal.SIGINT)
+        deadline = time.monotonic() + 30
+        while proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0
