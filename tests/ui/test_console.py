@@ -264,7 +264,7 @@ async def test_restart_and_rollover_from_the_console(tmp_path: Path) -> None:
             assert isinstance(app.screen, ProfilePicker)
             app.screen.dismiss("awq-4bit-tp4-long")
             await pilot.pause()
-            assert isinstance(app.screen, ConfirmAction) and "?" == app.screen.title_text[-1]
+            assert isinstance(app.screen, ConfirmAction) and app.screen.title_text.endswith("?")
             assert "awq-4bit-tp4-long: fits" in "\n".join(app.screen.lines)
             await pilot.press("y")
             await pilot.pause()

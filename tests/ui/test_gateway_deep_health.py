@@ -29,7 +29,7 @@ async def test_deep_health_is_probed_on_its_cadence_and_shown(tmp_path: Path) ->
                 if "gateway" in app.state.deep_health:
                     break
                 await asyncio.sleep(0.25)
-            at, result = app.state.deep_health["gateway"]
+            _, result = app.state.deep_health["gateway"]
             assert "healthy" in result, result
             await pilot.press("g")
             await pilot.pause()
