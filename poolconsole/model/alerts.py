@@ -76,19 +76,24 @@ class Alerts:
             on = value >= rule.clear if active else value >= rule.fire
             events.append(self._set(view.name, rule.name, on, rule.describe(value), now))
         events.append(self._collapse(view, now))
-        events.append(self._restart_loop(view, now))
+        events.append(self._restart_loop(view.name, now, bool(view.counter_resets)))
         return [e for e in events if e is not None]
 
-    def _restart_loop(self, view: EngineView, now: float) -> AlertEvent | None:
-        """K restarts in M minutes (counter resets or a new process start time between polls)."""
-        seen = self.restarts.setdefault(view.name, deque(maxlen=100))
-        if view.counter_resets and (not seen or now - seen[-1] > 0.5):
+    def restarted(self, name: str, now: float) -> list[AlertEvent]:
+        """A restart seen another way than by the engine's counters (the container's own record)."""
+        event = self._restart_loop(name, now, restarted=True)
+        return [event] if event is not None else []
+
+    def _restart_loop(self, name: str, now: float, restarted: bool) -> AlertEvent | None:
+        """K restarts in M minutes (counter resets, a new process start time, a container restart)."""
+        seen = self.restarts.setdefault(name, deque(maxlen=100))
+        if restarted and (not seen or now - seen[-1] > 0.5):
             seen.append(now)
         window = self.settings.restart_loop_minutes * 60
         recent = [t for t in seen if now - t <= window]
         looping = len(recent) >= self.settings.restart_loop_count
         return self._set(
-            view.name,
+            name,
             "restart_loop",
             looping,
             f"{len(recent)} restarts in the last {self.settings.restart_loop_minutes:g} min: a restart loop?",

@@ -108,6 +108,15 @@ class PoolState:
         h.vram.append(self.engine_vram_fraction(snapshot.name))
         return view
 
+    def record_restart(self, name: str, at: float) -> bool:
+        """A restart seen by another source (the container's record); False when the engine's counters
+        already marked one within the last poll interval or two (the same restart, seen twice)."""
+        restarts = self.engines[name].history.restarts
+        if restarts and at - restarts[-1] < 2 * self.config.settings.poll_interval_s + 1:
+            return False
+        restarts.append(at)
+        return True
+
     def apply_host(self, snapshot: HostSnapshot) -> None:
         track = self.hosts[snapshot.name]
         track.snapshot = snapshot

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime as dt
 import hashlib
 import re
 import shlex
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import asyncssh
 
+from poolconsole.collect import containers
 from poolconsole.collect.hosts import nvidia_smi as nv
 from poolconsole.collect.hosts import owners, stream
 from poolconsole.collect.hosts import poll as host_cmds
@@ -243,6 +245,12 @@ class SimHost:
             return None
         if words[:1] in (["docker"], ["umask"], ["cat"]):
             self.commands.append(command)
+        if words[:4] == ["docker", "inspect", "--format", containers.FORMAT] and len(words) == 5:
+            found = next((e for e in self.engines if e.spec.name == words[4]), None)
+            if found is None:
+                return "", f"Error: No such object: {words[4]}\n", 1
+            started = dt.datetime.fromtimestamp(found.wall_start, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+            return f"{found.restarts} {started}\n", "", 0
         if words[:2] == ["docker", "restart"] and len(words) == 3:
             engine = next((e for e in self.engines if e.spec.name == words[2]), None)
             if engine is None:

@@ -56,6 +56,8 @@ class SimEngine:
         self.wall_start = time.time()
         self.boot_ms = int(now * 1000)
         self.loading_until = 0.0
+        self.restarts = 0
+        """How many times the engine restarted (its container's RestartCount)."""
         self.port = 0
         self.url = ""
         self.runner: web.AppRunner | None = None
@@ -102,6 +104,7 @@ class SimEngine:
     def restart(self, loading_s: float = 3.0) -> None:
         """A restart: counters reset, a new process start time, a few seconds loading the model."""
         now = time.monotonic()
+        self.restarts += 1
         if self.load is not None:
             self.load.reset(now)
         self.wall_start = time.time()

@@ -20,10 +20,11 @@ from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
+from poolconsole.collect.containers import ContainerStart, inspect_command, parse_inspect, restarted
 from poolconsole.collect.engines.poll import EnginePoller
 from poolconsole.collect.hosts.poll import HostPoller
 from poolconsole.collect.hosts.run import local_snapshot
-from poolconsole.collect.ssh import SSHPool
+from poolconsole.collect.ssh import SSHFailure, SSHPool
 from poolconsole.config.models import Engine, EngineKind, PoolConfig
 from poolconsole.model.alerts import AlertEvent, Alerts
 from poolconsole.model.hosts import HostSnapshot
@@ -106,6 +107,15 @@ class PoolApp(App[None]):
         self.gc_settled = False
         self.full_collections = 0
         self.update_times = ApplyTimes()
+        self._inspect = {
+            e.name: command for e in config.engines if (command := inspect_command(e.control)) is not None
+        }
+        """Engines run by docker / podman: the command that reads the container's restart record."""
+        self._container_starts: dict[str, ContainerStart] = {}
+        self._inspected_at: dict[str, float] = {}
+        self.container_check_s = 60.0
+        """How often a container's restart record is read while its engine stays up (a restart between two
+        polls of an idle engine shows nowhere else)."""
 
     # -- start-up ------------------------------------------------------------------------------------
     def on_mount(self) -> None:
@@ -265,10 +275,37 @@ class PoolApp(App[None]):
     # a 72-engine pool); the screen redraws from the model once per REDRAW_S, however many arrived.
     def apply_engine(self, snapshot: EngineSnapshot) -> None:
         started = time.perf_counter()
+        track = self.state.engines[snapshot.name]
+        was = track.view.state if track.view is not None else None
         view = self.state.apply_engine(snapshot)
         self._alert(self.alerts.engine(view, snapshot.fetched_at))
+        if snapshot.name in self._inspect and view.state == "ok":
+            due = self._inspected_at.get(snapshot.name, -1e18) + self.container_check_s
+            if was != "ok" or snapshot.fetched_at >= due:  # the baseline, back from down, or once a minute
+                self._inspected_at[snapshot.name] = snapshot.fetched_at
+                self._container_check(track.config)
         self._dirty = True
         self.update_times.add(time.perf_counter() - started)
+
+    @work(group="containers", exit_on_error=False)
+    async def _container_check(self, engine: Engine) -> None:
+        """The container's own restart record (docker / podman inspect over SSH), compared with the last."""
+        conn = self.ssh.connections.get(engine.host or "") if self.ssh else None
+        if conn is None:
+            return
+        try:
+            result = await conn.run(self._inspect[engine.name])
+        except SSHFailure:
+            return  # the host's own row says why
+        now = self.state.clock()
+        start = parse_inspect(result.stdout) if result.exit_status == 0 else None
+        why = restarted(self._container_starts.get(engine.name), start)
+        if start is not None:
+            self._container_starts[engine.name] = start
+        if why is not None and self.state.record_restart(engine.name, now):
+            self.notify(f"{engine.name}: {why}", title="restart", severity="warning", timeout=8)
+            self._alert(self.alerts.restarted(engine.name, now))
+            self._dirty = True
 
     def apply_host(self, snapshot: HostSnapshot) -> None:
         started = time.perf_counter()

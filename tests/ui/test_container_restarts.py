@@ -1,0 +1,56 @@
+"""Restarts the engine's counters cannot show are still seen: the container's own record (docker /
+podman inspect over SSH, read when an engine comes back from being down) marks the restart."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from poolconsole.collect.containers import ContainerStart, inspect_command, parse_inspect, restarted
+from poolconsole.config import parse_config
+from poolconsole.config.models import Control
+from poolconsole.ui.app import PoolApp
+from tests.ui.test_console import demo_pool
+
+
+def test_inspect_command_and_its_answer() -> None:
+    assert inspect_command(Control(backend="podman", name="vllm-a")) == (
+        "podman inspect --format '{{.RestartCount}} {{.State.StartedAt}}' vllm-a"
+    )
+    assert inspect_command(Control(backend="systemd", name="llama.service")) is None
+    first = parse_inspect("0 2026-12-01T09:00:00.1Z\n")
+    assert first == ContainerStart(0, "2026-12-01T09:00:00.1Z")
+    assert restarted(first, first) is None and restarted(None, first) is None
+    again = parse_inspect("1 2026-12-01T09:05:00.2Z")
+    assert restarted(first, again) == "container restarted (restart count 0 -> 1)"
+    assert parse_inspect("Error: no such container") is None
+
+
+async def test_the_container_record_marks_a_restart_once(tmp_path: Path) -> None:
+    async with demo_pool(21, tmp_path / "keys") as pool:
+        name = "qwen2.5-coder-3090"
+        app = PoolApp(parse_config(pool.config_toml()), theme_state=tmp_path / "ui.json")
+        app.container_check_s = 1.0
+        async with app.run_test(size=(140, 40)):
+            for _ in range(80):
+                if name in app._container_starts:
+                    break
+                await asyncio.sleep(0.25)
+            baseline = app._container_starts[name]
+            assert baseline.restart_count == 0  # read once, at the first ok poll
+            assert not app.state.engines[name].history.restarts
+            # a restart the counters did not show: the container's record alone says so
+            app._container_starts[name] = ContainerStart(0, "2026-01-01T00:00:00.0Z")
+            await app._container_check(app.state.engines[name].config).wait()
+            assert len(app.state.engines[name].history.restarts) == 1
+            assert len(app.alerts.restarts[name]) == 1  # the restart-loop rule counted it
+            # a real restart, seen by both the counters and the container: counted once
+            await asyncio.sleep(2 * app.config.settings.poll_interval_s + 1.5)
+            await pool.restart(name)  # loading (503) for a while, then back
+            for _ in range(80):
+                if app._container_starts[name].restart_count == 1:
+                    break
+                await asyncio.sleep(0.25)
+            assert app._container_starts[name].restart_count == 1
+            await asyncio.sleep(1.0)
+            assert len(app.state.engines[name].history.restarts) == 2
