@@ -331,9 +331,13 @@ def cmd_action(args: argparse.Namespace) -> int:
 
 
 DEMO_HINT = (
-    "simulated demo pool. For your pool: poolconsole --config FILE, $POOLCONSOLE_CONFIG, or {user} "
-    "(start from the documented example hosts.toml; poolconsole check-config FILE validates it)"
+    "Demo pool (simulated). Yours: poolconsole --config FILE, $POOLCONSOLE_CONFIG or {user} (example: hosts.toml)"
 )
+
+
+def _home_short(path: Path) -> str:
+    home = Path.home()
+    return f"~/{path.relative_to(home)}" if path.is_relative_to(home) else str(path)
 
 
 def open_console(config: PoolConfig, read_only: bool, subtitle: str, hint: str | None = None) -> int:
@@ -354,7 +358,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if args.config_out is None:
         args.config_out = str(demo_config_path())
     with BackgroundPool(args) as config_path:
-        hint = DEMO_HINT.format(user=user_config_file())
+        hint = DEMO_HINT.format(user=_home_short(user_config_file()))
         return open_console(load_config(config_path), args.read_only, f"demo pool ({args.scenario})", hint)
 
 
