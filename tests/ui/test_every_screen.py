@@ -138,3 +138,17 @@ async def test_palette_lists_every_action_with_its_key_as_plain_text(tmp_path: P
         await pilot.press("escape")
         await pilot.pause()
         alive(app, "after the palette closed")
+
+
+async def test_the_demo_says_how_to_point_the_console_at_a_real_pool(tmp_path: Path) -> None:
+    from textual.widgets import Static
+
+    from poolconsole.cli import DEMO_HINT
+
+    hint = DEMO_HINT.format(user="~/.config/poolconsole/hosts.toml")
+    app = PoolApp(parse_config(closed_port_config()), live=False, theme_state=tmp_path / "ui.json", hint=hint)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        shown = str(app.screen.query_one("#hint", Static).render())
+        assert "--config FILE" in shown and "~/.config/poolconsole/hosts.toml" in shown
+        assert len(hint) <= 118  # one line at 120 columns
