@@ -331,7 +331,7 @@ def cmd_action(args: argparse.Namespace) -> int:
 
 
 DEMO_HINT = (
-    "Demo pool (simulated). Yours: poolconsole --config FILE, $POOLCONSOLE_CONFIG or {user} (example: hosts.toml)"
+    "Demo pool (simulated). Yours: --config FILE, $POOLCONSOLE_CONFIG or {user} (see hosts.toml)"
 )
 
 
