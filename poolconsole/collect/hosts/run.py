@@ -1,4 +1,6 @@
-"""Poll every host once, concurrently (the `status` command); localhost reads NVML without SSH."""
+"""Poll every host once, concurrently (the `status` command); a host declared `local = true` reads NVML
+without SSH. The address never decides: 127.0.0.1:PORT is as likely an SSH tunnel or a simulated host
+as this machine."""
 
 from __future__ import annotations
 
@@ -14,8 +16,6 @@ from poolconsole.collect.prom import ParseError
 from poolconsole.collect.ssh import SSHPool
 from poolconsole.config.models import Host, PoolConfig
 from poolconsole.model.hosts import HostSnapshot, HostState, SystemMemory
-
-LOCAL = {"localhost", "127.0.0.1", "::1"}
 
 
 def local_snapshot(host: Host) -> HostSnapshot | None:
@@ -49,7 +49,7 @@ async def sample_hosts(config: PoolConfig) -> list[HostSnapshot]:
     pool = SSHPool(config.hosts, config.settings.ssh_timeout_s, config.settings.ssh_concurrency)
 
     async def one(host: Host) -> HostSnapshot:
-        if host.address in LOCAL:
+        if host.local:
             local = await asyncio.to_thread(local_snapshot, host)
             if local is not None:
                 return local
