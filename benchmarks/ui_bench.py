@@ -27,7 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from poolconsole.config import load_config  # noqa: E402
-from poolconsole.ui.app import ApplyTimes, PoolApp  # noqa: E402
+from poolconsole.runtime.live import ApplyTimes  # noqa: E402
+from poolconsole.ui.app import PoolApp  # noqa: E402
 
 
 def rss_mib() -> float:
@@ -70,7 +71,7 @@ async def main(nodes: int, seconds: float) -> None:
             app = PoolApp(config, theme_state=Path(tmp) / "ui.json")
             async with app.run_test(size=(160, 45)):
                 await asyncio.sleep(10)  # connections up, first polls done
-                app.update_times = ApplyTimes()
+                app.runtime.update_times = ApplyTimes()
                 rss_start = rss_mib()
                 cpu0, wall0, times0 = time.process_time(), time.monotonic(), os.times()
                 rss_trace = []
@@ -84,7 +85,7 @@ async def main(nodes: int, seconds: float) -> None:
                 await asyncio.sleep(seconds % 30)
                 cpu, wall, times1 = time.process_time() - cpu0, time.monotonic() - wall0, os.times()
                 rss_end = rss_mib()
-                updates = app.update_times
+                updates = app.runtime.update_times
                 states = {t.view.state for t in app.state.engines.values() if t.view}
         finally:
             if sim:

@@ -1,13 +1,12 @@
-"""The console app: wiring only. One poll loop per target in a worker; each result updates the model
-as it arrives, and the visible screen redraws from the model once a second."""
+"""The console app: wiring. The live pool (poll loops, state, alerts) is the headless runtime's
+(poolconsole.runtime.live); the app subscribes to it, draws the visible screen from the model once a
+second, toasts what fired, and calls into ops for the actions."""
 
 from __future__ import annotations
 
 import asyncio
-import gc
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import ClassVar
@@ -20,21 +19,16 @@ from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
-from poolconsole.collect.containers import ContainerStart, inspect_command, parse_inspect, restarted
-from poolconsole.collect.engines.poll import EnginePoller
-from poolconsole.collect.hosts.poll import HostPoller
-from poolconsole.collect.hosts.run import local_snapshot
-from poolconsole.collect.ssh import SSHFailure, SSHPool
+from poolconsole.collect.ssh import SSHPool
 from poolconsole.config.models import Engine, EngineKind, PoolConfig
-from poolconsole.model.alerts import AlertEvent, Alerts
 from poolconsole.model.hosts import HostSnapshot
-from poolconsole.model.pool import PoolState
 from poolconsole.model.snapshots import EngineSnapshot
 from poolconsole.ops import audit
 from poolconsole.ops.actions import ActionContext, ActionRefused, plan_restart, restart, rollover
 from poolconsole.ops.capacity import engine_kv
 from poolconsole.ops.fit import KvCapacity, LiveMemory, Verdict, fit, live_memory
 from poolconsole.ops.smoke.run import smoke_gate
+from poolconsole.runtime.live import LivePool, Update
 from poolconsole.ui import actions, themes
 from poolconsole.ui.palette import Entry, PoolCommands
 from poolconsole.ui.screens.action import ActionScreen, AuditScreen, ConfirmAction, ProfilePicker
@@ -43,29 +37,7 @@ from poolconsole.ui.screens.others import AlertsScreen, GatewayScreen, HelpScree
 from poolconsole.ui.screens.overview import OverviewScreen
 from poolconsole.ui.screens.smoke import SmokeScreen
 
-GC_SETTLE_S = 15.0
-GC_THRESHOLD = 50_000
-GC_FULL_EVERY_S = 60.0
 REDRAW_S = 1.0  # the poll cadence: redrawing faster only burns CPU
-
-
-@dataclass
-class ApplyTimes:
-    """How long applying poll results took (benchmarks read it): running totals, nothing that grows."""
-
-    count: int = 0
-    total_s: float = 0.0
-    max_s: float = 0.0
-
-    def add(self, seconds: float) -> None:
-        self.count += 1
-        self.total_s += seconds
-        self.max_s = max(self.max_s, seconds)
-
-
-def _release(waiter: asyncio.Future[None]) -> None:
-    if not waiter.done():
-        waiter.set_result(None)
 
 
 class PoolApp(App[None]):
@@ -92,30 +64,20 @@ class PoolApp(App[None]):
         super().__init__()
         self.config = config
         self.live = live
-        self.state = PoolState(config, clock)
-        self.alerts = Alerts(config.alerts)
+        self.runtime = LivePool(config, clock=clock)
+        self.state = self.runtime.state
+        self.alerts = self.runtime.alerts
+        self.runtime.subscribe(self._heard)
         self.theme_state = theme_state
         self.window_index = 0
         self.sub_title = subtitle + ("  [read-only]" if read_only else "")
         self._dirty = False
-        self._sleepers: set[asyncio.Future[None]] = set()
-        self.ssh: SSHPool | None = None
         self.smoke_db: Path | None = None
         self.audit_path: Path | None = None
-        self.gc_settle_s = GC_SETTLE_S
-        self.gc_full_every_s = GC_FULL_EVERY_S
-        self.gc_settled = False
-        self.full_collections = 0
-        self.update_times = ApplyTimes()
-        self._inspect = {
-            e.name: command for e in config.engines if (command := inspect_command(e.control)) is not None
-        }
-        """Engines run by docker / podman: the command that reads the container's restart record."""
-        self._container_starts: dict[str, ContainerStart] = {}
-        self._inspected_at: dict[str, float] = {}
-        self.container_check_s = 60.0
-        """How often a container's restart record is read while its engine stays up (a restart between two
-        polls of an idle engine shows nowhere else)."""
+
+    @property
+    def ssh(self) -> SSHPool | None:
+        return self.runtime.ssh
 
     # -- start-up ------------------------------------------------------------------------------------
     def on_mount(self) -> None:
@@ -136,26 +98,14 @@ class PoolApp(App[None]):
         self.push_screen(OverviewScreen(self.state))
         self.set_interval(REDRAW_S, self._redraw)
         if self.live:
-            self._start_polling()
-            self.set_timer(self.gc_settle_s, self._settle_gc)
-            self.set_interval(self.gc_full_every_s, self._collect_garbage)
-
-    def _settle_gc(self) -> None:
-        """Once the console has started: what exists now (config, screens, connections, the Textual and
-        library objects) lives as long as the process, so it is moved out of the cyclic collector's
-        sight (gc.freeze), and a young collection runs after GC_THRESHOLD net new objects instead of
-        700. Measured on the 72-engine demo (benchmarks/ui_bench.py): every full collection walked
-        ~245,000 objects and took ~260 ms (a frozen frame), and collections cost ~5 % of a core in all.
-        With so few collections, cycles that outlive a young one would wait long for a full one, so
-        a full collection runs every gc_full_every_s (~60 ms once the start-up objects are frozen)."""
-        gc.collect()
-        gc.freeze()
-        gc.set_threshold(GC_THRESHOLD, 20, 20)
-        self.gc_settled = True
-
-    def _collect_garbage(self) -> None:
-        gc.collect()
-        self.full_collections += 1
+            self.runtime.start()
+            every = self.config.settings.litellm_health_interval_s
+            if every > 0 and any(e.kind is EngineKind.LITELLM for e in self.config.engines):
+                self.notify(
+                    f"LiteLLM deep /health every {every:g} s: each probe calls every deployment (spends tokens)",
+                    severity="warning",
+                    timeout=10,
+                )
 
     def notify(
         self,
@@ -172,150 +122,31 @@ class PoolApp(App[None]):
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return dict(themes.SEMANTIC)
 
-    def _start_polling(self) -> None:
-        settings = self.config.settings
-        for engine in self.config.engines:
-            self._engine_loop(EnginePoller(engine, settings=settings))
-        remote = [h for h in self.config.hosts if not h.local]
-        self.ssh = SSHPool(remote, settings.ssh_timeout_s, settings.ssh_concurrency)
-        for host in self.config.hosts:
-            self._host_loop(host.name)
-        every = settings.litellm_health_interval_s
-        gateways = [e for e in self.config.engines if e.kind is EngineKind.LITELLM]
-        if every > 0 and gateways:
-            self.notify(
-                f"LiteLLM deep /health every {every:g} s: each probe calls every deployment (spends tokens)",
-                severity="warning",
-                timeout=10,
-            )
-            for gateway in gateways:
-                self._deep_health_loop(gateway, every)
-
-    @work(group="poll", exit_on_error=False)
-    async def _deep_health_loop(self, gateway: Engine, every: float) -> None:
-        """LiteLLM's deep /health on its own slow cadence (it spends tokens); the first once the pool has
-        had a few seconds to answer."""
-        poller = EnginePoller(gateway, settings=self.config.settings)
-        wait = min(every, 10.0)
-        try:
-            while True:
-                await asyncio.sleep(wait)
-                wait = every
-                self.state.deep_health[gateway.name] = (self.state.clock(), await poller.deep_health())
-                self._dirty = True
-        finally:
-            await poller.aclose()
-
-    @work(group="poll", exit_on_error=False)
-    async def _engine_loop(self, poller: EnginePoller) -> None:
-        """One loop per engine: the next poll starts only after this one finished (no overlap)."""
-        try:
-            while True:
-                started = time.monotonic()
-                self.apply_engine(await poller.poll())
-                await self._sleep(self.config.settings.poll_interval_s - (time.monotonic() - started))
-        finally:
-            await poller.aclose()
-
-    @work(group="poll", exit_on_error=False)
-    async def _host_loop(self, name: str) -> None:
-        host = next(h for h in self.config.hosts if h.name == name)
-        poller = (
-            HostPoller(host, self.ssh[name], self.config.engines, self.config.settings.poll_interval_s, self._sleepers)
-            if self.ssh and name in self.ssh.connections
-            else None
-        )
-        while True:
-            started = time.monotonic()
-            if poller is None:
-                snapshot = await asyncio.to_thread(local_snapshot, host)
-                if snapshot is None:  # NVML absent: fall back to SSH to this machine
-                    assert self.ssh is not None
-                    poller = HostPoller(
-                        host,
-                        self.ssh.add(host),
-                        self.config.engines,
-                        self.config.settings.poll_interval_s,
-                        self._sleepers,
-                    )
-                    snapshot = await poller.poll()
-            else:
-                snapshot = await poller.poll()
-            self.apply_host(snapshot)
-            await self._sleep(self.config.settings.poll_interval_s - (time.monotonic() - started))
-
-    async def _sleep(self, seconds: float) -> None:
-        """Until the next poll is due, or `r` wakes every loop: asyncio.sleep's own mechanism (one future,
-        one timer) with the future also reachable by `r`. No task per sleep: a shielded wait left a task
-        behind on every timeout (measured: 143 a second on a 72-engine pool, memory growing); a timeout
-        scope around an event wait cost twice this."""
-        loop = asyncio.get_running_loop()
-        waiter: asyncio.Future[None] = loop.create_future()
-        timer = loop.call_later(max(0.05, seconds), _release, waiter)
-        self._sleepers.add(waiter)
-        try:
-            await waiter
-        finally:
-            timer.cancel()
-            self._sleepers.discard(waiter)
-
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """The one place worker failures land: a broken loop is reported, the console keeps running."""
         if event.state is WorkerState.ERROR and event.worker.error is not None:
             self.notify(f"a poll loop stopped: {event.worker.error}", severity="error", timeout=10)
 
     async def on_unmount(self) -> None:
-        self.workers.cancel_group(self, "poll")
-        if self.ssh is not None:
-            await self.ssh.close()
+        await self.runtime.stop()
 
     # -- results ------------------------------------------------------------------------------------
-    # The poll loops are workers on the app's own event loop, so a result goes straight into the model
-    # (no message per poll: Textual's dispatch cost more than the update itself, 143 times a second on
-    # a 72-engine pool); the screen redraws from the model once per REDRAW_S, however many arrived.
     def apply_engine(self, snapshot: EngineSnapshot) -> None:
-        started = time.perf_counter()
-        track = self.state.engines[snapshot.name]
-        was = track.view.state if track.view is not None else None
-        view = self.state.apply_engine(snapshot)
-        self._alert(self.alerts.engine(view, snapshot.fetched_at))
-        if snapshot.name in self._inspect and view.state == "ok":
-            due = self._inspected_at.get(snapshot.name, -1e18) + self.container_check_s
-            if was != "ok" or snapshot.fetched_at >= due:  # the baseline, back from down, or once a minute
-                self._inspected_at[snapshot.name] = snapshot.fetched_at
-                self._container_check(track.config)
-        self._dirty = True
-        self.update_times.add(time.perf_counter() - started)
-
-    @work(group="containers", exit_on_error=False)
-    async def _container_check(self, engine: Engine) -> None:
-        """The container's own restart record (docker / podman inspect over SSH), compared with the last."""
-        conn = self.ssh.connections.get(engine.host or "") if self.ssh else None
-        if conn is None:
-            return
-        try:
-            result = await conn.run(self._inspect[engine.name])
-        except SSHFailure:
-            return  # the host's own row says why
-        now = self.state.clock()
-        start = parse_inspect(result.stdout) if result.exit_status == 0 else None
-        why = restarted(self._container_starts.get(engine.name), start)
-        if start is not None:
-            self._container_starts[engine.name] = start
-        if why is not None and self.state.record_restart(engine.name, now):
-            self.notify(f"{engine.name}: {why}", title="restart", severity="warning", timeout=8)
-            self._alert(self.alerts.restarted(engine.name, now))
-            self._dirty = True
+        """A result from outside the runtime's loops (tests, replay): applied as the loops apply theirs."""
+        self.runtime.apply_engine(snapshot)
 
     def apply_host(self, snapshot: HostSnapshot) -> None:
-        started = time.perf_counter()
-        self.state.apply_host(snapshot)
-        self._alert(self.alerts.host(snapshot, snapshot.fetched_at))
-        self._dirty = True
-        self.update_times.add(time.perf_counter() - started)
+        self.runtime.apply_host(snapshot)
 
-    def _alert(self, events: list[AlertEvent]) -> None:
-        for event in events:
+    def _heard(self, update: Update) -> None:
+        """Told by the runtime, once per applied result: the screen redraws on the next tick; what fired
+        is toasted."""
+        self._dirty = True
+        if update.kind == "restart" and update.message:
+            self.notify(f"{update.target}: {update.message}", title="restart", severity="warning", timeout=8)
+        elif update.kind == "problem" and update.message:
+            self.notify(update.message, severity="error", timeout=10)
+        for event in update.events:
             if event.fired:
                 self.notify(f"{event.target}: {event.message}", title="alert", severity="warning", timeout=8)
                 if self.config.alerts.bell:
@@ -542,8 +373,7 @@ class PoolApp(App[None]):
         self.notify(f"theme: {name}", timeout=2)
 
     def action_poll_now(self) -> None:
-        for waiter in list(self._sleepers):
-            _release(waiter)
+        self.runtime.poll_now()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """--read-only: every action that changes the pool is hidden from keys, footer and palette, and refused."""

@@ -166,7 +166,7 @@ async def test_a_dead_host_does_not_stop_the_others(tmp_path: Path) -> None:
             .replace("http_timeout_s = 3.0", "http_timeout_s = 1.0")
         )
         app = PoolApp(config, theme_state=tmp_path / "ui.json")
-        app.gc_settle_s, app.gc_full_every_s = 1.0, 2.0  # the collector settings of a long-running console
+        app.runtime.gc.settle_s, app.runtime.gc.full_every_s = 1.0, 2.0  # a long-running console's settings
         threshold = gc.get_threshold()
         async with app.run_test(size=(160, 40)) as pilot:
             await asyncio.sleep(2.5)
@@ -188,7 +188,7 @@ async def test_a_dead_host_does_not_stop_the_others(tmp_path: Path) -> None:
             assert len(app.state.engines["qwen3-next-80b"].history.times) >= polls_before + 3  # still updating
             assert table.get_cell("engine:qwen3-next-80b", "state").plain == "ok"
             assert ("qwen3-30b-a3b", "down") in app.alerts.active
-            assert app.gc_settled and gc.get_freeze_count() > 0 and app.full_collections >= 2
+            assert app.runtime.gc.settled and gc.get_freeze_count() > 0 and app.runtime.gc.full_collections >= 2
         gc.unfreeze()
         gc.set_threshold(*threshold)
 
@@ -299,4 +299,4 @@ async def test_r_polls_every_target_now(tmp_path: Path) -> None:
                     break
                 await asyncio.sleep(0.1)
             assert len(history.times) == 2  # polled again at once, not 30 s later
-            assert not app._sleepers or all(not w.done() for w in app._sleepers)
+            assert not app.runtime.sleepers or all(not w.done() for w in app.runtime.sleepers)

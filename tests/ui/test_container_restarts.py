@@ -30,27 +30,27 @@ async def test_the_container_record_marks_a_restart_once(tmp_path: Path) -> None
     async with demo_pool(21, tmp_path / "keys") as pool:
         name = "qwen2.5-coder-3090"
         app = PoolApp(parse_config(pool.config_toml()), theme_state=tmp_path / "ui.json")
-        app.container_check_s = 1.0
+        app.runtime.container_check_s = 1.0
         async with app.run_test(size=(140, 40)):
             for _ in range(80):
-                if name in app._container_starts:
+                if name in app.runtime.container_starts:
                     break
                 await asyncio.sleep(0.25)
-            baseline = app._container_starts[name]
+            baseline = app.runtime.container_starts[name]
             assert baseline.restart_count == 0  # read once, at the first ok poll
             assert not app.state.engines[name].history.restarts
             # a restart the counters did not show: the container's record alone says so
-            app._container_starts[name] = ContainerStart(0, "2026-01-01T00:00:00.0Z")
-            await app._container_check(app.state.engines[name].config).wait()
+            app.runtime.container_starts[name] = ContainerStart(0, "2026-01-01T00:00:00.0Z")
+            await app.runtime._container_check(app.state.engines[name].config)
             assert len(app.state.engines[name].history.restarts) == 1
             assert len(app.alerts.restarts[name]) == 1  # the restart-loop rule counted it
             # a real restart, seen by both the counters and the container: counted once
             await asyncio.sleep(2 * app.config.settings.poll_interval_s + 1.5)
             await pool.restart(name)  # loading (503) for a while, then back
             for _ in range(80):
-                if app._container_starts[name].restart_count == 1:
+                if app.runtime.container_starts[name].restart_count == 1:
                     break
                 await asyncio.sleep(0.25)
-            assert app._container_starts[name].restart_count == 1
+            assert app.runtime.container_starts[name].restart_count == 1
             await asyncio.sleep(1.0)
             assert len(app.state.engines[name].history.restarts) == 2

@@ -61,6 +61,7 @@ SCREENS: dict[str, tuple[tuple[str, ...], type]] = {
 async def back_to_overview(pilot: Pilot[None], app: PoolApp) -> None:
     for _ in range(8):
         if isinstance(app.screen, OverviewScreen) and len(app.screen_stack) == 2:
+            app.screen.clear_filter()  # Esc: an open filter box would take the next keys
             return
         if isinstance(app.screen, (ProfilePicker, ConfirmAction, CommandPalette)):
             app.screen.dismiss(None)  # type: ignore[arg-type]

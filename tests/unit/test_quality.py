@@ -9,14 +9,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_core_layers_import_without_textual() -> None:
+def test_core_layers_import_without_textual_or_rich() -> None:
+    """Everything but ui/ imports with Textual and Rich made unimportable: the runtime, the CLI, the demo."""
     code = (
-        "import sys; sys.modules['textual'] = None\n"
+        "import sys; sys.modules['textual'] = None; sys.modules['rich'] = None\n"
         "import poolconsole.cli, poolconsole.config, poolconsole.collect.pool, poolconsole.model.view\n"
         "import poolconsole.sim.run, poolconsole.collect.engines.poll, poolconsole.collect.hosts.run\n"
-        "import poolconsole.ops.actions, poolconsole.ops.smoke.run\n"
-        "import poolconsole.model.alerts, poolconsole.model.gateway\n"
-        "assert not [m for m in sys.modules if m.startswith('textual') and sys.modules[m] is not None]\n"
+        "import poolconsole.ops.actions, poolconsole.ops.smoke.run, poolconsole.ops.planning\n"
+        "import poolconsole.model.alerts, poolconsole.model.gateway, poolconsole.runtime.live\n"
+        "assert not [m for m in sys.modules if m.startswith(('textual', 'rich')) and sys.modules[m] is not None]\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 0, result.stderr

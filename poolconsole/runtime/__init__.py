@@ -1,0 +1,1 @@
+"""The headless pool runtime: poll loops, pool state, alerts, the history store, subscribers."""

@@ -1,0 +1,300 @@
+"""The live pool, headless: one poll loop per target (engines over HTTP, hosts over SSH with their
+streamed telemetry, LiteLLM's deep /health on its own cadence, the containers' restart records), each
+result applied to the pool state, its history and the alert rules, written to the history store when
+one is given, and told to the subscribers. The console, `record` and the exporter are its clients; it
+imports no Textual and no Rich.
+
+Subscribers are called on the event loop, once per applied result, with an Update (the target and the
+alert events it raised): a view redraws from the model, coalescing as it likes."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import time
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from poolconsole.collect.containers import ContainerStart, inspect_command, parse_inspect, restarted
+from poolconsole.collect.engines.poll import EnginePoller
+from poolconsole.collect.hosts.poll import HostPoller
+from poolconsole.collect.hosts.run import local_snapshot
+from poolconsole.collect.ssh import SSHFailure, SSHPool
+from poolconsole.config.models import Engine, EngineKind, PoolConfig
+from poolconsole.model.alerts import AlertEvent, Alerts
+from poolconsole.model.hosts import HostSnapshot
+from poolconsole.model.pool import PoolState
+from poolconsole.model.snapshots import EngineSnapshot
+from poolconsole.model.view import EngineView
+
+GC_SETTLE_S = 15.0
+GC_THRESHOLD = 50_000
+GC_FULL_EVERY_S = 60.0
+CONTAINER_CHECK_S = 60.0
+
+
+class Recorder(Protocol):
+    """Where every applied poll goes (the history store)."""
+
+    def engine(self, view: EngineView, at: float) -> None: ...
+
+    def host(self, snapshot: HostSnapshot, at: float) -> None: ...
+
+
+@dataclass(frozen=True)
+class Update:
+    """One applied result: which target, and what it changed that a person should hear about."""
+
+    target: str
+    kind: Literal["engine", "host", "gateway", "restart", "problem"]
+    events: tuple[AlertEvent, ...] = ()
+    message: str | None = None
+    """In words, for "restart" (a container's record) and "problem" (a poll loop that stopped)."""
+
+
+Subscriber = Callable[[Update], None]
+
+
+@dataclass
+class ApplyTimes:
+    """How long applying poll results took (benchmarks read it): running totals, nothing that grows."""
+
+    count: int = 0
+    total_s: float = 0.0
+    max_s: float = 0.0
+
+    def add(self, seconds: float) -> None:
+        self.count += 1
+        self.total_s += seconds
+        self.max_s = max(self.max_s, seconds)
+
+
+def _release(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
+@dataclass
+class GcPolicy:
+    """The cyclic collector of a long-running process, settled once the pool is up: what exists then
+    (config, connections, library objects) lives as long as the process, so it is moved out of the
+    collector's sight (gc.freeze), and a young collection runs after GC_THRESHOLD net new objects
+    instead of 700. Measured on the 72-engine demo (benchmarks/ui_bench.py): every full collection
+    walked ~245,000 objects and took ~260 ms, and collections cost ~5 % of a core in all. With so few
+    collections, cycles that outlive a young one would wait long, so a full one runs every full_every_s."""
+
+    settle_s: float = GC_SETTLE_S
+    full_every_s: float = GC_FULL_EVERY_S
+    settled: bool = False
+    full_collections: int = 0
+
+    def settle(self) -> None:
+        gc.collect()
+        gc.freeze()
+        gc.set_threshold(GC_THRESHOLD, 20, 20)
+        self.settled = True
+
+    def collect(self) -> None:
+        gc.collect()
+        self.full_collections += 1
+
+
+class LivePool:
+    def __init__(
+        self,
+        config: PoolConfig,
+        *,
+        clock: Callable[[], float] = time.time,
+        recorder: Recorder | None = None,
+    ) -> None:
+        self.config = config
+        self.state = PoolState(config, clock)
+        self.alerts = Alerts(config.alerts)
+        self.recorder = recorder
+        self.ssh: SSHPool | None = None
+        self.sleepers: set[asyncio.Future[None]] = set()
+        self.update_times = ApplyTimes()
+        self.gc = GcPolicy()
+        self.container_check_s = CONTAINER_CHECK_S
+        """How often a container's restart record is read while its engine stays up (a restart between two
+        polls of an idle engine shows nowhere else)."""
+        self.container_starts: dict[str, ContainerStart] = {}
+        self._inspect = {
+            e.name: command for e in config.engines if (command := inspect_command(e.control)) is not None
+        }
+        self._inspected_at: dict[str, float] = {}
+        self._subscribers: list[Subscriber] = []
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._timers: list[asyncio.TimerHandle] = []
+
+    # -- subscribers ----------------------------------------------------------------------------------
+    def subscribe(self, callback: Subscriber) -> Callable[[], None]:
+        self._subscribers.append(callback)
+        return lambda: self._subscribers.remove(callback)
+
+    def _tell(self, update: Update) -> None:
+        for callback in list(self._subscribers):
+            callback(update)
+
+    # -- lifecycle ------------------------------------------------------------------------------------
+    def start(self, *, settle_gc: bool = True) -> None:
+        """Start every loop on the running event loop (call it from a coroutine, or a callback on the loop)."""
+        settings = self.config.settings
+        for engine in self.config.engines:
+            self._spawn(self._engine_loop(EnginePoller(engine, settings=settings)), engine.name)
+        remote = [h for h in self.config.hosts if not h.local]
+        self.ssh = SSHPool(remote, settings.ssh_timeout_s, settings.ssh_concurrency)
+        for host in self.config.hosts:
+            self._spawn(self._host_loop(host.name), host.name)
+        every = settings.litellm_health_interval_s
+        if every > 0:
+            for gateway in (e for e in self.config.engines if e.kind is EngineKind.LITELLM):
+                self._spawn(self._deep_health_loop(gateway, every), gateway.name)
+        if settle_gc:
+            loop = asyncio.get_running_loop()
+            self._timers.append(loop.call_later(self.gc.settle_s, self.gc.settle))
+            self._spawn(self._full_collections(), "gc")
+
+    async def stop(self) -> None:
+        for timer in self._timers:
+            timer.cancel()
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        if self.ssh is not None:
+            await self.ssh.close()
+
+    def _spawn(self, coro: Coroutine[Any, Any, None], target: str) -> None:
+        task = asyncio.get_running_loop().create_task(coro, name=f"poll {target}")
+        self._tasks.add(task)
+        task.add_done_callback(lambda t: self._ended(t, target))
+
+    def _ended(self, task: asyncio.Task[None], target: str) -> None:
+        """The one place a loop's failure lands: it is told, the other loops keep running."""
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            error = task.exception()
+            self._tell(Update(target, "problem", message=f"the poll loop of {target} stopped: {error!r}"))
+
+    def poll_now(self) -> None:
+        """Every loop polls now (`r`): the sleeping ones, and the streamed hosts waiting for a sample."""
+        for waiter in list(self.sleepers):
+            _release(waiter)
+
+    async def _sleep(self, seconds: float) -> None:
+        """Until the next poll is due, or poll_now: asyncio.sleep's own mechanism (one future, one timer)
+        with the future also reachable by poll_now. No task per sleep: a shielded wait left a task behind
+        on every timeout (measured: 143 a second on a 72-engine pool, memory growing); a timeout scope
+        around an event wait cost twice this."""
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[None] = loop.create_future()
+        timer = loop.call_later(max(0.05, seconds), _release, waiter)
+        self.sleepers.add(waiter)
+        try:
+            await waiter
+        finally:
+            timer.cancel()
+            self.sleepers.discard(waiter)
+
+    async def _full_collections(self) -> None:
+        while True:
+            await asyncio.sleep(self.gc.full_every_s)
+            self.gc.collect()
+
+    # -- the loops -------------------------------------------------------------------------------------
+    async def _engine_loop(self, poller: EnginePoller) -> None:
+        """One loop per engine: the next poll starts only after this one finished (no overlap)."""
+        try:
+            while True:
+                started = time.monotonic()
+                self.apply_engine(await poller.poll())
+                await self._sleep(self.config.settings.poll_interval_s - (time.monotonic() - started))
+        finally:
+            await poller.aclose()
+
+    async def _host_loop(self, name: str) -> None:
+        host = next(h for h in self.config.hosts if h.name == name)
+        interval = self.config.settings.poll_interval_s
+        poller = (
+            HostPoller(host, self.ssh[name], self.config.engines, interval, self.sleepers)
+            if self.ssh and name in self.ssh.connections
+            else None
+        )
+        while True:
+            started = time.monotonic()
+            if poller is None:
+                snapshot = await asyncio.to_thread(local_snapshot, host)
+                if snapshot is None:  # NVML absent: fall back to SSH to this machine
+                    assert self.ssh is not None
+                    poller = HostPoller(host, self.ssh.add(host), self.config.engines, interval, self.sleepers)
+                    snapshot = await poller.poll()
+            else:
+                snapshot = await poller.poll()
+            self.apply_host(snapshot)
+            await self._sleep(interval - (time.monotonic() - started))
+
+    async def _deep_health_loop(self, gateway: Engine, every: float) -> None:
+        """LiteLLM's deep /health on its own slow cadence (it spends tokens); the first once the pool has
+        had a few seconds to answer."""
+        poller = EnginePoller(gateway, settings=self.config.settings)
+        wait = min(every, 10.0)
+        try:
+            while True:
+                await asyncio.sleep(wait)
+                wait = every
+                self.state.deep_health[gateway.name] = (self.state.clock(), await poller.deep_health())
+                self._tell(Update(gateway.name, "gateway"))
+        finally:
+            await poller.aclose()
+
+    async def _container_check(self, engine: Engine) -> None:
+        """The container's own restart record (docker / podman inspect over SSH), compared with the last."""
+        conn = self.ssh.connections.get(engine.host or "") if self.ssh else None
+        if conn is None:
+            return
+        try:
+            result = await conn.run(self._inspect[engine.name])
+        except SSHFailure:
+            return  # the host's own row says why
+        now = self.state.clock()
+        start = parse_inspect(result.stdout) if result.exit_status == 0 else None
+        why = restarted(self.container_starts.get(engine.name), start)
+        if start is not None:
+            self.container_starts[engine.name] = start
+        if why is not None and self.state.record_restart(engine.name, now):
+            self._tell(Update(engine.name, "restart", tuple(self.alerts.restarted(engine.name, now)), why))
+
+    # -- applying results ----------------------------------------------------------------------------
+    # The loops run on the event loop of the runtime's clients, so a result goes straight into the model
+    # (no message per poll: a UI framework's dispatch cost more than the update itself, 143 times a
+    # second on a 72-engine pool).
+    def apply_engine(self, snapshot: EngineSnapshot) -> EngineView:
+        started = time.perf_counter()
+        track = self.state.engines[snapshot.name]
+        was = track.view.state if track.view is not None else None
+        view = self.state.apply_engine(snapshot)
+        events = self.alerts.engine(view, snapshot.fetched_at)
+        if self.recorder is not None:
+            self.recorder.engine(view, snapshot.fetched_at)
+        if snapshot.name in self._inspect and view.state == "ok":
+            due = self._inspected_at.get(snapshot.name, -1e18) + self.container_check_s
+            if was != "ok" or snapshot.fetched_at >= due:  # the baseline, back from down, or once a minute
+                self._inspected_at[snapshot.name] = snapshot.fetched_at
+                self._spawn(self._container_check(track.config), snapshot.name)
+        self.update_times.add(time.perf_counter() - started)
+        self._tell(Update(snapshot.name, "engine", tuple(events)))
+        return view
+
+    def apply_host(self, snapshot: HostSnapshot) -> None:
+        started = time.perf_counter()
+        self.state.apply_host(snapshot)
+        events = self.alerts.host(snapshot, snapshot.fetched_at)
+        if self.recorder is not None:
+            self.recorder.host(snapshot, snapshot.fetched_at)
+        self.update_times.add(time.perf_counter() - started)
+        self._tell(Update(snapshot.name, "host", tuple(events)))
