@@ -12,7 +12,7 @@ from typing import Any
 from poolconsole.config.models import Engine, Host, PoolConfig
 from poolconsole.model.hosts import HostSnapshot
 from poolconsole.model.series import Ring
-from poolconsole.model.snapshots import EngineSnapshot
+from poolconsole.model.snapshots import COUNTERS, EngineSnapshot
 from poolconsole.model.view import EngineView, engine_view
 
 HISTORY_POINTS = 3600  # one hour at a 1 s refresh
@@ -67,6 +67,9 @@ class EngineTrack:
     view: EngineView | None = None
     history: History = field(default_factory=History)
     last_ok_at: float | None = None
+    totals: dict[str, float] = field(default_factory=dict)
+    """Each counter's reset-safe running total since this process started watching: monotonic across
+    engine restarts and gaps (what an exporter serves as a counter, so that rate() is right)."""
 
 
 @dataclass
@@ -93,6 +96,13 @@ class PoolState:
         read = snapshot.metrics is not None
         view = engine_view([track.last_read, snapshot] if read and track.last_read is not None else [snapshot])
         if read:
+            if track.last_read is None and snapshot.metrics is not None:  # the first read: the counters' values
+                for name in COUNTERS:
+                    value = snapshot.metrics.values.get(name)
+                    if value is not None:
+                        track.totals[name] = value
+            for name, delta in view.increase.items():
+                track.totals[name] = track.totals.get(name, 0.0) + delta
             track.last_read = snapshot
         if view.state == "ok" or (view.state == "degraded" and snapshot.metrics is not None):
             track.last_ok_at = snapshot.fetched_at

@@ -41,6 +41,8 @@ class EngineView:
     last_ok_at: float | None = None
     window_s: float | None = None
     counter_resets: int = 0
+    increase: dict[str, float] = field(default_factory=dict)
+    """Each counter's reset-safe increase over the window (since the previous poll that read metrics)."""
     ttft_p50_s: float | None = None
     ttft_p95_s: float | None = None
     ttft_window: str | None = None
@@ -162,6 +164,7 @@ def engine_view(samples: Sequence[EngineSnapshot]) -> EngineView:
         last_ok_at=ok_samples[-1].fetched_at if ok_samples else None,
         window_s=round(derived.seconds, 3) if derived else None,
         counter_resets=derived.resets if derived else 0,
+        increase=dict(derived.deltas) if derived else {},
         ttft_p50_s=ttft.p50 if ttft else None,
         ttft_p95_s=ttft.p95 if ttft else None,
         ttft_window=ttft.window if ttft else None,

@@ -47,3 +47,32 @@ def test_reset_and_changed_bounds() -> None:
     delta = histogram_delta(Histogram(((0.5, 1.0), (math.inf, 1.0)), 0.2, 1.0), other, reset=False)
     assert delta.buckets == ((0.5, 2.0), (math.inf, 3.0)) and delta.count == 3.0
     assert quantile(0.5, delta) == 0.375  # rank 1.5 of 2 in the first bucket: 0.5 * 1.5 / 2
+
+
+def test_running_totals_are_monotonic_across_restarts_and_gaps() -> None:
+    """What an exporter serves as a counter: it starts at the engine's value and only grows."""
+    from types import MappingProxyType
+
+    from poolconsole.config import parse_config
+    from poolconsole.model.pool import PoolState
+    from poolconsole.model.snapshots import EngineMetrics, EngineSnapshot, EngineState
+
+    config = parse_config('[[engines]]\nname = "e"\nkind = "vllm"\nurl = "http://127.0.0.1:1"\n')
+    state = PoolState(config)
+
+    def snap(at: float, generated: float | None) -> EngineSnapshot:
+        metrics = (
+            None
+            if generated is None
+            else EngineMetrics(MappingProxyType({"generation_tokens_total": generated}), MappingProxyType({}), (), ())
+        )
+        return EngineSnapshot(
+            "e", "vllm", "http://x", None, at, at, EngineState.OK if metrics else EngineState.DOWN, None, "", None,
+            None, (), metrics,
+        )  # fmt: skip
+
+    seen = []
+    for at, value in ((0, 1000.0), (1, 1100.0), (2, None), (3, None), (4, 40.0), (5, 90.0)):
+        state.apply_engine(snap(at, value))
+        seen.append(state.engines["e"].totals.get("generation_tokens_total"))
+    assert seen == [1000.0, 1100.0, 1100.0, 1100.0, 1140.0, 1190.0]  # the restart's 40 counted, never a drop
