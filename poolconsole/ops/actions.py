@@ -72,11 +72,13 @@ def _shown(command: str) -> str:
     return command if len(command) < 300 else command[:140] + " ... " + command[-100:]
 
 
-async def _run(ctx: ActionContext, command: str, *, stdin: str | None = None, quiet: bool = False) -> str:
+async def _run(
+    ctx: ActionContext, command: str, *, stdin: str | None = None, quiet: bool = False, timeout_s: float | None = None
+) -> str:
     """Run one command on the host; its output is shown unless `quiet` (a profile file's text is never)."""
     ctx.say(f"$ {_shown(command)}")
     try:
-        result = await ctx.conn.run(command, stdin=stdin)
+        result = await ctx.conn.run(command, timeout_s=timeout_s, stdin=stdin)
     except SSHFailure as exc:
         raise ActionFailed(f"SSH: {exc.message}") from None
     out = (result.stdout + result.stderr).strip()
@@ -86,6 +88,14 @@ async def _run(ctx: ActionContext, command: str, *, stdin: str | None = None, qu
         shown = result.stderr.strip()[-200:] if quiet else out[-200:]
         raise ActionFailed(f"`{_shown(command)}` exited {result.exit_status}: {shown}")
     return result.stdout
+
+
+def _restart_timeout(ctx: ActionContext, engine: Engine) -> float:
+    """A restart command waits for the old process to stop (docker's 10 s, supervisord's stopwaitsecs,
+    systemd's TimeoutStopSec; an engine with requests in flight can take all of it), so it gets the
+    engine's health timeout, not the SSH timeout of one poll's command."""
+    assert engine.control is not None
+    return max(ctx.config.settings.ssh_timeout_s, engine.control.health_timeout_s)
 
 
 def _want_model(engine: Engine) -> str | None:
@@ -110,7 +120,7 @@ async def restart(ctx: ActionContext, engine: Engine) -> Outcome:
     _acquire(engine)
     started = time.monotonic()
     try:
-        await _run(ctx, commands[0])
+        await _run(ctx, commands[0], timeout_s=_restart_timeout(ctx, engine))
         ready = await _serving(ctx, engine)
         outcome = Outcome(
             "restart", engine.name, "ok", f"serving after {ready:.1f} s", commands, time.monotonic() - started, ready
@@ -217,7 +227,7 @@ async def rollover(
             what = f"profile {new.name}: {', '.join(new_file.names)}"
             commands.append(await _write_profile(ctx, path, new_file.text, what))
             commands.append(restart_cmd)
-            await _run(ctx, restart_cmd)
+            await _run(ctx, restart_cmd, timeout_s=_restart_timeout(ctx, engine))
             ready = await _serving(ctx, engine)
             if smoke is not None:
                 ctx.say("smoke test of the new profile")
@@ -264,7 +274,7 @@ async def _roll_back(
             raise ActionFailed("no previous profile to restore")
         commands.append(await _write_profile(ctx, engine.control.profile_file, restore, f"back to {label}"))
         commands.append(restart_cmd)
-        await _run(ctx, restart_cmd)
+        await _run(ctx, restart_cmd, timeout_s=_restart_timeout(ctx, engine))
         await _serving(ctx, engine)
         return Outcome(
             "rollover", engine.name, "rolled back", f"{reason}; {label} restored and serving", commands, fit=report

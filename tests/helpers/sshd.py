@@ -39,6 +39,11 @@ class FakeHost:
     address: str = "127.0.0.1"
     netns: str | None = None
     """Run sshd inside this network namespace (made by the test), listening on `address`."""
+    log_level: str | None = None
+    """sshd's LogLevel (its default, INFO, when None); the log is `root / "sshd.log"`."""
+    record_commands: bool = False
+    """Append every command line a session asks for to `root / "commands.log"` (sshd's ForceCommand runs
+    a recorder that then runs the command with bash, the login shell, its stdin untouched)."""
 
     @property
     def host_key(self) -> Path:
@@ -61,6 +66,13 @@ class FakeHost:
             wrapper.write_text(f'#!/bin/sh\nexec {sys.executable} {PLAYBACK} {tool} "$@"\n')
             wrapper.chmod(0o755)
         (self.root / "scenario.json").write_text(json.dumps(self.scenario))
+        recorder = self.root / "record-command.sh"
+        if self.record_commands:
+            recorder.write_text(
+                f"#!/bin/sh\nprintf '%s\\n' \"$SSH_ORIGINAL_COMMAND\" >> {self.root / 'commands.log'}\n"
+                'exec /bin/bash -c "$SSH_ORIGINAL_COMMAND"\n'
+            )
+            recorder.chmod(0o755)
         (self.root / "sshd_config").write_text(
             f"Port {self.port}\nListenAddress {self.address}\nHostKey {self.host_key}\n"
             f"AuthorizedKeysFile {self.root / 'authorized_keys'}\nPidFile {self.root / 'sshd.pid'}\n"
@@ -70,6 +82,8 @@ class FakeHost:
             # a session killed in the middle (the "host dies" tests) leaves it behind and every later login hangs.
             f"SetEnv PATH={bin_dir}:/usr/local/bin:/usr/bin:/bin SHIM_SCENARIO={self.root / 'scenario.json'} "
             f"HOME={self.root / 'home'}\n"
+            + (f"LogLevel {self.log_level}\n" if self.log_level else "")
+            + (f"ForceCommand {recorder}\n" if self.record_commands else "")
         )
 
     def set_scenario(self, scenario: dict[str, Any]) -> None:
@@ -92,14 +106,28 @@ class FakeHost:
             time.sleep(0.05)
         raise RuntimeError(f"sshd did not start: {(self.root / 'sshd.log').read_text()[-2000:]}")
 
+    @property
+    def log(self) -> Path:
+        return self.root / "sshd.log"
+
+    def commands(self) -> str:
+        """Every command line the sessions asked for (with record_commands), one after another."""
+        path = self.root / "commands.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
     def stop(self) -> None:
-        """Kill sshd and every session it forked (the host goes away)."""
+        """Kill sshd and every session it forked (the host goes away), and the playback shims of sessions
+        that already ended: a command the client gave up on (a hanging nvidia-smi) outlives its session,
+        reparented away from sshd, and would sleep on for an hour after the test."""
         if self.proc is not None:
             for pid in [*descendants(self.proc.pid), self.proc.pid]:
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGKILL)
             self.proc.wait(5)
             self.proc = None
+        for pid in leftover_shims(self.root / "scenario.json"):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
 
     def known_hosts_line(self) -> str:
         return f"[{self.address}]:{self.port} {Path(f'{self.host_key}.pub').read_text().strip()}"
@@ -126,8 +154,19 @@ class Lab:
         trust: bool = True,
         address: str = "127.0.0.1",
         netns: str | None = None,
+        log_level: str | None = None,
+        record_commands: bool = False,
     ) -> FakeHost:
-        host = FakeHost(name, self.root / name, scenario, tools, address=address, netns=netns)
+        host = FakeHost(
+            name,
+            self.root / name,
+            scenario,
+            tools,
+            address=address,
+            netns=netns,
+            log_level=log_level,
+            record_commands=record_commands,
+        )
         host.setup(self.client_pub)
         host.start()
         if trust:
@@ -182,6 +221,38 @@ def descendants(pid: int) -> list[int]:
             out.append(child)
             stack.append(child)
     return out
+
+
+def leftover_shims(scenario: Path) -> list[int]:
+    """Playback shims that one fake host's sessions started and that outlived their session (a command the
+    client gave up on), with the session shells above them, shells first (killed first, a shell cannot
+    start the next shim). sshd's SetEnv gives them this host's SHIM_SCENARIO, a path in the test's own
+    directory. Anything else a session started (a container's conmon) is left alone."""
+    marker = f"SHIM_SCENARIO={scenario}".encode()
+    parent: dict[int, int] = {}
+    marked: set[int] = set()
+    shims: list[int] = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        pid = int(entry.name)
+        try:
+            environ = (entry / "environ").read_bytes()
+            cmdline = (entry / "cmdline").read_bytes()
+            parent[pid] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        if marker in environ.split(b"\0"):
+            marked.add(pid)
+            if str(PLAYBACK).encode() in cmdline.split(b"\0"):
+                shims.append(pid)
+    shells: list[int] = []
+    for shim in shims:
+        up = parent.get(shim, 0)
+        while up in marked and up not in shells and up != os.getpid():
+            shells.append(up)
+            up = parent.get(up, 0)
+    return [*shells, *shims]
 
 
 class NetNamespace:

@@ -84,7 +84,8 @@ async def test_real_llamacpp_sse_capture_passes(server: RawHTTPServer) -> None:
 async def test_real_vllm_sse_capture_passes(server: RawHTTPServer) -> None:
     server.routes = routes(sse_reply((VLLM / "chat.stream.sse.txt").read_bytes()))
     stream = by_check(await smoke(server))["chat_stream"]
-    assert stream.passed, stream.reason and stream.output_tokens > 0
+    assert stream.passed, stream.reason
+    assert stream.output_tokens is not None and stream.output_tokens > 0
 
 
 async def test_stream_that_stalls_halfway(server: RawHTTPServer) -> None:
