@@ -299,7 +299,9 @@ class Engine(Strict):
     gpus: list[int] | None = None
     """GPU indices on the host this engine uses (tensor-parallel nodes list several)."""
     container: str | None = None
-    """Container (or unit / program) name that runs the engine, for restarts."""
+    """Container or systemd unit that runs the engine (default: `control.name`): a GPU several engines share
+    has its processes mapped to engines by the container or unit their cgroup names. Restarts use
+    `[engines.control]`."""
     description: str | None = None
     """Free text shown in the console."""
     degrade_to: str | None = None
