@@ -27,7 +27,6 @@ from poolconsole.ops import audit
 from poolconsole.ops.actions import ActionContext, ActionRefused, plan_restart, restart, rollover
 from poolconsole.ops.capacity import engine_kv
 from poolconsole.ops.fit import KvCapacity, LiveMemory, Verdict, fit, live_memory
-from poolconsole.ops.smoke.run import smoke_gate
 from poolconsole.runtime.live import LivePool, Update
 from poolconsole.ui import actions, themes
 from poolconsole.ui.palette import Entry, PoolCommands
@@ -72,6 +71,7 @@ class PoolApp(App[None]):
         self.window_index = 0
         self.sub_title = subtitle + ("  [read-only]" if read_only else "")
         self._dirty = False
+        self._drawn_data = False
         self.smoke_db: Path | None = None
         self.audit_path: Path | None = None
 
@@ -139,8 +139,11 @@ class PoolApp(App[None]):
         self.runtime.apply_host(snapshot)
 
     def _heard(self, update: Update) -> None:
-        """Told by the runtime, once per applied result: the screen redraws on the next tick; what fired
-        is toasted."""
+        """Told by the runtime, once per applied result: the screen redraws on the next tick (the first
+        result at once, so the first frame with data does not wait for a tick); what fired is toasted."""
+        if not self._dirty and not self._drawn_data:
+            self._drawn_data = True
+            self.call_later(self._redraw)
         self._dirty = True
         if update.kind == "restart" and update.message:
             self.notify(f"{update.target}: {update.message}", title="restart", severity="warning", timeout=8)
@@ -341,6 +344,8 @@ class PoolApp(App[None]):
             if profile is None:
                 outcome = await restart(ctx, engine)
             else:
+                from poolconsole.ops.smoke.run import smoke_gate  # the openai SDK: imported when first used
+
                 smoke = smoke_gate(self.config, engine.name)
                 outcome = await rollover(ctx, engine, profile, smoke=smoke, live=live, kv=kv)
             screen.finish(outcome.outcome, outcome.detail)

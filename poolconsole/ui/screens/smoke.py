@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -12,8 +12,10 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 from textual_plotext import PlotextPlot
 
-from poolconsole.ops.smoke.checks import CheckResult
 from poolconsole.ops.smoke.store import Change
+
+if TYPE_CHECKING:  # the checks bring the openai SDK (~0.5 s to import): loaded when a smoke test runs
+    from poolconsole.ops.smoke.checks import CheckResult
 
 
 def _fmt(value: float | None, scale: float = 1.0, unit: str = "") -> str:
