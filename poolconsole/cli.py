@@ -8,6 +8,7 @@ import asyncio
 import datetime as dt
 import json
 import os
+import re
 import shutil
 import sys
 from collections.abc import Sequence
@@ -330,6 +331,99 @@ def cmd_action(args: argparse.Namespace) -> int:
     return EXIT_OK if outcome.outcome == "ok" else EXIT_PROBLEM
 
 
+def cmd_exporter(args: argparse.Namespace) -> int:
+    """The pool on /metrics for Prometheus, built from the live pool's state at each scrape."""
+    from poolconsole.runtime.exporter import ListenError, parse_listen, run
+
+    try:
+        host, port = parse_listen(args.listen)
+        config = _load(args.config)
+        if not config.engines and not config.hosts:
+            print(
+                f"poolconsole exporter: nothing to poll: {args.config or default_config_path()} has no "
+                "[[engines]] and no [[hosts]]",
+                file=sys.stderr,
+            )
+            return EXIT_CONFIG
+        run(config, host, port)
+    except ListenError as exc:
+        print(f"poolconsole exporter: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    return EXIT_OK
+
+
+def cmd_record(args: argparse.Namespace) -> int:
+    """The live pool polled headless into the history store until SIGINT or SIGTERM (systemd's stop)."""
+    import signal
+
+    from poolconsole.runtime.live import LivePool
+    from poolconsole.runtime.store import Store, StoreProblem, record, store_path
+
+    config = _load(args.config)
+    source = args.config or default_config_path()
+    if not config.engines and not config.hosts:
+        print(f"poolconsole record: nothing to record: {source} has no [[engines]] and no [[hosts]]", file=sys.stderr)
+        return EXIT_CONFIG
+    path = store_path(config, args.store)
+
+    def problem(message: str) -> None:
+        print(f"poolconsole record: {message}", file=sys.stderr, flush=True)
+
+    try:
+        store = Store.for_config(config, path, on_problem=problem)
+    except StoreProblem as exc:
+        print(f"poolconsole record: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    pool = LivePool(config, recorder=store)
+    store.bind(pool.state)
+    kept = config.store
+    print(
+        f"recording {len(config.engines)} engine(s) and {len(config.hosts)} host(s) of {source} every "
+        f"{config.settings.poll_interval_s:g} s into {path} (every poll for {kept.full_resolution_hours:g} h, "
+        f"then 1-minute rollups for {kept.rollup_days:g} days); SIGINT or SIGTERM stops",
+        flush=True,
+    )
+
+    async def run() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await record(pool, store, stop)
+
+    try:
+        asyncio.run(run())
+    finally:
+        store.close()  # already closed by record(); here for an interrupt before the loop ran
+    print(f"stopped: {store.polls_written} polls written to {path}", flush=True)
+    return EXIT_OK
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """The history store's rows, one per poll (or 1-minute rollup) per target, as JSON lines or CSV."""
+    import math
+    import time
+
+    from poolconsole.runtime.store import StoreProblem, export, parse_time, store_path
+
+    chosen = None if args.store else (args.config or default_config_path())
+    path = store_path(load_config(chosen) if chosen else None, args.store)
+    now = time.time()
+    try:
+        start = parse_time(args.start, now) if args.start else -math.inf
+        end = parse_time(args.end, now) if args.end else math.inf
+    except ValueError as exc:
+        print(f"poolconsole export: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    try:
+        export(path, args.format, sys.stdout, start, end, args.target)
+    except StoreProblem as exc:
+        print(f"poolconsole export: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    sys.stdout.flush()  # a closed pipe raises here, inside main's handler, not at the interpreter's exit
+    return EXIT_OK
+
+
 DEMO_HINT = (
     "Demo pool (simulated). Yours: --config FILE, $POOLCONSOLE_CONFIG or {user} (see hosts.toml)"
 )
@@ -340,10 +434,12 @@ def _home_short(path: Path) -> str:
     return f"~/{path.relative_to(home)}" if path.is_relative_to(home) else str(path)
 
 
-def open_console(config: PoolConfig, read_only: bool, subtitle: str, hint: str | None = None) -> int:
+def open_console(
+    config: PoolConfig, read_only: bool, subtitle: str, hint: str | None = None, store: Path | None = None
+) -> int:
     from poolconsole.ui.app import PoolApp
 
-    PoolApp(config, read_only=read_only, subtitle=subtitle, hint=hint).run()
+    PoolApp(config, read_only=read_only, subtitle=subtitle, hint=hint, store=store).run()
     return EXIT_OK
 
 
@@ -370,7 +466,10 @@ def cmd_console(args: argparse.Namespace) -> int:
             serve_only=False, config_out=None, scenario="normal", nodes=0, seed=1, read_only=args.read_only
         )
         return cmd_demo(demo)
-    return open_console(load_config(path), args.read_only, str(path))
+    from poolconsole.runtime.store import store_path
+
+    config = load_config(path)  # the history store: [store] path, else the user data dir (not for the demo)
+    return open_console(config, args.read_only, str(path), store=store_path(config) if config.store.record else None)
 
 
 class _OneLineFormatter(argparse.HelpFormatter):
@@ -456,6 +555,29 @@ def build_parser() -> argparse.ArgumentParser:
         action.add_argument("--audit-db", metavar="PATH", help="audit database (default: user data dir)")
         action.add_argument("--read-only", action="store_true", default=argparse.SUPPRESS)
         action.set_defaults(func=cmd_action)
+
+    exporter = sub.add_parser("exporter", help="serve the pool on /metrics for Prometheus")
+    exporter.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS)
+    exporter.add_argument(
+        "--listen", default="127.0.0.1:9877", metavar="HOST:PORT", help="address to serve (default 127.0.0.1:9877)"
+    )
+    exporter.set_defaults(func=cmd_exporter)
+
+    record = sub.add_parser("record", help="poll the pool headless into the history store until stopped")
+    record.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS)
+    record.add_argument("--store", metavar="PATH", help="history store (default: [store] path, else user data dir)")
+    record.set_defaults(func=cmd_record)
+
+    export_cmd = sub.add_parser("export", help="the history store's rows as JSON lines or CSV")
+    export_cmd.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS)
+    export_cmd.add_argument("--store", metavar="PATH", help="history store (default: [store] path, else user data dir)")
+    export_cmd.add_argument("--format", choices=["jsonl", "csv"], default="jsonl", help="default jsonl")
+    export_cmd.add_argument("--from", dest="start", metavar="TIME", help="ISO 8601 (UTC if no offset), -10m, -7d")
+    export_cmd.add_argument("--to", dest="end", metavar="TIME", help="end, exclusive (same forms; default now)")
+    export_cmd.add_argument("--target", action="append", metavar="NAME", help="only this engine or host (repeatable)")
+    # `--from -10m` is a value, not an option: argparse takes only negative numbers as values
+    export_cmd._negative_number_matcher = re.compile(r"^-\d+(\.\d+)?\s*(s|m|min|h|d|w)?$|^-\d*\.\d+$")
+    export_cmd.set_defaults(func=cmd_export)
 
     demo = sub.add_parser("demo", help="a simulated pool on 127.0.0.1, with the console on it")
     demo.add_argument("--serve-only", action="store_true", help="only run the pool (for tests and tools)")

@@ -85,6 +85,30 @@ class AlertSettings(Strict):
     """... within this many minutes."""
 
 
+class StoreSettings(Strict):
+    """The history store (the optional `[store]` table): every poll's normalized values (the fields of
+    `status --json`), written by the console and by `poolconsole record`, read by `poolconsole export`
+    and by the console's charts on launch. Full resolution for `full_resolution_hours`, then one row per
+    target and minute until `rollup_days`, then deleted."""
+
+    path: str | None = None
+    """SQLite file (default: history.sqlite3 in the user data directory, ~/.local/share/poolconsole/ on
+    Linux); `~` is expanded."""
+    record: bool = True
+    """The console records every poll while it runs and fills its charts from the store on launch (false:
+    neither; `poolconsole record` always records)."""
+    full_resolution_hours: Annotated[float, Field(gt=0, le=24 * 366)] = 24.0
+    """Every poll is kept this long; older ones become 1-minute rollups (gauges averaged, counters last)."""
+    rollup_days: Annotated[float, Field(gt=0, le=3660)] = 90.0
+    """Rollups (and anything else) older than this many days are deleted."""
+
+    @model_validator(mode="after")
+    def _order(self) -> StoreSettings:
+        if self.rollup_days * 24 < self.full_resolution_hours:
+            raise ValueError("rollup_days must cover full_resolution_hours (rows are rolled up before deleted)")
+        return self
+
+
 class Host(Strict):
     """A machine reached over SSH (`[[hosts]]`)."""
 
@@ -341,6 +365,7 @@ class PoolConfig(Strict):
 
     settings: Settings = Settings()
     alerts: AlertSettings = AlertSettings()
+    store: StoreSettings = StoreSettings()
     keys: dict[str, str] = {}
     """Key remapping: action id = key, e.g. `filter = "f"` (`poolconsole schema` lists the ids)."""
     hosts: list[Host] = []

@@ -22,12 +22,14 @@ from textual.worker import Worker, WorkerState
 from poolconsole.collect.ssh import SSHPool
 from poolconsole.config.models import Engine, EngineKind, PoolConfig
 from poolconsole.model.hosts import HostSnapshot
+from poolconsole.model.pool import HISTORY_POINTS
 from poolconsole.model.snapshots import EngineSnapshot
 from poolconsole.ops import audit
 from poolconsole.ops.actions import ActionContext, ActionRefused, plan_restart, restart, rollover
 from poolconsole.ops.capacity import engine_kv
 from poolconsole.ops.fit import KvCapacity, LiveMemory, Verdict, fit, live_memory
 from poolconsole.runtime.live import LivePool, Update
+from poolconsole.runtime.store import Store, StoreBusy, StoreProblem, fill_history, read_history
 from poolconsole.ui import actions, themes
 from poolconsole.ui.palette import Entry, PoolCommands
 from poolconsole.ui.screens.action import ActionScreen, AuditScreen, ConfirmAction, ProfilePicker
@@ -56,6 +58,7 @@ class PoolApp(App[None]):
         theme_state: Path | None = None,
         subtitle: str = "",
         hint: str | None = None,
+        store: Path | None = None,
     ) -> None:
         self.read_only = read_only
         self.hint = hint
@@ -74,6 +77,9 @@ class PoolApp(App[None]):
         self._drawn_data = False
         self.smoke_db: Path | None = None
         self.audit_path: Path | None = None
+        self.store_path = store
+        """The history store a live console records into and fills its charts from (None: none)."""
+        self.history_store: Store | None = None
 
     @property
     def ssh(self) -> SSHPool | None:
@@ -98,6 +104,7 @@ class PoolApp(App[None]):
         self.push_screen(OverviewScreen(self.state))
         self.set_interval(REDRAW_S, self._redraw)
         if self.live:
+            self._open_history()
             self.runtime.start()
             every = self.config.settings.litellm_health_interval_s
             if every > 0 and any(e.kind is EngineKind.LITELLM for e in self.config.engines):
@@ -129,6 +136,41 @@ class PoolApp(App[None]):
 
     async def on_unmount(self) -> None:
         await self.runtime.stop()
+        if self.history_store is not None:
+            await asyncio.to_thread(self.history_store.close)  # the last second's polls
+
+    def _open_history(self) -> None:
+        """The history store records every poll (unless `poolconsole record` already writes it); the charts
+        are filled from what it holds."""
+        if self.store_path is None:
+            return
+        loop = asyncio.get_running_loop()
+
+        def told(message: str) -> None:  # from the writer thread
+            loop.call_soon_threadsafe(partial(self.notify, message, severity="error", timeout=10))
+
+        try:
+            self.history_store = Store.for_config(self.config, self.store_path, clock=self.state.clock, on_problem=told)
+        except StoreBusy:
+            pass  # another process records this store: its rows fill the charts
+        except StoreProblem as exc:
+            self.notify(f"{exc}: no history recorded", severity="error", timeout=10)
+            return
+        else:
+            self.history_store.bind(self.state)
+            self.runtime.recorder = self.history_store
+        self._fill_history(self.store_path, self.state.clock())
+
+    @work(group="history", exclusive=True, exit_on_error=False)
+    async def _fill_history(self, path: Path, until: float) -> None:
+        since = until - HISTORY_POINTS * self.config.settings.poll_interval_s
+        try:
+            stored = await asyncio.to_thread(read_history, path, self.config, since, until)
+        except StoreProblem as exc:
+            self.notify(f"history not loaded: {exc}", severity="warning", timeout=10)
+            return
+        fill_history(self.state, stored)
+        self._dirty = True
 
     # -- results ------------------------------------------------------------------------------------
     def apply_engine(self, snapshot: EngineSnapshot) -> None:
