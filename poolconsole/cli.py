@@ -331,6 +331,33 @@ def cmd_action(args: argparse.Namespace) -> int:
     return EXIT_OK if outcome.outcome == "ok" else EXIT_PROBLEM
 
 
+def cmd_replay(args: argparse.Namespace) -> int:
+    """The console on recorded data, read-only, with pause, seek and speed; the time shown is the recording's."""
+    import time
+
+    from poolconsole.runtime.replay import Replay
+    from poolconsole.runtime.store import StoreProblem, parse_time, store_path
+
+    if not 0 < args.speed <= 1000:
+        print("poolconsole replay: --speed must be above 0 and at most 1000", file=sys.stderr)
+        return EXIT_CONFIG
+    chosen = None if args.store else (args.config or default_config_path())
+    path = store_path(load_config(chosen) if chosen else None, args.store)
+    try:
+        start = parse_time(args.start, time.time()) if args.start else None
+        replay = Replay(path, start, args.speed)
+    except (StoreProblem, ValueError) as exc:
+        print(f"poolconsole replay: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    try:
+        from poolconsole.ui.app import PoolApp
+
+        PoolApp(replay.config, replay=replay, subtitle=f"replay of {path}").run()
+    finally:
+        replay.close()
+    return EXIT_OK
+
+
 def cmd_exporter(args: argparse.Namespace) -> int:
     """The pool on /metrics for Prometheus, built from the live pool's state at each scrape."""
     from poolconsole.runtime.exporter import ListenError, parse_listen, run
@@ -578,6 +605,14 @@ def build_parser() -> argparse.ArgumentParser:
     # `--from -10m` is a value, not an option: argparse takes only negative numbers as values
     export_cmd._negative_number_matcher = re.compile(r"^-\d+(\.\d+)?\s*(s|m|min|h|d|w)?$|^-\d*\.\d+$")
     export_cmd.set_defaults(func=cmd_export)
+
+    replay = sub.add_parser("replay", help="the console on a recording: what the pool looked like then")
+    replay.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS)
+    replay.add_argument("--store", metavar="PATH", help="history store (default: [store] path, else user data dir)")
+    replay.add_argument("--from", dest="start", metavar="TIME", help="where to start: ISO 8601 (UTC), -10m, -2h")
+    replay.add_argument("--speed", type=float, default=1.0, metavar="N", help="recorded seconds per second (1)")
+    replay._negative_number_matcher = export_cmd._negative_number_matcher
+    replay.set_defaults(func=cmd_replay)
 
     demo = sub.add_parser("demo", help="a simulated pool on 127.0.0.1, with the console on it")
     demo.add_argument("--serve-only", action="store_true", help="only run the pool (for tests and tools)")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
 from typing import Any
 
@@ -94,3 +94,29 @@ class HostSnapshot:
             "notes": list(self.notes),
             "polled_at": self.fetched_at,
         }
+
+
+def _pick(cls: type[Any], doc: dict[str, Any]) -> dict[str, Any]:
+    names = {f.name for f in fields(cls)}
+    return {k: v for k, v in doc.items() if k in names}
+
+
+def host_from_json(doc: dict[str, Any]) -> HostSnapshot:
+    """A snapshot back from its `to_json` form (a recording): what was stored, unknowns still None."""
+    memory = doc.get("system_memory") or {}
+    return HostSnapshot(
+        name=str(doc["name"]),
+        address=str(doc.get("address") or ""),
+        state=HostState(doc.get("state") or "ok"),
+        error=doc.get("error"),
+        source=doc.get("source"),
+        memory_kind=doc.get("memory_kind"),
+        gpus=tuple(GpuReading(**_pick(GpuReading, g)) for g in doc.get("gpus") or ()),
+        processes=tuple(GpuProcess(**_pick(GpuProcess, p)) for p in doc.get("processes") or ()),
+        system_memory=SystemMemory(**_pick(SystemMemory, memory)) if any(memory.values()) else None,
+        rtt_ms=doc.get("rtt_ms"),
+        fetched_at=float(doc.get("polled_at") or 0.0),
+        driver=doc.get("driver"),
+        notes=tuple(doc.get("notes") or ()),
+        engine_gpus=dict(doc.get("engine_gpus") or {}),
+    )

@@ -109,14 +109,35 @@ class PoolState:
         if view.counter_resets:
             track.history.restarts.append(snapshot.fetched_at)
         track.view = view
+        self._append(track, view, snapshot.fetched_at)
+        return view
+
+    def _append(self, track: EngineTrack, view: EngineView, at: float) -> None:
         h = track.history
-        h.times.append(snapshot.fetched_at)
+        h.times.append(at)
         h.tokens_per_s.append(view.generation_tokens_per_s)
         h.kv.append(view.kv_cache_usage)
         h.running.append(view.requests_running)
         h.waiting.append(view.requests_waiting)
-        h.vram.append(self.engine_vram_fraction(snapshot.name))
-        return view
+        h.vram.append(self.engine_vram_fraction(track.config.name))
+
+    def apply_view(self, view: EngineView, at: float) -> None:
+        """A view already computed (a recording played back): the same history and ages as a live poll."""
+        track = self.engines[view.name]
+        if view.state == "ok" or (view.state == "degraded" and view.generation_tokens_total is not None):
+            track.last_ok_at = at
+        if view.counter_resets:
+            track.history.restarts.append(at)
+        track.view = view
+        self._append(track, view, at)
+
+    def reset(self) -> None:
+        """Every target back to never polled, in place (a replay seeking backwards)."""
+        for track in self.engines.values():
+            track.view, track.last_read, track.last_ok_at = None, None, None
+            track.history, track.totals = History(), {}
+        for host in self.hosts.values():
+            host.snapshot, host.last_ok_at, host.vram = None, None, Ring(HISTORY_POINTS)
 
     def record_restart(self, name: str, at: float) -> bool:
         """A restart seen by another source (the container's record); False when the engine's counters

@@ -20,6 +20,8 @@ class Action:
     """Changes something on the pool: hidden and refused in --read-only mode."""
     show: bool = True
     """Shown in the footer."""
+    replay: bool = False
+    """Only while a recording is played back (`poolconsole replay`)."""
 
 
 ACTIONS: tuple[Action, ...] = (
@@ -51,13 +53,25 @@ ACTIONS: tuple[Action, ...] = (
     Action("theme", "Next theme", "t", "app.next_theme", "Cycle through the themes in themes/ (remembered)"),
     Action("refresh", "Poll now", "r", "app.poll_now", "Poll every target now"),
     Action("help", "Help", "question_mark", "app.help", "Keys and actions"),
+    Action("replay_pause", "Pause / play", "space", "app.replay_pause", "Pause or resume the replay", replay=True),
+    Action("replay_back", "Back 1 min", "left_square_bracket", "app.replay_seek(-60)", "Seek the replay", replay=True),
+    Action(
+        "replay_forward", "Forward 1 min", "right_square_bracket", "app.replay_seek(60)", "Seek the replay", replay=True
+    ),
+    Action("replay_slower", "Slower", "minus", "app.replay_speed(False)", "Play the recording slower", replay=True),
+    Action("replay_faster", "Faster", "plus", "app.replay_speed(True)", "Play the recording faster", replay=True),
     Action("back", "Back", "escape", "app.go_back", "Close this screen, or clear the filter", show=False),
     Action("quit", "Quit", "q", "app.quit", "Leave the console"),
 )
 
 
-def visible(read_only: bool) -> list[Action]:
-    return [a for a in ACTIONS if not (read_only and a.mutating)]
+def visible(read_only: bool, replaying: bool = False) -> list[Action]:
+    return [a for a in ACTIONS if not (read_only and a.mutating) and a.replay <= replaying]
+
+
+LIVE_ONLY = frozenset({"smoke", "smoke_all", "poll_now"})
+"""Actions that reach the live pool: refused while a recording is played back."""
+REPLAY = frozenset(a.action.removeprefix("app.").split("(")[0] for a in ACTIONS if a.replay)
 
 
 MUTATING = frozenset(a.action.removeprefix("app.") for a in ACTIONS if a.mutating)
@@ -87,4 +101,6 @@ def keymap_problems(keys: dict[str, str]) -> list[str]:
 
 
 def key_label(key: str) -> str:
-    return {"slash": "/", "question_mark": "?", "escape": "Esc", "enter": "Enter"}.get(key, key)
+    labels = {"slash": "/", "question_mark": "?", "escape": "Esc", "enter": "Enter", "space": "Space"}
+    labels |= {"left_square_bracket": "[", "right_square_bracket": "]", "minus": "-", "plus": "+"}
+    return labels.get(key, key)

@@ -21,6 +21,7 @@ from textual.worker import Worker, WorkerState
 
 from poolconsole.collect.ssh import SSHPool
 from poolconsole.config.models import Engine, EngineKind, PoolConfig
+from poolconsole.model.alerts import AlertEvent
 from poolconsole.model.hosts import HostSnapshot
 from poolconsole.model.pool import HISTORY_POINTS
 from poolconsole.model.snapshots import EngineSnapshot
@@ -29,6 +30,7 @@ from poolconsole.ops.actions import ActionContext, ActionRefused, plan_restart, 
 from poolconsole.ops.capacity import engine_kv
 from poolconsole.ops.fit import KvCapacity, LiveMemory, Verdict, fit, live_memory
 from poolconsole.runtime.live import LivePool, Update
+from poolconsole.runtime.replay import Replay
 from poolconsole.runtime.store import Store, StoreBusy, StoreProblem, fill_history, read_history
 from poolconsole.ui import actions, themes
 from poolconsole.ui.palette import Entry, PoolCommands
@@ -59,7 +61,12 @@ class PoolApp(App[None]):
         subtitle: str = "",
         hint: str | None = None,
         store: Path | None = None,
+        replay: Replay | None = None,
     ) -> None:
+        self.replay = replay
+        """A recording played back (`poolconsole replay`): its state is shown, nothing is polled or changed."""
+        read_only = read_only or replay is not None
+        live = live and replay is None
         self.read_only = read_only
         self.hint = hint
         """A line shown above the overview's table (the demo says how to point the console at a real pool)."""
@@ -67,8 +74,8 @@ class PoolApp(App[None]):
         self.config = config
         self.live = live
         self.runtime = LivePool(config, clock=clock)
-        self.state = self.runtime.state
-        self.alerts = self.runtime.alerts
+        self.state = self.runtime.state if replay is None else replay.state
+        self.alerts = self.runtime.alerts if replay is None else replay.alerts
         self.runtime.subscribe(self._heard)
         self.theme_state = theme_state
         self.window_index = 0
@@ -102,6 +109,8 @@ class PoolApp(App[None]):
             known = {a.id for a in actions.ACTIONS}
             self.set_keymap({k: v for k, v in self.config.keys.items() if k in known and v.strip()})
         self.push_screen(OverviewScreen(self.state))
+        if self.replay is not None:
+            self._play(self.replay)
         self.set_interval(REDRAW_S, self._redraw)
         if self.live:
             self._open_history()
@@ -240,7 +249,8 @@ class PoolApp(App[None]):
         self._replace_top(AlertsScreen(self.alerts))
 
     def action_help(self) -> None:
-        self._replace_top(HelpScreen(actions.visible(self.read_only), dict(self.config.keys), self.read_only))
+        shown = actions.visible(self.read_only, self.replay is not None)
+        self._replace_top(HelpScreen(shown, dict(self.config.keys), self.read_only))
 
     def _replace_top(self, screen: Screen[None]) -> None:
         if not isinstance(self.screen, OverviewScreen):
@@ -423,8 +433,54 @@ class PoolApp(App[None]):
         self.runtime.poll_now()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """--read-only: every action that changes the pool is hidden from keys, footer and palette, and refused."""
-        return not (self.read_only and action in actions.MUTATING)
+        """--read-only: every action that changes the pool is hidden from keys, footer and palette, and refused.
+        A replay also refuses what reaches the live pool; the replay's own keys exist only in a replay."""
+        if self.read_only and action in actions.MUTATING:
+            return False
+        if self.replay is None:
+            return action not in actions.REPLAY
+        return action not in actions.LIVE_ONLY
+
+    # -- replay ---------------------------------------------------------------------------------------
+    @work(group="replay", exclusive=True, exit_on_error=False)
+    async def _play(self, replay: Replay) -> None:
+        replay.on_events = self._replayed_events
+        self.sub_title = replay.label()
+        await replay.run(self._replayed)
+
+    def _replayed(self) -> None:
+        assert self.replay is not None
+        self.sub_title = self.replay.label()
+        self._dirty = True
+        if not self._drawn_data:
+            self._drawn_data = True
+            self.call_later(self._redraw)
+
+    def _replayed_events(self, events: list[AlertEvent]) -> None:
+        for event in events:
+            if event.fired:
+                self.notify(f"{event.target}: {event.message}", title="alert (recorded)", severity="warning", timeout=5)
+
+    def _replay_moved(self) -> None:
+        assert self.replay is not None
+        self.sub_title = self.replay.label()
+        self._dirty = True
+        self._redraw()
+
+    def action_replay_pause(self) -> None:
+        if self.replay is not None:
+            self.replay.toggle_pause()
+            self._replay_moved()
+
+    def action_replay_seek(self, seconds: int) -> None:
+        if self.replay is not None:
+            self.replay.seek(float(seconds))
+            self._replay_moved()
+
+    def action_replay_speed(self, up: bool) -> None:
+        if self.replay is not None:
+            self.replay.faster(up)
+            self._replay_moved()
 
     def action_go_back(self) -> None:
         if len(self.screen_stack) > 2:
@@ -435,7 +491,7 @@ class PoolApp(App[None]):
     def palette_entries(self) -> Iterable[Entry]:
         """The palette's entries: every visible action of the registry (with its key), then the themes."""
         keymap = dict(self.config.keys)
-        for a in actions.visible(self.read_only):  # --read-only: mutating actions are not even listed
+        for a in actions.visible(self.read_only, self.replay is not None):  # hidden actions are not even listed
             key = actions.key_label(keymap.get(a.id, a.key))
             yield Entry(f"{a.title}  ({key})", a.help, partial(self.run_action, a.action.removeprefix("app.")))
         for theme in self.pool_themes:

@@ -1,0 +1,145 @@
+"""A recording played back: the history store's rows applied to a pool state in time order, at a chosen
+speed, with pause and seek. The clock is the recording's, so every age, chart and alert reads as it did
+at that moment. The pool's shape (engines, hosts, kinds) comes from the recording itself."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from poolconsole.config.models import Engine, EngineKind, Host, PoolConfig
+from poolconsole.model.alerts import AlertEvent, Alerts
+from poolconsole.model.hosts import host_from_json
+from poolconsole.model.pool import PoolState
+from poolconsole.model.view import EngineView
+from poolconsole.runtime.store import Reader, Row, StoreProblem
+
+TICK_S = 0.25
+PRELOAD_S = 300.0
+"""A seek fills the charts with the five minutes before the chosen moment."""
+SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 60.0)
+VIEW_FIELDS = {f.name for f in dataclasses.fields(EngineView)}
+
+
+def view_from_row(values: dict[str, Any]) -> EngineView:
+    return EngineView(**{k: v for k, v in values.items() if k in VIEW_FIELDS})
+
+
+def recorded_config(reader: Reader) -> PoolConfig:
+    """The pool as recorded: each engine with its kind, URL and host from its first row, each host."""
+    engines: dict[str, Engine] = {}
+    hosts: dict[str, Host] = {}
+    wanted = {name for _, name in reader.targets.values()}
+    for row in reader.rows():
+        if row.name in engines or row.name in hosts:
+            continue
+        if row.kind == "engine":
+            v = row.values
+            engines[row.name] = Engine(
+                name=row.name, kind=EngineKind(v["kind"]), url=v.get("url") or "http://recorded", host=v.get("host")
+            )
+        else:
+            hosts[row.name] = Host(name=row.name, address=row.values.get("address") or "recorded")
+        if len(engines) + len(hosts) == len(wanted):
+            break
+    return PoolConfig(hosts=list(hosts.values()), engines=list(engines.values()))
+
+
+class Replay:
+    """The recording's position, speed and pause; `run` applies the rows as the position passes them."""
+
+    def __init__(self, path: Path, start: float | None = None, speed: float = 1.0) -> None:
+        self.reader = Reader(path)
+        first = next(iter(self.reader.rows()), None)
+        if first is None:
+            self.reader.close()
+            raise StoreProblem(f"{path} holds no polls yet")
+        self.first_at = first.at
+        self.last_at = max((r.at for r in self._tail()), default=first.at)
+        self.config = recorded_config(self.reader)
+        self.position = max(self.first_at, start) if start is not None else self.first_at
+        self.speed = speed
+        self.paused = False
+        self.state = PoolState(self.config, clock=self.clock)
+        self.alerts = Alerts(self.config.alerts)
+        self._rows: Iterator[Row] = iter(())
+        self._next: Row | None = None
+        self._wall = time.monotonic()
+        self.on_events: Callable[[list[AlertEvent]], None] = lambda events: None
+
+    def _tail(self) -> Iterator[Row]:
+        written = self.reader.written_at()
+        return self.reader.rows(start=(written or self.first_at) - 120.0)
+
+    def clock(self) -> float:
+        return self.position
+
+    def close(self) -> None:
+        self.reader.close()
+
+    # -- controls -------------------------------------------------------------------------------------
+    def toggle_pause(self) -> None:
+        self.paused = not self.paused
+
+    def faster(self, up: bool) -> None:
+        index = min(range(len(SPEEDS)), key=lambda i: abs(SPEEDS[i] - self.speed))
+        self.speed = SPEEDS[max(0, min(len(SPEEDS) - 1, index + (1 if up else -1)))]
+
+    def seek(self, seconds: float) -> None:
+        """Move by `seconds` (negative: back): the state is rebuilt from a few minutes before the target."""
+        self.position = min(max(self.first_at, self.position + seconds), self.last_at)
+        self._rewind()
+
+    def _rewind(self) -> None:
+        self.state.reset()
+        self.alerts.active.clear()
+        self.alerts.log.clear()
+        self._rows = self.reader.rows(start=self.position - PRELOAD_S)
+        self._next = None
+        self.advance(0.0)
+
+    # -- playing --------------------------------------------------------------------------------------
+    def advance(self, seconds: float) -> int:
+        """Move the position forward by `seconds` of recording and apply every row it passed."""
+        self.position = min(self.position + seconds, self.last_at)
+        applied = 0
+        while True:
+            row = self._next if self._next is not None else next(self._rows, None)
+            if row is None or row.at > self.position:
+                self._next = row
+                return applied
+            self._next = None
+            self._apply(row)
+            applied += 1
+
+    def _apply(self, row: Row) -> None:
+        if row.kind == "engine" and row.name in self.state.engines:
+            view = view_from_row(row.values)
+            self.state.apply_view(view, row.at)
+            self.on_events(self.alerts.engine(view, row.at))
+        elif row.kind == "host" and row.name in self.state.hosts:
+            snapshot = host_from_json(row.values)
+            self.state.apply_host(snapshot)
+            self.on_events(self.alerts.host(snapshot, row.at))
+
+    async def run(self, changed: Callable[[], None]) -> None:
+        """Until cancelled: every TICK_S the position moves by TICK_S x speed (unless paused)."""
+        self._rewind()
+        changed()
+        self._wall = time.monotonic()
+        while True:
+            await asyncio.sleep(TICK_S)
+            now = time.monotonic()
+            step, self._wall = now - self._wall, now
+            if not self.paused and self.position < self.last_at and self.advance(step * self.speed):
+                changed()
+
+    def label(self) -> str:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(self.position))
+        state = "paused" if self.paused else f"x{self.speed:g}"
+        end = "  (end of the recording)" if self.position >= self.last_at else ""
+        return f"replay {when} UTC {state}{end}  (space pause, [ ] seek 1 min, - + speed)"

@@ -1,0 +1,123 @@
+"""`poolconsole replay`: a recording of the demo pool played back shows what the pool looked like at each
+recorded moment (the views as they were, ages on the recording's clock), with pause, seek and speed,
+read-only, every screen working."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from poolconsole.config import parse_config
+from poolconsole.runtime.live import LivePool, Update
+from poolconsole.runtime.replay import Replay
+from poolconsole.runtime.store import Store, record
+from poolconsole.sim.run import SimPool
+from poolconsole.ui.app import PoolApp
+from poolconsole.ui.screens.overview import OverviewScreen
+
+
+async def _record(tmp: Path) -> tuple[Path, dict[Any, Any]]:
+    pool = SimPool(seed=31)
+    await pool.start(tmp / "keys")
+    try:
+        await pool.wait_ready()
+        config = parse_config(pool.config_toml().replace("poll_interval_s = 1.0", "poll_interval_s = 0.5"))
+        path = tmp / "history.sqlite3"
+        store = Store.for_config(config, path)
+        live = LivePool(config, recorder=store)
+        store.bind(live.state)
+        views: dict[Any, Any] = {}
+
+        def heard(update: Update) -> None:
+            track = live.state.engines.get(update.target)
+            if update.kind == "engine" and track is not None and track.view is not None:
+                views[(update.target, track.view.polled_at)] = track.view
+
+        live.subscribe(heard)
+        stop = asyncio.Event()
+        asyncio.get_running_loop().call_later(6, stop.set)
+        await record(live, store, stop)
+        return path, views
+    finally:
+        await pool.stop()
+
+
+@pytest.fixture(scope="module")
+def recording(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[Any, Any]]:
+    """Six seconds of the demo pool in a history store, and every view the live pool held, by poll time."""
+    return asyncio.run(_record(tmp_path_factory.mktemp("replay")))
+
+
+async def test_the_recorded_moment_is_what_the_pool_showed(recording: tuple[Path, dict[Any, Any]]) -> None:
+    path, views = recording
+    replay = Replay(path)
+    try:
+        assert {e.name for e in replay.config.engines} == {name for name, _ in views}
+        replay._rewind()
+        middle = sorted(at for _, at in views)[len(views) // 2]
+        replay.advance(middle - replay.position)
+        assert replay.clock() == middle  # the time shown is the recording's
+        for name, track in replay.state.engines.items():
+            recorded = max((at for n, at in views if n == name and at <= middle), default=None)
+            if recorded is None:
+                continue
+            assert track.view is not None
+            assert track.view.polled_at == recorded
+            live = views[(name, recorded)]
+            for field in ("state", "requests_running", "requests_waiting", "kv_cache_usage", "generation_tokens_per_s"):
+                assert getattr(track.view, field) == getattr(live, field), (name, field)
+        host = replay.state.hosts["tp4"]
+        assert host.snapshot is not None and len(host.snapshot.gpus) == 4
+        assert replay.state.age_s(host.last_ok_at) is not None and replay.state.age_s(host.last_ok_at) < 2.0
+        # seek back rebuilds the state at the earlier moment, pause stops the clock, speed steps
+        before = replay.position
+        replay.seek(-2.0)
+        assert replay.position == pytest.approx(before - 2.0)
+        earlier = replay.state.engines["qwen3-next-80b"].view
+        assert earlier is not None and earlier.polled_at is not None and earlier.polled_at <= replay.position
+        replay.toggle_pause()
+        assert replay.paused and "paused" in replay.label()
+        replay.faster(True)
+        assert replay.speed == 2.0
+    finally:
+        replay.close()
+
+
+async def test_the_console_plays_a_recording_read_only(recording: tuple[Path, dict[Any, Any]], tmp_path: Path) -> None:
+    path, _ = recording
+    replay = Replay(path, speed=4.0)
+    app = PoolApp(replay.config, replay=replay, theme_state=tmp_path / "ui.json")
+    try:
+        async with app.run_test(size=(140, 40)) as pilot:
+            for _ in range(40):
+                await pilot.pause(0.1)
+                if all(t.view is not None for t in app.state.engines.values()):
+                    break
+            assert isinstance(app.screen, OverviewScreen)
+            assert all(t.view is not None for t in app.state.engines.values())
+            assert app.sub_title.startswith("replay 20") and " UTC x4" in app.sub_title
+            assert app.read_only and not app.check_action("restart", ()) and not app.check_action("smoke", ())
+            assert app.check_action("replay_pause", ())
+            await pilot.press("space")
+            assert replay.paused and "paused" in app.sub_title
+            at = replay.position
+            await pilot.pause(0.6)
+            assert replay.position == at  # paused: the recording's clock stands still
+            await pilot.press("left_square_bracket")
+            assert replay.position <= at
+            await pilot.press("enter")
+            await pilot.pause()
+            assert type(app.screen).__name__ == "DetailScreen"
+    finally:
+        replay.close()
+
+
+async def test_replay_keys_do_not_exist_in_a_live_console(tmp_path: Path) -> None:
+    config = parse_config('[[engines]]\nname = "e"\nkind = "vllm"\nurl = "http://127.0.0.1:9"\n')
+    app = PoolApp(config, live=False, theme_state=tmp_path / "ui.json")
+    async with app.run_test(size=(120, 30)):
+        assert not app.check_action("replay_pause", ()) and app.check_action("smoke", ())
+        assert not [e for e in app.palette_entries() if "replay" in e.help.lower()]
