@@ -23,6 +23,7 @@ from poolconsole.collect.ssh import SSHPool
 from poolconsole.config.models import Engine, EngineKind, PoolConfig
 from poolconsole.model.alerts import AlertEvent
 from poolconsole.model.hosts import HostSnapshot
+from poolconsole.model.notices import summarise
 from poolconsole.model.pool import HISTORY_POINTS
 from poolconsole.model.snapshots import EngineSnapshot
 from poolconsole.ops import audit
@@ -82,6 +83,7 @@ class PoolApp(App[None]):
         self.sub_title = subtitle + ("  [read-only]" if read_only else "")
         self._dirty = False
         self._drawn_data = False
+        self._fired: list[AlertEvent] = []
         self.smoke_db: Path | None = None
         self.audit_path: Path | None = None
         self.store_path = store
@@ -200,14 +202,17 @@ class PoolApp(App[None]):
             self.notify(f"{update.target}: {update.message}", title="restart", severity="warning", timeout=8)
         elif update.kind == "problem" and update.message:
             self.notify(update.message, severity="error", timeout=10)
-        for event in update.events:
-            if event.fired:
-                self.notify(f"{event.target}: {event.message}", title="alert", severity="warning", timeout=8)
-                if self.config.alerts.bell:
-                    self.bell()
+        self._fired.extend(e for e in update.events if e.fired)
 
     def _redraw(self) -> None:
-        """Coalesced: however many results arrived, the visible screen redraws once."""
+        """Coalesced: however many results arrived, the visible screen redraws once, and what fired since
+        the last tick is one notice per rule ("5 targets queueing: ..."), never one toast per target."""
+        if self._fired:
+            fired, self._fired = self._fired, []
+            for line in summarise(fired):
+                self.notify(line, title="alert", severity="warning", timeout=6)
+            if self.config.alerts.bell:
+                self.bell()
         if not self._dirty:
             return
         self._dirty = False
@@ -457,9 +462,7 @@ class PoolApp(App[None]):
             self.call_later(self._redraw)
 
     def _replayed_events(self, events: list[AlertEvent]) -> None:
-        for event in events:
-            if event.fired:
-                self.notify(f"{event.target}: {event.message}", title="alert (recorded)", severity="warning", timeout=5)
+        self._fired.extend(e for e in events if e.fired)  # told on the next tick, coalesced as live ones
 
     def _replay_moved(self) -> None:
         assert self.replay is not None
