@@ -100,17 +100,23 @@ async def _status_doc(config: PoolConfig, samples: int, interval: float) -> dict
     }
 
 
+def _empty(config: PoolConfig, args: argparse.Namespace, doing: str) -> bool:
+    """A config with no target: said in words naming the file (the command then exits 2)."""
+    if config.engines or config.hosts:
+        return False
+    source = args.config or getattr(args, "file", None) or default_config_path()
+    print(
+        f"poolconsole {args.command}: nothing to {doing}: {source} has no [[engines]] and no [[hosts]]", file=sys.stderr
+    )
+    return True
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     if args.samples < 1 or args.interval < 0:
         print("poolconsole status: --samples must be >= 1 and --interval >= 0", file=sys.stderr)
         return EXIT_CONFIG
     config = _load(args.config)
-    if not config.engines and not config.hosts:
-        print(
-            f"poolconsole status: nothing to poll: {args.config or default_config_path()} has no "
-            "[[engines]] and no [[hosts]]",
-            file=sys.stderr,
-        )
+    if _empty(config, args, "poll"):
         return EXIT_CONFIG
     doc = asyncio.run(_status_doc(config, args.samples, args.interval))
     if args.json:
@@ -365,12 +371,7 @@ def cmd_exporter(args: argparse.Namespace) -> int:
     try:
         host, port = parse_listen(args.listen)
         config = _load(args.config)
-        if not config.engines and not config.hosts:
-            print(
-                f"poolconsole exporter: nothing to poll: {args.config or default_config_path()} has no "
-                "[[engines]] and no [[hosts]]",
-                file=sys.stderr,
-            )
+        if _empty(config, args, "poll"):
             return EXIT_CONFIG
         run(config, host, port)
     except ListenError as exc:
@@ -387,10 +388,9 @@ def cmd_record(args: argparse.Namespace) -> int:
     from poolconsole.runtime.store import Store, StoreProblem, record, store_path
 
     config = _load(args.config)
-    source = args.config or default_config_path()
-    if not config.engines and not config.hosts:
-        print(f"poolconsole record: nothing to record: {source} has no [[engines]] and no [[hosts]]", file=sys.stderr)
+    if _empty(config, args, "record"):
         return EXIT_CONFIG
+    source = args.config or default_config_path()
     path = store_path(config, args.store)
 
     def problem(message: str) -> None:
@@ -451,9 +451,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-DEMO_HINT = (
-    "Demo pool (simulated). Yours: --config FILE, $POOLCONSOLE_CONFIG or {user} (see hosts.toml)"
-)
+DEMO_HINT = "Demo pool (simulated). Yours: --config FILE, $POOLCONSOLE_CONFIG or {user} (see hosts.toml)"
 
 
 def _home_short(path: Path) -> str:
