@@ -11,6 +11,7 @@ import contextlib
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Self
 
 
 @dataclass
@@ -62,7 +63,7 @@ class RawHTTPServer:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    async def start(self) -> RawHTTPServer:
+    async def start(self) -> Self:
         self.server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
         self.port = self.server.sockets[0].getsockname()[1]
         return self

@@ -13,7 +13,6 @@ on an idle machine they are ~0.1 % wide. A stamp taken after the 0.3 s block fal
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -28,6 +27,7 @@ from poolconsole.config.models import Engine, EngineKind, Settings
 from poolconsole.model.snapshots import EngineSnapshot
 from poolconsole.model.view import engine_view
 from tests.conftest import REAL
+from tests.helpers.rawhttp import RawHTTPServer
 
 VLLM = REAL / "vllm-0.32.0-cpu"
 COUNTER = b'vllm:generation_tokens_total{engine="0",model_name="tiny"} '
@@ -39,10 +39,11 @@ T0 = 1_796_000_000.0
 """The injected wall clock: the snapshots' times are on it."""
 
 
-class CounterServer:
+class CounterServer(RawHTTPServer):
     """vLLM's /metrics with a counter that grows at RATE, /v1/models and /version (held back `version_delay_s`)."""
 
     def __init__(self, version_delay_s: float = 0.0) -> None:
+        super().__init__()
         page = (VLLM / "metrics.load.txt").read_bytes()
         at = page.index(COUNTER) + len(COUNTER)
         self.head, self.tail = page[:at], page[page.index(b"\n", at) :]
@@ -50,19 +51,6 @@ class CounterServer:
         self.sent: list[float] = []
         """time.monotonic() just before each /metrics page was written."""
         self.values: list[float] = []
-        self.server: asyncio.Server | None = None
-        self.url = ""
-
-    async def start(self) -> CounterServer:
-        self.server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
-        self.url = f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
-        return self
-
-    async def stop(self) -> None:
-        if self.server is not None:
-            self.server.close()
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self.server.wait_closed(), 1)
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
