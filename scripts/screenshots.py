@@ -13,6 +13,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from poolconsole.cli import DEMO_HINT  # noqa: E402
 from poolconsole.config import parse_config  # noqa: E402
 from poolconsole.sim.run import SimPool  # noqa: E402
 from poolconsole.ui.app import PoolApp  # noqa: E402
@@ -30,7 +31,8 @@ async def main() -> None:
         try:
             await pool.wait_ready()
             config = parse_config(pool.config_toml())
-            app = PoolApp(config, theme_state=Path(tmp) / "ui.json", subtitle="demo pool")
+            hint = DEMO_HINT.format(user="~/.config/poolconsole/hosts.toml")  # as `poolconsole` shows the demo
+            app = PoolApp(config, theme_state=Path(tmp) / "ui.json", subtitle="demo pool (normal)", hint=hint)
             async with app.run_test(size=SIZE) as pilot:
                 await asyncio.sleep(40)  # let history build up
                 shots: list[tuple[str, tuple[str, ...]]] = [
