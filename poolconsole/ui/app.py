@@ -194,15 +194,19 @@ class PoolApp(App[None]):
     def _heard(self, update: Update) -> None:
         """Told by the runtime, once per applied result: the screen redraws on the next tick (the first
         result at once, so the first frame with data does not wait for a tick); what fired is toasted."""
-        if not self._dirty and not self._drawn_data:
-            self._drawn_data = True
-            self.call_later(self._redraw)
-        self._dirty = True
+        self._changed()
         if update.kind == "restart" and update.message:
             self.notify(f"{update.target}: {update.message}", title="restart", severity="warning", timeout=8)
         elif update.kind == "problem" and update.message:
             self.notify(update.message, severity="error", timeout=10)
         self._fired.extend(e for e in update.events if e.fired)
+
+    def _changed(self) -> None:
+        """The model changed: the screen redraws on the next tick, the very first change at once."""
+        self._dirty = True
+        if not self._drawn_data:
+            self._drawn_data = True
+            self.call_later(self._redraw)
 
     def _redraw(self) -> None:
         """Coalesced: however many results arrived, the visible screen redraws once, and what fired since
@@ -456,10 +460,7 @@ class PoolApp(App[None]):
     def _replayed(self) -> None:
         assert self.replay is not None
         self.sub_title = self.replay.label()
-        self._dirty = True
-        if not self._drawn_data:
-            self._drawn_data = True
-            self.call_later(self._redraw)
+        self._changed()
 
     def _replayed_events(self, events: list[AlertEvent]) -> None:
         self._fired.extend(e for e in events if e.fired)  # told on the next tick, coalesced as live ones
