@@ -216,9 +216,33 @@ async def test_smoke_action_runs_and_shows_results(tmp_path: Path) -> None:
         assert (tmp_path / "smoke.sqlite3").exists()
 
 
+async def pick_profile(pilot: object, app: PoolApp, profile: str) -> None:
+    """P on the 80B engine's row, then `profile` in the picker."""
+    from poolconsole.ui.screens.action import ProfilePicker
+
+    table = app.screen.query_one("#pool", PoolGrid)
+    table.move_cursor(row=table_rows(app).index("engine:qwen3-next-80b"))
+    await pilot.press("P")  # type: ignore[attr-defined]
+    await pilot.pause()  # type: ignore[attr-defined]
+    assert isinstance(app.screen, ProfilePicker)
+    app.screen.dismiss(profile)
+    await pilot.pause()  # type: ignore[attr-defined]
+
+
+async def action_outcome(app: PoolApp, tries: int) -> str | None:
+    """The action screen's outcome once it has one (or None after `tries` quarter seconds)."""
+    from poolconsole.ui.screens.action import ActionScreen
+
+    for _ in range(tries):
+        if isinstance(app.screen, ActionScreen) and app.screen.outcome:
+            return app.screen.outcome
+        await asyncio.sleep(0.25)
+    return None
+
+
 async def test_restart_and_rollover_from_the_console(tmp_path: Path) -> None:
     from poolconsole.ops import audit
-    from poolconsole.ui.screens.action import ActionScreen, ConfirmAction, ProfilePicker
+    from poolconsole.ui.screens.action import ActionScreen, ConfirmAction
 
     async with demo_pool(12, tmp_path / "keys") as pool:
         app = PoolApp(parse_config(pool.config_toml()), theme_state=tmp_path / "ui.json")
@@ -239,40 +263,20 @@ async def test_restart_and_rollover_from_the_console(tmp_path: Path) -> None:
                 await asyncio.sleep(0.25)
             assert app.screen.outcome == "ok"
             await pilot.press("escape")
-            table = app.screen.query_one("#pool", PoolGrid)
-            table.move_cursor(row=table_rows(app).index("engine:qwen3-next-80b"))
-            await pilot.press("P")
-            await pilot.pause()
-            assert isinstance(app.screen, ProfilePicker)
-            app.screen.dismiss("bf16-tp4")  # 149 GiB of weights over 4 x 24 GB: the fit check says no
-            await pilot.pause()
+            await pick_profile(pilot, app, "bf16-tp4")  # 149 GiB of weights over 4 x 24 GB: does not fit
             assert isinstance(app.screen, ConfirmAction) and "DOES NOT FIT" in app.screen.title_text
             await pilot.press("y")
             await pilot.pause()
-            for _ in range(160):
-                if isinstance(app.screen, ActionScreen) and app.screen.outcome:
-                    break
-                await asyncio.sleep(0.25)
-            assert isinstance(app.screen, ActionScreen) and app.screen.outcome == "refused"
+            assert await action_outcome(app, 160) == "refused"
             # a profile the live pool says fits: the confirmation says so, and the rollover goes through
             await pilot.press("escape")
             await pilot.pause()
-            table = app.screen.query_one("#pool", PoolGrid)
-            table.move_cursor(row=table_rows(app).index("engine:qwen3-next-80b"))
-            await pilot.press("P")
-            await pilot.pause()
-            assert isinstance(app.screen, ProfilePicker)
-            app.screen.dismiss("awq-4bit-tp4-long")
-            await pilot.pause()
+            await pick_profile(pilot, app, "awq-4bit-tp4-long")
             assert isinstance(app.screen, ConfirmAction) and app.screen.title_text.endswith("?")
             assert "awq-4bit-tp4-long: fits" in "\n".join(app.screen.lines)
             await pilot.press("y")
             await pilot.pause()
-            for _ in range(240):
-                if isinstance(app.screen, ActionScreen) and app.screen.outcome:
-                    break
-                await asyncio.sleep(0.25)
-            assert isinstance(app.screen, ActionScreen) and app.screen.outcome == "ok"
+            assert await action_outcome(app, 240) == "ok"
         entries = audit.entries(tmp_path / "audit.sqlite3")
         assert [(e.action, e.target, e.outcome) for e in entries] == [
             ("rollover", "qwen3-next-80b", "ok"),
