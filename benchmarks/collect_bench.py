@@ -26,9 +26,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from poolconsole.collect.engines import specs  # noqa: E402
-from poolconsole.collect.engines.base import PageMemo, parse_metrics  # noqa: E402
+from poolconsole.collect.engines.mapping import parse_metrics  # noqa: E402
+from poolconsole.collect.engines.page_memo import PageMemo  # noqa: E402
 from poolconsole.collect.engines.poll import EnginePoller  # noqa: E402
-from poolconsole.collect.getter import PollClient  # noqa: E402
+from poolconsole.collect.poll_client import PollClient  # noqa: E402
 from poolconsole.collect.prom import parse_exposition  # noqa: E402
 from poolconsole.config.models import Engine, EngineKind, Settings  # noqa: E402
 from poolconsole.sim.vllm_dp import dp_payload  # noqa: E402

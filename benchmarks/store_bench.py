@@ -38,11 +38,11 @@ sys.path.insert(0, str(ROOT))
 
 from poolconsole.config import parse_config  # noqa: E402
 from poolconsole.model.hosts import HostSnapshot  # noqa: E402
-from poolconsole.model.pool import PoolState  # noqa: E402
+from poolconsole.model.pool_state import PoolState  # noqa: E402
 from poolconsole.model.view import EngineView  # noqa: E402
 from poolconsole.runtime.live import LivePool  # noqa: E402
 from poolconsole.runtime.store import Codec, Kind, Reader, Store  # noqa: E402
-from poolconsole.sim.run import SimPool  # noqa: E402
+from poolconsole.sim.demo import SimPool  # noqa: E402
 
 CAPTURE_S = float(os.environ.get("CAPTURE_S", "30"))
 ROWS = int(os.environ.get("ROWS", "45000"))

@@ -17,6 +17,7 @@ from typing import Any
 
 from poolconsole import __version__
 from poolconsole.config import ConfigError, PoolConfig, json_schema, load_config
+from poolconsole.model import units
 from poolconsole.ops.audit import AuditUnreadable
 
 EXIT_OK, EXIT_PROBLEM, EXIT_CONFIG = 0, 1, 2
@@ -48,11 +49,11 @@ def _load(path: str | None) -> PoolConfig:
 
 def _fmt(value: Any, kind: str = "") -> str:
     if value is None:
-        return "n/a"
+        return units.NA
     if kind == "pct":
-        return f"{value * 100:.0f}%"
+        return units.pct(value)
     if kind == "s":
-        return f"{value * 1000:.0f}ms" if value < 1 else f"{value:.2f}s"
+        return units.seconds(value, 2)
     if isinstance(value, float):
         return f"{value:.1f}" if not value.is_integer() else f"{value:.0f}"
     return str(value)
@@ -88,8 +89,8 @@ def _table(doc: dict[str, Any]) -> str:
 
 
 async def _status_doc(config: PoolConfig, samples: int, interval: float) -> dict[str, Any]:
-    from poolconsole.collect.hosts.run import sample_hosts
-    from poolconsole.collect.pool import sample_engines
+    from poolconsole.collect.engine_sampling import sample_engines
+    from poolconsole.collect.hosts.sampling import sample_hosts
     from poolconsole.model.view import engine_view
 
     engines, hosts = await asyncio.gather(sample_engines(config, samples, interval), sample_hosts(config))
@@ -128,7 +129,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_check_config(args: argparse.Namespace) -> int:
-    from poolconsole.ui.actions import keymap_problems
+    from poolconsole.ui.registry import keymap_problems
 
     config = _load(args.file or args.config)
     problems = keymap_problems(dict(config.keys))
@@ -159,7 +160,7 @@ def _levels(text: str) -> tuple[int, ...]:
 
 def cmd_smoke(args: argparse.Namespace) -> int:
     from poolconsole.ops.smoke import store
-    from poolconsole.ops.smoke.run import (
+    from poolconsole.ops.smoke.runner import (
         SmokeOptions,
         choose_targets,
         conditions,
@@ -272,10 +273,10 @@ def cmd_audit(args: argparse.Namespace) -> int:
 def cmd_action(args: argparse.Namespace) -> int:
     """restart / rollover from the command line; --yes is the confirmation a script gives."""
     from poolconsole.collect.ssh import SSHPool
-    from poolconsole.ops import actions, audit
+    from poolconsole.ops import audit, lifecycle
     from poolconsole.ops.fit import live_memory
     from poolconsole.ops.planning import poll_hosts, read_kv
-    from poolconsole.ops.smoke.run import smoke_gate
+    from poolconsole.ops.smoke.runner import smoke_gate
 
     config = _load(args.config)
     engine = next((e for e in config.engines if e.name == args.engine), None)
@@ -291,10 +292,10 @@ def cmd_action(args: argparse.Namespace) -> int:
         print(f"poolconsole: engine {engine.name} names no [[hosts]] entry to run commands on", file=sys.stderr)
         return EXIT_CONFIG
     try:
-        commands = actions.plan_restart(engine)
+        commands = lifecycle.plan_restart(engine)
         if args.command == "rollover":
-            actions.check_rollover(engine, args.profile)
-    except actions.ActionRefused as exc:
+            lifecycle.check_rollover(engine, args.profile)
+    except lifecycle.ActionRefused as exc:
         print(f"refused: {exc}", file=sys.stderr)
         return EXIT_PROBLEM
     if args.read_only:
@@ -313,16 +314,16 @@ def cmd_action(args: argparse.Namespace) -> int:
         return EXIT_PROBLEM
     path = Path(args.audit_db) if args.audit_db else audit.default_path()
 
-    async def run() -> actions.Outcome:
+    async def run() -> lifecycle.Outcome:
         pool = SSHPool([host], config.settings.ssh_timeout_s, 4)
-        ctx = actions.ActionContext(config, pool[host.name], path, progress=lambda line: print(f"  {line}"))
+        ctx = lifecycle.ActionContext(config, pool[host.name], path, progress=lambda line: print(f"  {line}"))
         try:
             if args.command == "restart":
-                return await actions.restart(ctx, engine)
+                return await lifecycle.restart(ctx, engine)
             snapshots, kv = await asyncio.gather(poll_hosts(config, {host.name}), read_kv([engine], config))
             live = live_memory(snapshots.get(host.name), engine, 0.0)
             smoke = None if args.no_smoke else smoke_gate(config, engine.name)
-            return await actions.rollover(
+            return await lifecycle.rollover(
                 ctx, engine, args.profile, force=args.force, smoke=smoke, live=live, kv=kv[engine.name]
             )
         finally:
@@ -330,7 +331,7 @@ def cmd_action(args: argparse.Namespace) -> int:
 
     try:
         outcome = asyncio.run(run())
-    except actions.ActionRefused as exc:
+    except lifecycle.ActionRefused as exc:
         print(f"refused: {exc}", file=sys.stderr)
         return EXIT_PROBLEM
     print(f"{outcome.action} {outcome.engine}: {outcome.outcome}: {outcome.detail} ({outcome.seconds:.1f} s)")
@@ -469,7 +470,7 @@ def open_console(
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from poolconsole.sim.run import BackgroundPool, demo_config_path, serve_only
+    from poolconsole.sim.demo import BackgroundPool, demo_config_path, serve_only
 
     if not 0 <= args.nodes <= 256:
         print("poolconsole demo: --nodes must be between 0 and 256", file=sys.stderr)

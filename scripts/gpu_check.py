@@ -781,7 +781,7 @@ class Driver:
     async def stop_and_follow(self, work: Workload) -> None:
         """Stop the workload while the console's streamed nvidia-smi loop runs; then one poll of each reader."""
         from poolconsole.collect.hosts.poll import HostPoller
-        from poolconsole.collect.hosts.run import local_snapshot
+        from poolconsole.collect.hosts.sampling import local_snapshot
         from poolconsole.collect.ssh import SSHPool
 
         r = self.report

@@ -15,7 +15,7 @@ sys.path.insert(0, str(ROOT))
 
 from poolconsole.cli import DEMO_HINT  # noqa: E402
 from poolconsole.config import parse_config  # noqa: E402
-from poolconsole.sim.run import SimPool  # noqa: E402
+from poolconsole.sim.demo import SimPool  # noqa: E402
 from poolconsole.ui.app import PoolApp  # noqa: E402
 from poolconsole.ui.grid import PoolGrid  # noqa: E402
 

@@ -5,6 +5,8 @@ comes back from being down, and once for a baseline: never on the poll path."""
 
 from __future__ import annotations
 
+import datetime as dt
+import re
 import shlex
 from dataclasses import dataclass
 
@@ -17,6 +19,15 @@ FORMAT = "{{.RestartCount}} {{.State.StartedAt}}"
 class ContainerStart:
     restart_count: int | None
     started_at: str
+
+    @property
+    def started_epoch(self) -> float | None:
+        """StartedAt as Unix seconds (docker and podman write nanoseconds and a zone); None if unreadable."""
+        text = re.sub(r"(\.\d{6})\d+", r"\1", self.started_at.replace("Z", "+00:00"))
+        try:
+            return dt.datetime.fromisoformat(text).timestamp()
+        except ValueError:
+            return None
 
 
 def inspect_command(control: Control | None) -> str | None:

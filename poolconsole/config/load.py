@@ -103,11 +103,7 @@ def _secret_problems(data: Any, loc: tuple[str | int, ...] = ()) -> list[tuple[t
         for key, value in data.items():
             reference = isinstance(value, dict) and list(value) == ["env"]  # HF_TOKEN = { env = "HF_TOKEN" }
             if isinstance(key, str) and SECRET_KEYS.search(key) and not key.endswith("_env") and not reference:
-                hint = (
-                    f'{key} = {{ env = "ENV_VAR_NAME" }}'
-                    if loc[-1:] == ("env",)
-                    else f'{key}_env = "ENV_VAR_NAME"'
-                )
+                hint = f'{key} = {{ env = "ENV_VAR_NAME" }}' if loc[-1:] == ("env",) else f'{key}_env = "ENV_VAR_NAME"'
                 found.append(((*loc, key), f"secrets are never written in hosts.toml: use {hint}"))
             else:
                 found += _secret_problems(value, (*loc, key))

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from poolconsole.config.models import AlertSettings
 from poolconsole.model.hosts import HostSnapshot
+from poolconsole.model.snapshots import EngineState
 from poolconsole.model.view import EngineView
 
 COLLAPSE_POLLS = 15
@@ -66,7 +67,7 @@ class Alerts:
 
     def engine(self, view: EngineView, now: float) -> list[AlertEvent]:
         events: list[AlertEvent | None] = []
-        down = view.state in ("down", "auth_failed")
+        down = view.state in (EngineState.DOWN, EngineState.AUTH_FAILED)
         events.append(self._set(view.name, "down", down, f"{view.state}: {view.error or ''}".strip(), now))
         for rule in engine_rules(self.settings):
             value = rule.value(view)
@@ -123,8 +124,8 @@ class Alerts:
 
     def host(self, snap: HostSnapshot, now: float) -> list[AlertEvent]:
         events: list[AlertEvent | None] = []
-        down = snap.state.value not in ("ok", "degraded")
-        events.append(self._set(snap.name, "down", down, f"{snap.state.value}: {snap.error or ''}", now))
+        down = not snap.state.answering
+        events.append(self._set(snap.name, "down", down, f"{snap.state}: {snap.error or ''}", now))
         for gpu in snap.gpus:
             if gpu.memory_used_bytes is None or not gpu.memory_total_bytes:
                 continue

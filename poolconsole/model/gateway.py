@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from poolconsole.model.pool import PoolState
+from poolconsole.model.pool_state import PoolState
+from poolconsole.model.snapshots import EngineState
 
 
 @dataclass(frozen=True)
@@ -14,13 +15,15 @@ class Route:
     model: str
     engine: str | None
     host: str | None
-    engine_state: str | None
+    engine_state: EngineState | None
+    """None: the engine is not polled yet (or not in the pool)."""
 
 
 @dataclass(frozen=True)
 class GatewayReport:
     gateway: str
-    state: str
+    state: EngineState | None
+    """None: not polled yet."""
     liveness: str
     readiness: str
     routes: tuple[Route, ...]
@@ -68,8 +71,8 @@ def gateway_reports(state: PoolState) -> list[GatewayReport]:
         reports.append(
             GatewayReport(
                 track.config.name,
-                v.state if v else "polling",
-                "alive" if v and v.state in ("ok", "degraded") else (v.error or "unknown") if v else "polling",
+                v.state if v else None,
+                "alive" if v and v.state.answering else (v.error or "unknown") if v else "polling",
                 str(readiness.get("status", "unknown")) if isinstance(readiness, dict) else "unknown",
                 tuple(routes),
                 (),

@@ -15,6 +15,11 @@ class HostState(StrEnum):
     HOST_KEY_UNKNOWN = "host_key_unknown"
     HOST_KEY_CHANGED = "host_key_changed"
 
+    @property
+    def answering(self) -> bool:
+        """It answered with readings (degraded: some of them); the others are down in some way."""
+        return self in (HostState.OK, HostState.DEGRADED)
+
 
 @dataclass(frozen=True)
 class GpuProcess:

@@ -24,6 +24,11 @@ class EngineState(StrEnum):
     DOWN = "down"
     AUTH_FAILED = "auth_failed"
 
+    @property
+    def answering(self) -> bool:
+        """It answered with readings (degraded: some of them); the others are down in some way."""
+        return self in (EngineState.OK, EngineState.DEGRADED)
+
 
 # The normalized vocabulary every engine maps onto.
 GAUGES = (

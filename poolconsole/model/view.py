@@ -18,7 +18,7 @@ class EngineView:
     kind: str
     host: str | None
     url: str
-    state: str
+    state: EngineState
     error: str | None
     models: list[str]
     requests_running: float | None
@@ -142,7 +142,7 @@ def engine_view(samples: Sequence[EngineSnapshot]) -> EngineView:
         kind=last.kind,
         host=last.host,
         url=last.url,
-        state=last.state.value,
+        state=last.state,
         error=last.error,
         models=list(last.models) or (list(current.model_names) if current else []),
         requests_running=gauge("requests_running"),
@@ -219,7 +219,7 @@ def _unknown_reasons(view: EngineView, missing: dict[str, str], derived: Derived
     if view.spec_decode_acceptance_rate is None:
         out["spec_decode_acceptance_rate"] = (
             "speculative decoding is off (no draft tokens)"
-            if "spec_decode_draft_tokens_total" not in missing or view.state == "ok"
+            if "spec_decode_draft_tokens_total" not in missing or view.state is EngineState.OK
             else missing["spec_decode_draft_tokens_total"]
         )
     if view.ranks is None:

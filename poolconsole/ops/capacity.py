@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 
-from poolconsole.collect.getter import PollClient
-from poolconsole.collect.http import fetch
+from poolconsole.collect.fetch import fetch
+from poolconsole.collect.poll_client import PollClient
 from poolconsole.collect.prom import ParseError, parse_exposition
 from poolconsole.config.models import Engine, EngineKind, Settings
 from poolconsole.ops.fit import KvCapacity

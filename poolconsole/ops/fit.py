@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from poolconsole.config.models import Engine, Host, Profile
+from poolconsole.model import units
 from poolconsole.model.hosts import HostSnapshot
 
 GIB = 1024**3
@@ -74,7 +75,7 @@ class FitReport:
 
     def lines(self) -> list[str]:
         def g(x: float | None) -> str:
-            return "n/a" if x is None else f"{x:.1f} GiB"
+            return units.num(x, 1, " GiB")
 
         head = {
             Verdict.FITS: "fits",
@@ -121,7 +122,7 @@ def kv_gib(profile: Profile) -> float | None:
 def live_memory(snapshot: HostSnapshot | None, engine: Engine, age_s: float | None = None) -> LiveMemory | None:
     """The fit check's figures from a host poll: totals per GPU, other processes' memory per GPU (every
     process not mapped to `engine`), and on unified hosts the memory available now."""
-    if snapshot is None or snapshot.state.value not in ("ok", "degraded"):
+    if snapshot is None or not snapshot.state.answering:
         return None
     totals = {
         g.index: g.memory_total_bytes / GIB

@@ -7,8 +7,9 @@ from __future__ import annotations
 import asyncio
 import time
 
-from poolconsole.collect.hosts.run import sample_hosts
+from poolconsole.collect.hosts.sampling import sample_hosts
 from poolconsole.config.models import Engine, Host, PoolConfig, Profile
+from poolconsole.model import units
 from poolconsole.model.hosts import HostSnapshot
 from poolconsole.ops.capacity import engine_kv
 from poolconsole.ops.fit import KvCapacity, LiveMemory, fit, kv_gib, live_memory, weights_gib
@@ -92,22 +93,16 @@ def plan_lines(
     return out
 
 
-def gib(value: int | None, digits: int = 0) -> str:
-    return "n/a" if value is None else f"{value / 2**30:.{digits}f}"
-
-
 def _host_memory(host: Host, snap: HostSnapshot | None, offline: bool) -> str:
-    if not offline and snap is not None and snap.state.value in ("ok", "degraded"):
+    if not offline and snap is not None and snap.state.answering:
         mem = snap.system_memory
         if snap.memory_kind == "unified" and mem is not None and mem.total_bytes:
-            return f"{gib(mem.total_bytes)} GiB unified, {gib(mem.available_bytes)} GiB available now (polled)"
-        cards = [f"{gib(g.memory_used_bytes, 1)}/{gib(g.memory_total_bytes)}" for g in snap.gpus]
+            total, available = units.gib(mem.total_bytes, 0), units.gib(mem.available_bytes, 0)
+            return f"{total} GiB unified, {available} GiB available now (polled)"
+        cards = [f"{units.gib(g.memory_used_bytes, 1)}/{units.gib(g.memory_total_bytes, 0)}" for g in snap.gpus]
         shown = " ".join(cards)
         return f"{len(cards)} GPU(s), GiB used/total {shown} (polled)" if cards else "no GPU reported (polled)"
-    if not offline and snap is not None:
-        poll = f"not polled: {snap.state.value}: {snap.error}"
-    else:
-        poll = "not polled (--offline)"
+    poll = "not polled (--offline)" if offline or snap is None else f"not polled: {snap.state}: {snap.error}"
     gpus = host.gpu_memory_gib
     configured = (
         f"{len(gpus)} GPU(s) {'/'.join(f'{g:g}' for g in gpus)} GiB (config)"

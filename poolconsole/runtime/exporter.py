@@ -24,7 +24,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from poolconsole.config.models import PoolConfig
 from poolconsole.model.hosts import HostState
-from poolconsole.model.pool import PoolState
+from poolconsole.model.pool_state import PoolState
 from poolconsole.model.snapshots import EngineState
 from poolconsole.runtime.live import LivePool, Update
 
@@ -153,9 +153,9 @@ class PoolCollector:
             view = track.view
             if view is None:  # not polled yet: nothing is known, not even whether it is up
                 continue
-            put("engine_up", labels, 1 if view.state == EngineState.OK else 0)
+            put("engine_up", labels, 1 if view.state is EngineState.OK else 0)
             for state in EngineState:
-                put("engine_state", [*labels, state.value], 1 if view.state == state else 0)
+                put("engine_state", [*labels, state.value], 1 if view.state is state else 0)
             if view.version:
                 put("engine_info", [*labels, view.version], 1)
             put("engine_requests_running", labels, view.requests_running)

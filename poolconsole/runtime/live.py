@@ -20,13 +20,13 @@ from typing import Any, Literal, Protocol
 from poolconsole.collect.containers import ContainerStart, inspect_command, parse_inspect, restarted
 from poolconsole.collect.engines.poll import EnginePoller
 from poolconsole.collect.hosts.poll import HostPoller
-from poolconsole.collect.hosts.run import local_snapshot
+from poolconsole.collect.hosts.sampling import local_snapshot
 from poolconsole.collect.ssh import SSHFailure, SSHPool
 from poolconsole.config.models import Engine, EngineKind, PoolConfig
 from poolconsole.model.alerts import AlertEvent, Alerts
 from poolconsole.model.hosts import HostSnapshot
-from poolconsole.model.pool import PoolState
-from poolconsole.model.snapshots import EngineSnapshot
+from poolconsole.model.pool_state import PoolState
+from poolconsole.model.snapshots import EngineSnapshot, EngineState
 from poolconsole.model.view import EngineView
 
 GC_SETTLE_S = 15.0
@@ -121,9 +121,7 @@ class LivePool:
         """How often a container's restart record is read while its engine stays up (a restart between two
         polls of an idle engine shows nowhere else)."""
         self.container_starts: dict[str, ContainerStart] = {}
-        self._inspect = {
-            e.name: command for e in config.engines if (command := inspect_command(e.control)) is not None
-        }
+        self._inspect = {e.name: command for e in config.engines if (command := inspect_command(e.control)) is not None}
         self._inspected_at: dict[str, float] = {}
         self._subscribers: list[Subscriber] = []
         self._tasks: set[asyncio.Task[None]] = set()
@@ -266,7 +264,7 @@ class LivePool:
         why = restarted(self.container_starts.get(engine.name), start)
         if start is not None:
             self.container_starts[engine.name] = start
-        if why is not None and self.state.record_restart(engine.name, now):
+        if why is not None and start is not None and self.state.record_restart(engine.name, now, start.started_epoch):
             self._tell(Update(engine.name, "restart", tuple(self.alerts.restarted(engine.name, now)), why))
 
     # -- applying results ----------------------------------------------------------------------------
@@ -281,7 +279,7 @@ class LivePool:
         events = self.alerts.engine(view, snapshot.fetched_at)
         if self.recorder is not None:
             self.recorder.engine(view, snapshot.fetched_at)
-        if snapshot.name in self._inspect and view.state == "ok":
+        if snapshot.name in self._inspect and view.state is EngineState.OK:
             due = self._inspected_at.get(snapshot.name, -1e18) + self.container_check_s
             if was != "ok" or snapshot.fetched_at >= due:  # the baseline, back from down, or once a minute
                 self._inspected_at[snapshot.name] = snapshot.fetched_at

@@ -14,7 +14,8 @@ from typing import Any
 from poolconsole.config.models import Engine, EngineKind, Host, PoolConfig
 from poolconsole.model.alerts import AlertEvent, Alerts
 from poolconsole.model.hosts import host_from_json
-from poolconsole.model.pool import PoolState
+from poolconsole.model.pool_state import PoolState
+from poolconsole.model.snapshots import EngineState
 from poolconsole.model.view import EngineView
 from poolconsole.runtime.store import Reader, Row, StoreProblem
 
@@ -26,7 +27,9 @@ VIEW_FIELDS = {f.name for f in dataclasses.fields(EngineView)}
 
 
 def view_from_row(values: dict[str, Any]) -> EngineView:
-    return EngineView(**{k: v for k, v in values.items() if k in VIEW_FIELDS})
+    kept = {k: v for k, v in values.items() if k in VIEW_FIELDS}
+    kept["state"] = EngineState(kept["state"])
+    return EngineView(**kept)
 
 
 def recorded_config(reader: Reader) -> PoolConfig:

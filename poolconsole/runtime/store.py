@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, Literal, TextIO
 
 from poolconsole.config.models import PoolConfig
 from poolconsole.model.hosts import HostSnapshot, HostState
-from poolconsole.model.pool import HISTORY_POINTS, History, PoolState
+from poolconsole.model.pool_state import HISTORY_POINTS, History, PoolState
 from poolconsole.model.series import Ring
 from poolconsole.model.view import EngineView
 

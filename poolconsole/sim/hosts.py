@@ -22,7 +22,7 @@ from poolconsole.collect import containers
 from poolconsole.collect.hosts import nvidia_smi as nv
 from poolconsole.collect.hosts import owners, stream
 from poolconsole.collect.hosts import poll as host_cmds
-from poolconsole.sim.pool import EngineSpec, HostSpec
+from poolconsole.sim.demo_pool import EngineSpec, HostSpec
 from poolconsole.sim.server import SimEngine
 
 BROKEN_PROFILE = "fp8-tp4"

@@ -13,9 +13,9 @@ import httpx
 from aiohttp import web
 
 from poolconsole.sim import expose
+from poolconsole.sim.demo_pool import EngineSpec
 from poolconsole.sim.load import EngineLoad, Req
 from poolconsole.sim.openai_api import Style, embedding, max_tokens, prompt_tokens, sse, tool_call_for, words
-from poolconsole.sim.pool import EngineSpec
 
 JSON = "application/json"
 

@@ -24,16 +24,16 @@ from poolconsole.config.models import Engine, EngineKind, PoolConfig
 from poolconsole.model.alerts import AlertEvent
 from poolconsole.model.hosts import HostSnapshot
 from poolconsole.model.notices import summarise
-from poolconsole.model.pool import HISTORY_POINTS
+from poolconsole.model.pool_state import HISTORY_POINTS
 from poolconsole.model.snapshots import EngineSnapshot
 from poolconsole.ops import audit
-from poolconsole.ops.actions import ActionContext, ActionRefused, plan_restart, restart, rollover
 from poolconsole.ops.capacity import engine_kv
 from poolconsole.ops.fit import KvCapacity, LiveMemory, Verdict, fit, live_memory
+from poolconsole.ops.lifecycle import ActionContext, ActionRefused, plan_restart, restart, rollover
 from poolconsole.runtime.live import LivePool, Update
 from poolconsole.runtime.replay import Replay
 from poolconsole.runtime.store import Store, StoreBusy, StoreProblem, fill_history, read_history
-from poolconsole.ui import actions, themes
+from poolconsole.ui import registry, themes
 from poolconsole.ui.palette import Entry, PoolCommands
 from poolconsole.ui.screens.action import ActionScreen, AuditScreen, ConfirmAction, ProfilePicker
 from poolconsole.ui.screens.detail import DetailScreen
@@ -47,7 +47,7 @@ REDRAW_S = 1.0  # the poll cadence: redrawing faster only burns CPU
 class PoolApp(App[None]):
     TITLE = "poolconsole"
     CSS_PATH = Path(__file__).with_name("app.tcss")
-    BINDINGS = actions.bindings()  # type: ignore[assignment]
+    BINDINGS = registry.bindings()  # type: ignore[assignment]
     # The palette: the registry's actions and the themes, shown as plain text.
     COMMANDS: ClassVar[set[type[Provider] | Callable[[], type[Provider]]]] = {PoolCommands}
 
@@ -105,10 +105,10 @@ class PoolApp(App[None]):
         default = themes.DEFAULT if themes.DEFAULT in names else self.pool_themes[0]
         self.theme = remembered if remembered in self.available_themes else default
         if self.config.keys:
-            problems = actions.keymap_problems(dict(self.config.keys))
+            problems = registry.keymap_problems(dict(self.config.keys))
             for problem in problems:
                 self.notify(f"{problem} (`poolconsole check-config` lists every problem)", severity="error")
-            known = {a.id for a in actions.ACTIONS}
+            known = {a.id for a in registry.ACTIONS}
             self.set_keymap({k: v for k, v in self.config.keys.items() if k in known and v.strip()})
         self.push_screen(OverviewScreen(self.state))
         if self.replay is not None:
@@ -258,7 +258,7 @@ class PoolApp(App[None]):
         self._replace_top(AlertsScreen(self.alerts))
 
     def action_help(self) -> None:
-        shown = actions.visible(self.read_only, self.replay is not None)
+        shown = registry.visible(self.read_only, self.replay is not None)
         self._replace_top(HelpScreen(shown, dict(self.config.keys), self.read_only))
 
     def _replace_top(self, screen: Screen[None]) -> None:
@@ -286,7 +286,7 @@ class PoolApp(App[None]):
     async def _smoke(self, screen: SmokeScreen, targets: list[str]) -> None:
         """One smoke run at a time; results land in the screen as they finish, then in the store."""
         from poolconsole.ops.smoke import store
-        from poolconsole.ops.smoke.run import SmokeOptions, conditions, document, run_smoke
+        from poolconsole.ops.smoke.runner import SmokeOptions, conditions, document, run_smoke
 
         options = SmokeOptions(tuple(targets), via_gateway=not targets, concurrency=(1, 4), requests=4)
         try:
@@ -405,7 +405,7 @@ class PoolApp(App[None]):
             if profile is None:
                 outcome = await restart(ctx, engine)
             else:
-                from poolconsole.ops.smoke.run import smoke_gate  # the openai SDK: imported when first used
+                from poolconsole.ops.smoke.runner import smoke_gate  # the openai SDK: imported when first used
 
                 smoke = smoke_gate(self.config, engine.name)
                 outcome = await rollover(ctx, engine, profile, smoke=smoke, live=live, kv=kv)
@@ -444,11 +444,11 @@ class PoolApp(App[None]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """--read-only: every action that changes the pool is hidden from keys, footer and palette, and refused.
         A replay also refuses what reaches the live pool; the replay's own keys exist only in a replay."""
-        if self.read_only and action in actions.MUTATING:
+        if self.read_only and action in registry.MUTATING:
             return False
         if self.replay is None:
-            return action not in actions.REPLAY
-        return action not in actions.LIVE_ONLY
+            return action not in registry.REPLAY
+        return action not in registry.LIVE_ONLY
 
     # -- replay ---------------------------------------------------------------------------------------
     @work(group="replay", exclusive=True, exit_on_error=False)
@@ -495,8 +495,8 @@ class PoolApp(App[None]):
     def palette_entries(self) -> Iterable[Entry]:
         """The palette's entries: every visible action of the registry (with its key), then the themes."""
         keymap = dict(self.config.keys)
-        for a in actions.visible(self.read_only, self.replay is not None):  # hidden actions are not even listed
-            key = actions.key_label(keymap.get(a.id, a.key))
+        for a in registry.visible(self.read_only, self.replay is not None):  # hidden actions are not even listed
+            key = registry.key_label(keymap.get(a.id, a.key))
             yield Entry(f"{a.title}  ({key})", a.help, partial(self.run_action, a.action.removeprefix("app.")))
         for theme in self.pool_themes:
             yield Entry(f"Theme: {theme}", "Switch theme (remembered)", partial(self.set_theme, theme))

@@ -7,13 +7,14 @@ from dataclasses import dataclass
 
 from rich.text import Text
 
-from poolconsole.model.hosts import GpuProcess, GpuReading, HostSnapshot, SystemMemory
-from poolconsole.model.pool import EngineTrack, HostTrack, PoolState, binned, sparkline
+from poolconsole.model.hosts import GpuProcess, GpuReading, HostSnapshot, HostState, SystemMemory
+from poolconsole.model.pool_state import EngineTrack, HostTrack, PoolState, binned, sparkline
+from poolconsole.model.snapshots import EngineState
+from poolconsole.model.units import NA, gib, num, pct, seconds
 
 BAR = " ▁▂▃▄▅▆▇█"
 SPARK_POINTS = 180
 """The tok/s trend: the last 180 polls (3 minutes at the default 1 s) in 12 bins, each a mean."""
-NA = "n/a"
 
 
 @dataclass(frozen=True)
@@ -33,25 +34,6 @@ class Colors:
             variables.get("foreground-darken-3", "grey50"),
             variables.get("unified", variables.get("accent", "cyan")),
         )
-
-
-def pct(value: float | None) -> str:
-    return NA if value is None else f"{value * 100:.0f}%"
-
-
-def num(value: float | None, digits: int = 0) -> str:
-    return NA if value is None else f"{value:.{digits}f}"
-
-
-def seconds(value: float | None) -> str:
-    if value is None:
-        return NA
-    return f"{value * 1000:.0f}ms" if value < 1 else f"{value:.1f}s"
-
-
-def gib(value: int | None, digits: int = 1, unit: str = "") -> str:
-    """Bytes in GiB, followed by `unit`; unknown is n/a (no unit), never 0."""
-    return NA if value is None else f"{value / 2**30:.{digits}f}{unit}"
 
 
 def system_memory(mem: SystemMemory | None) -> str:
@@ -120,9 +102,13 @@ def gpu_bars(host: HostSnapshot | None, gpus: list[int] | None, c: Colors) -> Te
     return text
 
 
-def state_text(state: str, c: Colors) -> Text:
-    style = c.ok if state == "ok" else c.warn if state == "degraded" else c.bad
-    return Text(state, style=f"bold {style}" if state != "ok" else style)
+def state_text(state: EngineState | HostState | None, c: Colors) -> Text:
+    """A state in its colour; None (not polled yet) reads "polling", dimmed."""
+    if state is None:
+        return Text("polling", style=c.dim)
+    ok = state in (EngineState.OK, HostState.OK)
+    style = c.ok if ok else c.warn if state in (EngineState.DEGRADED, HostState.DEGRADED) else c.bad
+    return Text(state.value, style=style if ok else f"bold {style}")
 
 
 # (key, label, width): fixed widths, so an update never re-measures a whole column.
@@ -158,7 +144,7 @@ def engine_row(state: PoolState, track: EngineTrack, c: Colors) -> dict[str, Tex
         "tps": num(v.generation_tokens_per_s) if v else NA,
         "spark": sparkline(binned(track.history.tokens_per_s.tail(SPARK_POINTS), 12), 12),
         "ttft": seconds(v.ttft_p50_s) if v else NA,
-        "state": state_text(v.state, c) if v else Text("polling", style=c.dim),
+        "state": state_text(v.state if v else None, c),
         "age": age(state.age_s(track.last_ok_at)),
         "source": (v.source.removeprefix("GET ") if v and v.source else "-")[:24],
     }
@@ -166,12 +152,11 @@ def engine_row(state: PoolState, track: EngineTrack, c: Colors) -> dict[str, Tex
 
 def host_row(state: PoolState, track: HostTrack, c: Colors) -> dict[str, Text | str]:
     snap = track.snapshot
-    label = snap.state.value if snap else "polling"
     return {
         "host": track.config.name, "engine": "-", "kind": snap.source or "-" if snap else "-",
         "model": (track.config.description or "")[:28], "profile": "-",
         "vram": gpu_bars(snap, None, c), "kv": NA, "queue": NA, "tps": NA, "spark": "", "ttft": NA,
-        "state": state_text(label, c) if snap else Text(label, style=c.dim),
+        "state": state_text(snap.state if snap else None, c),
         "age": age(state.age_s(track.last_ok_at)), "source": (snap.source or "-") if snap else "-",
     }  # fmt: skip
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 from poolconsole.collect.engines import jsonparse, specs
-from poolconsole.collect.engines.base import parse_metrics
+from poolconsole.collect.engines.mapping import parse_metrics
 from poolconsole.collect.hosts import nvidia_smi as nv
 from poolconsole.collect.hosts.systems import parse_meminfo
 from poolconsole.config import PoolConfig, load_config

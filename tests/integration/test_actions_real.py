@@ -26,7 +26,7 @@ import pytest
 from poolconsole.collect.engines.poll import EnginePoller
 from poolconsole.config import parse_config
 from poolconsole.model.alerts import Alerts
-from poolconsole.model.pool import PoolState
+from poolconsole.model.pool_state import PoolState
 from poolconsole.model.snapshots import EngineSnapshot
 from tests.helpers.engines import model_path
 from tests.helpers.rawhttp import free_port

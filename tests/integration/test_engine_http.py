@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from poolconsole.collect.engines.poll import EnginePoller
-from poolconsole.collect.getter import PollClient
+from poolconsole.collect.poll_client import PollClient
 from poolconsole.config.models import Engine, EngineKind, Settings
 from poolconsole.model.snapshots import EngineState
 from poolconsole.model.view import engine_view
@@ -351,7 +351,7 @@ async def test_metrics_are_asked_uncompressed_and_read_when_gzipped_anyway(
 
     from prometheus_client import CollectorRegistry, Gauge, start_http_server
 
-    from poolconsole.collect.http import fetch
+    from poolconsole.collect.fetch import fetch
 
     registry = CollectorRegistry()
     Gauge("sglang:num_running_reqs", "running", registry=registry).set(3)

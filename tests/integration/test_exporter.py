@@ -29,7 +29,7 @@ from poolconsole.config import parse_config
 from poolconsole.model.view import EngineView
 from poolconsole.runtime.exporter import Exporter, ListenError, parse_listen
 from poolconsole.runtime.live import LivePool
-from poolconsole.sim.run import SimPool
+from poolconsole.sim.demo import SimPool
 from tests.helpers.rawhttp import free_port
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from poolconsole.collect.hosts.poll import HostPoller
-from poolconsole.collect.hosts.run import sample_hosts
+from poolconsole.collect.hosts.sampling import sample_hosts
 from poolconsole.collect.hosts.systems import parse_meminfo
 from poolconsole.collect.ssh import SSHPool
 from poolconsole.config import parse_config

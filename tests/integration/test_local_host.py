@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from poolconsole.collect.hosts import run
+from poolconsole.collect.hosts import sampling
 from poolconsole.collect.hosts.nvml import NvmlUnavailable
-from poolconsole.collect.hosts.run import sample_hosts
+from poolconsole.collect.hosts.sampling import sample_hosts
 from poolconsole.config import json_schema, parse_config
 from poolconsole.model.hosts import GpuProcess, GpuReading, HostState
 from poolconsole.ui.app import PoolApp
@@ -47,7 +47,7 @@ def nvml_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         calls.append(1)
         return fake_nvml()
 
-    monkeypatch.setattr(run, "read_nvml", reader)
+    monkeypatch.setattr(sampling, "read_nvml", reader)
     return calls
 
 
@@ -88,7 +88,7 @@ async def test_declared_local_host_is_read_through_nvml_whatever_its_address(nvm
 
 
 async def test_declared_local_host_without_nvml_falls_back_to_ssh(lab: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(run, "read_nvml", nvml_absent)
+    monkeypatch.setattr(sampling, "read_nvml", nvml_absent)
     (snap,) = await sample_hosts(parse_config(lab.toml(tunnel="local = true")))
     assert snap.state is HostState.OK and snap.source == "nvidia-smi"
     assert [g.name for g in snap.gpus] == ["NVIDIA H200"]

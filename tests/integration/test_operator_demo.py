@@ -17,13 +17,13 @@ from poolconsole.collect.engines.poll import EnginePoller
 from poolconsole.collect.ssh import SSHPool
 from poolconsole.config import PoolConfig, parse_config
 from poolconsole.model.alerts import Alerts
-from poolconsole.model.pool import PoolState
-from poolconsole.ops import actions, audit
+from poolconsole.model.pool_state import PoolState
+from poolconsole.ops import audit, lifecycle
 from poolconsole.ops.fit import Verdict, fit, live_memory
 from poolconsole.ops.health import NotServing, await_serving
 from poolconsole.ops.planning import poll_hosts
+from poolconsole.sim.demo import SimPool
 from poolconsole.sim.hosts import BROKEN_PROFILE
-from poolconsole.sim.run import SimPool
 
 ENGINE = "qwen3-next-80b"
 CANARY = "hf_canary_5f1c9e0d7a"
@@ -46,8 +46,8 @@ async def demo(tmp_path: Path) -> AsyncIterator[tuple[SimPool, PoolConfig]]:
 
 
 async def run_rollover(
-    config: PoolConfig, tmp_path: Path, profile: str, smoke: actions.Smoke | None = None
-) -> tuple[actions.Outcome, list[str]]:
+    config: PoolConfig, tmp_path: Path, profile: str, smoke: lifecycle.Smoke | None = None
+) -> tuple[lifecycle.Outcome, list[str]]:
     engine = next(e for e in config.engines if e.name == ENGINE)
     host = config.host(engine.host)
     assert host is not None
@@ -56,8 +56,8 @@ async def run_rollover(
     try:
         snapshots = await poll_hosts(config, {host.name})
         live = live_memory(snapshots[host.name], engine, 0.0)
-        ctx = actions.ActionContext(config, ssh[host.name], tmp_path / "audit.db", progress=said.append)
-        outcome = await actions.rollover(ctx, engine, profile, smoke=smoke, live=live)
+        ctx = lifecycle.ActionContext(config, ssh[host.name], tmp_path / "audit.db", progress=said.append)
+        outcome = await lifecycle.rollover(ctx, engine, profile, smoke=smoke, live=live)
     finally:
         await ssh.close()
     return outcome, said
@@ -109,7 +109,7 @@ async def test_a_missing_environment_value_refuses_before_anything_runs(
 ) -> None:
     pool, config = demo
     monkeypatch.delenv("POOL_TEST_HF_TOKEN", raising=False)
-    with pytest.raises(actions.ActionRefused, match=r"POOL_TEST_HF_TOKEN.*not set"):
+    with pytest.raises(lifecycle.ActionRefused, match=r"POOL_TEST_HF_TOKEN.*not set"):
         await run_rollover(config, tmp_path, "awq-4bit-tp4-long")
     assert not pool.sim_hosts["tp4"].commands
 

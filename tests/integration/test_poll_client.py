@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from poolconsole.collect.getter import PollClient, PollError
-from poolconsole.collect.http import Failure, fetch
+from poolconsole.collect.fetch import Failure, fetch
+from poolconsole.collect.poll_client import PollClient, PollError
 from tests.helpers.certs import self_signed
 
 

@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
-from poolconsole.collect.engines import base
+from poolconsole.collect.engines import mapping
 from poolconsole.collect.engines import poll as engine_poll
 from poolconsole.collect.engines.poll import EnginePoller
-from poolconsole.collect.getter import PollClient, _Connection
+from poolconsole.collect.poll_client import PollClient, _Connection
 from poolconsole.config.models import Engine, EngineKind, Settings
 from poolconsole.model.snapshots import EngineSnapshot
 from poolconsole.model.view import engine_view
@@ -166,7 +166,7 @@ async def test_a_slow_parse(
     server: CounterServer, client: PollClient, watch: Watch, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The poll's own work after the page came (the parse here) does not count in its time step."""
-    parse = base.parse_metrics
+    parse = mapping.parse_metrics
     slow = [False]
 
     def slow_parse(*args: Any) -> Any:

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from poolconsole.collect.engines.poll import EnginePoller
-from poolconsole.collect.getter import PollClient
+from poolconsole.collect.poll_client import PollClient
 from poolconsole.config.models import Engine, EngineKind, Settings
 from poolconsole.model.snapshots import EngineSnapshot, EngineState
 from poolconsole.model.view import engine_view

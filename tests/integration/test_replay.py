@@ -14,7 +14,7 @@ from poolconsole.config import parse_config
 from poolconsole.runtime.live import LivePool, Update
 from poolconsole.runtime.replay import Replay
 from poolconsole.runtime.store import Store, record
-from poolconsole.sim.run import SimPool
+from poolconsole.sim.demo import SimPool
 from poolconsole.ui.app import PoolApp
 from poolconsole.ui.screens.overview import OverviewScreen
 

@@ -15,13 +15,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from poolconsole.collect.pool import sample_engines
+from poolconsole.collect.engine_sampling import sample_engines
 from poolconsole.collect.prom import parse_exposition
 from poolconsole.config import parse_config
 from poolconsole.model.view import engine_view
+from poolconsole.sim.demo import SimPool
+from poolconsole.sim.demo_pool import ENGINES
 from poolconsole.sim.load import EngineLoad
-from poolconsole.sim.pool import ENGINES
-from poolconsole.sim.run import SimPool
 from tests.conftest import REAL
 
 
@@ -212,7 +212,7 @@ def test_demo_serve_only_writes_config_and_stops_cleanly(tmp_path: Path) -> None
 
 
 async def test_restart_resets_counters_and_node_down_is_reported(tmp_path: Path) -> None:
-    from poolconsole.collect.hosts.run import sample_hosts
+    from poolconsole.collect.hosts.sampling import sample_hosts
 
     pool = SimPool(seed=4)
     await pool.start(tmp_path / "keys")

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from poolconsole.config import parse_config
-from poolconsole.ops.smoke.run import SmokeOptions, run_smoke
-from poolconsole.sim.run import SimPool
+from poolconsole.ops.smoke.runner import SmokeOptions, run_smoke
+from poolconsole.sim.demo import SimPool
 from tests.conftest import REAL
 from tests.helpers.rawhttp import RawHTTPServer, Reply
 
@@ -135,8 +135,8 @@ async def test_malformed_tool_call(server: RawHTTPServer) -> None:
 async def test_a_refused_url_is_named_with_the_cause_status_gives() -> None:
     import socket
 
-    from poolconsole.collect.getter import PollClient
-    from poolconsole.collect.http import fetch
+    from poolconsole.collect.fetch import fetch
+    from poolconsole.collect.poll_client import PollClient
 
     with socket.socket() as sock:  # a port nobody listens on
         sock.bind(("127.0.0.1", 0))

@@ -20,9 +20,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from poolconsole.collect import wire
-from poolconsole.collect.getter import PollClient
-from poolconsole.collect.http import fetch
+from poolconsole.collect import smoke_transport
+from poolconsole.collect.fetch import fetch
+from poolconsole.collect.poll_client import PollClient
 from poolconsole.config import parse_config
 from poolconsole.ops.smoke.checks import Checker, Prompts, Target
 from poolconsole.ops.smoke.stream import StreamResult, stream_chat
@@ -63,9 +63,9 @@ async def stream_while_the_loop_is_blocked(client: httpx.AsyncClient, url: str) 
     raise AssertionError("the first token never arrived while the loop was blocked")
 
 
-@pytest.mark.skipif(not wire._KERNEL_STAMPS, reason="kernel receive timestamps are read on Linux only")
+@pytest.mark.skipif(not smoke_transport._KERNEL_STAMPS, reason="kernel receive timestamps are read on Linux only")
 async def test_arrival_is_stamped_by_the_kernel_not_by_a_busy_loop(paced: str) -> None:
-    async with wire.timed_client(10, 4) as timed:
+    async with smoke_transport.timed_client(10, 4) as timed:
         result, written, ended = await stream_while_the_loop_is_blocked(timed, paced)
     lag = result.token_times[0] - written
     assert lag < 0.02, f"first token stamped {lag * 1000:.1f} ms after the server wrote it"
@@ -83,10 +83,10 @@ async def test_tls_streams_through_the_timed_client(tmp_path: Path) -> None:
     server = await start_paced(first_s=0.05, every_s=0.01, tokens=5, ssl_context=server_ctx)
     url = f"https://127.0.0.1:{server.sockets[0].getsockname()[1]}"
     try:
-        async with wire.timed_client(10, 4, verify=ssl.create_default_context(cafile=str(cert))) as client:
+        async with smoke_transport.timed_client(10, 4, verify=ssl.create_default_context(cafile=str(cert))) as client:
             pong = await client.get(url + "/ping")
             assert pong.text == "ok"
-            assert isinstance(pong.extensions["network_stream"], wire.TlsStream)
+            assert isinstance(pong.extensions["network_stream"], smoke_transport.TlsStream)
             assert pong.extensions["network_stream"].get_extra_info("ssl_object") is not None
             results = await asyncio.gather(
                 *(stream_chat(client, url + "/v1/chat/completions", BODY, {}, 5, 10) for _ in range(6))
@@ -96,7 +96,7 @@ async def test_tls_streams_through_the_timed_client(tmp_path: Path) -> None:
             assert result.content == " t0 t1 t2 t3 t4" and result.usage_tokens == 5
             assert result.ttft is not None and result.ttft >= 0.05
         # a client that does not trust the certificate is refused, with the reason
-        async with wire.timed_client(10, 4) as untrusting:
+        async with smoke_transport.timed_client(10, 4) as untrusting:
             refused = await stream_chat(untrusting, url + "/v1/chat/completions", BODY, {}, 5, 10)
         assert not refused.ok and refused.reason and "CERTIFICATE_VERIFY_FAILED" in refused.reason
     finally:
@@ -109,7 +109,7 @@ async def test_a_refused_connection_names_the_url_in_the_words_of_status() -> No
     server.close()
     await server.wait_closed()
     url = f"http://127.0.0.1:{port}/v1/chat/completions"
-    async with wire.timed_client(5, 4) as client:
+    async with smoke_transport.timed_client(5, 4) as client:
         result = await stream_chat(client, url, BODY, {}, 2, 5)
     poll = PollClient()
     try:
@@ -154,7 +154,7 @@ async def slow_to_connect(hold_s: float, first_s: float = 0.05) -> AsyncIterator
 
 @pytest.mark.skipif(sys.platform != "linux", reason="a full listen backlog drops SYNs on Linux")
 async def test_ttft_counts_from_the_request_start_its_connect_included() -> None:
-    async with slow_to_connect(HOLD_S) as url, wire.timed_client(10, 4) as client:
+    async with slow_to_connect(HOLD_S) as url, smoke_transport.timed_client(10, 4) as client:
         slow = await stream_chat(client, url + "/v1/chat/completions", BODY, {}, 5, 10)
         kept = await stream_chat(client, url + "/v1/chat/completions", BODY, {}, 5, 10)
     assert slow.ok, slow.reason

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from poolconsole.collect.hosts.run import sample_hosts
+from poolconsole.collect.hosts.sampling import sample_hosts
 from poolconsole.config import parse_config
 from poolconsole.model.hosts import HostSnapshot, HostState
 from tests.helpers.sshd import FakeHost, Lab

@@ -29,7 +29,7 @@ import pytest
 from poolconsole import cli
 from poolconsole.config import PoolConfig, load_config, parse_config
 from poolconsole.model.hosts import HostSnapshot, HostState
-from poolconsole.model.pool import PoolState
+from poolconsole.model.pool_state import PoolState
 from poolconsole.model.view import EngineView
 from poolconsole.runtime.live import LivePool, Update
 from poolconsole.runtime.store import (

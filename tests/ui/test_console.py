@@ -12,7 +12,7 @@ from pathlib import Path
 from textual.widgets import DataTable
 
 from poolconsole.config import parse_config
-from poolconsole.sim.run import SimPool
+from poolconsole.sim.demo import SimPool
 from poolconsole.ui.app import PoolApp
 from poolconsole.ui.grid import PoolGrid
 from poolconsole.ui.screens.detail import DetailScreen
@@ -146,11 +146,11 @@ async def test_read_only_is_shown_and_refuses_mutating_actions(tmp_path: Path) -
         await pilot.pause()
         assert "read-only" in app.sub_title
         shown = {b.binding.action for b in app.screen.active_bindings.values() if b.enabled}
-        from poolconsole.ui import actions
+        from poolconsole.ui import registry
 
-        assert {"restart", "rollover"} <= actions.MUTATING
-        assert not shown & {f"app.{a}" for a in actions.MUTATING}
-        assert all(app.check_action(a, ()) is False for a in actions.MUTATING)
+        assert {"restart", "rollover"} <= registry.MUTATING
+        assert not shown & {f"app.{a}" for a in registry.MUTATING}
+        assert all(app.check_action(a, ()) is False for a in registry.MUTATING)
         await pilot.press("R")  # refused: nothing opens
         await pilot.pause()
         assert isinstance(app.screen, OverviewScreen)

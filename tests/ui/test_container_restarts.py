@@ -9,8 +9,16 @@ from pathlib import Path
 from poolconsole.collect.containers import ContainerStart, inspect_command, parse_inspect, restarted
 from poolconsole.config import parse_config
 from poolconsole.config.models import Control
+from poolconsole.model.pool_state import PoolState
 from poolconsole.ui.app import PoolApp
 from tests.ui.test_console import demo_pool
+
+ONE_ENGINE = """
+[[engines]]
+name = "e"
+kind = "vllm"
+url = "http://127.0.0.1:9"
+"""
 
 
 def test_inspect_command_and_its_answer() -> None:
@@ -24,6 +32,20 @@ def test_inspect_command_and_its_answer() -> None:
     again = parse_inspect("1 2026-12-01T09:05:00.2Z")
     assert restarted(first, again) == "container restarted (restart count 0 -> 1)"
     assert parse_inspect("Error: no such container") is None
+    assert parse_inspect("3 2026-12-01T09:05:00.123456789Z").started_epoch == 1796115900.123456  # type: ignore[union-attr]
+
+
+def test_a_restart_read_late_from_the_container_is_not_counted_again() -> None:
+    """The counters mark a restart at the first ok poll; the container's record of the same start can
+    arrive much later on a loaded machine (a slow SSH round trip): its start time says it is the same."""
+    state = PoolState(parse_config(ONE_ENGINE))
+    history = state.engines["e"].history
+    history.restarts.append(1000.0)  # the counters saw it at the first poll after the start at 998
+    assert not state.record_restart("e", 1030.0, started_at=998.0)
+    assert list(history.restarts) == [1000.0]
+    assert state.record_restart("e", 1060.0, started_at=1050.0)  # a later start is a new restart
+    assert not state.record_restart("e", 1061.0)  # and within two polls of it, the same one
+    assert list(history.restarts) == [1000.0, 1060.0]
 
 
 async def test_the_container_record_marks_a_restart_once(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from textual.pilot import Pilot
 from textual.widgets import Input
 
 from poolconsole.config import parse_config
-from poolconsole.ui import actions
+from poolconsole.ui import registry
 from poolconsole.ui.app import PoolApp
 from poolconsole.ui.grid import PoolGrid
 from poolconsole.ui.screens.action import AuditScreen, ConfirmAction, ProfilePicker
@@ -89,7 +89,7 @@ def alive(app: PoolApp, where: str) -> None:
     assert app.return_code is None, f"the console exited with {app.return_code} ({where})"
 
 
-WALKED = [a for a in actions.ACTIONS if a.id != "quit" and not a.replay]  # replay keys: test_replay.py
+WALKED = [a for a in registry.ACTIONS if a.id != "quit" and not a.replay]  # replay keys: test_replay.py
 
 
 @pytest.mark.parametrize("screen", list(SCREENS))
@@ -135,8 +135,8 @@ async def test_palette_lists_every_action_with_its_key_as_plain_text(tmp_path: P
         assert isinstance(app.screen, CommandPalette)
         entries = [e.title for e in app.palette_entries()]
         assert "Filter  (/)" in entries and "Help  (?)" in entries
-        assert {a.title for a in actions.ACTIONS if not a.replay} <= {t.split("  (")[0] for t in entries}
-        assert not {a.title for a in actions.ACTIONS if a.replay} & {t.split("  (")[0] for t in entries}
+        assert {a.title for a in registry.ACTIONS if not a.replay} <= {t.split("  (")[0] for t in entries}
+        assert not {a.title for a in registry.ACTIONS if a.replay} & {t.split("  (")[0] for t in entries}
         await pilot.press("escape")
         await pilot.pause()
         alive(app, "after the palette closed")

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from poolconsole.config import parse_config
-from poolconsole.sim.run import SimPool
+from poolconsole.sim.demo import SimPool
 from poolconsole.ui.app import PoolApp
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 
 from poolconsole.collect.engines import specs
-from poolconsole.collect.engines.base import parse_metrics
 from poolconsole.collect.engines.jsonparse import (
     parse_litellm_health,
     parse_litellm_liveliness,
@@ -15,6 +14,7 @@ from poolconsole.collect.engines.jsonparse import (
     parse_slots,
     parse_version,
 )
+from poolconsole.collect.engines.mapping import parse_metrics
 from poolconsole.sim.vllm_dp import dp_payload
 from tests.conftest import REAL
 

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from poolconsole.collect.engines import jsonparse, specs
-from poolconsole.collect.engines.base import parse_metrics
+from poolconsole.collect.engines.mapping import parse_metrics
 from poolconsole.collect.prom import ParseError
 from tests.conftest import REAL
 

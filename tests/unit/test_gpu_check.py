@@ -21,7 +21,7 @@ import asyncssh
 import pytest
 
 from poolconsole.collect.hosts import nvidia_smi as nv
-from poolconsole.collect.hosts.run import local_snapshot
+from poolconsole.collect.hosts.sampling import local_snapshot
 from poolconsole.config import parse_config
 from poolconsole.model.hosts import HostSnapshot, HostState
 from scripts import gpu_check as gc

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from poolconsole.ui.actions import keymap_problems
+from poolconsole.ui.registry import keymap_problems
 
 
 def test_unknown_ids_and_clashes_are_problems() -> None:

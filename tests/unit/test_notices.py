@@ -29,4 +29,3 @@ def test_more_rules_than_lines_are_counted() -> None:
     assert len(lines) == 3
     assert lines[0] == "2 targets queueing: a, b" and lines[1] == "2 targets with GPU memory nearly full: e, f"
     assert lines[2].endswith("(and 2 other alert(s): the alert log, a, has them all)")
-

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from poolconsole.collect.engines import specs
-from poolconsole.collect.engines.base import REVIEW_EVERY, MetricSpec, PageMemo, parse_metrics
+from poolconsole.collect.engines.mapping import MetricSpec, parse_metrics
+from poolconsole.collect.engines.page_memo import REVIEW_EVERY, PageMemo
 from poolconsole.sim.vllm_dp import dp_payload
 from tests.conftest import REAL
 

@@ -13,14 +13,31 @@ def test_core_layers_import_without_textual_or_rich() -> None:
     """Everything but ui/ imports with Textual and Rich made unimportable: the runtime, the CLI, the demo."""
     code = (
         "import sys; sys.modules['textual'] = None; sys.modules['rich'] = None\n"
-        "import poolconsole.cli, poolconsole.config, poolconsole.collect.pool, poolconsole.model.view\n"
-        "import poolconsole.sim.run, poolconsole.collect.engines.poll, poolconsole.collect.hosts.run\n"
-        "import poolconsole.ops.actions, poolconsole.ops.smoke.run, poolconsole.ops.planning\n"
+        "import poolconsole.cli, poolconsole.config, poolconsole.collect.engine_sampling, poolconsole.model.view\n"
+        "import poolconsole.sim.demo, poolconsole.collect.engines.poll, poolconsole.collect.hosts.sampling\n"
+        "import poolconsole.ops.lifecycle, poolconsole.ops.smoke.runner, poolconsole.ops.planning\n"
         "import poolconsole.model.alerts, poolconsole.model.gateway, poolconsole.runtime.live\n"
         "assert not [m for m in sys.modules if m.startswith(('textual', 'rich')) and sys.modules[m] is not None]\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 0, result.stderr
+
+
+def test_layer_contracts() -> None:
+    """import-linter's contracts in pyproject.toml: config <- model <- collect <- runtime | ops | sim <- ui
+    <- cli, each layer importing only those below it (lazy imports inside functions included), and
+    Textual, Rich and textual-plotext nowhere outside ui/."""
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert result.returncode == 0, result.stdout[-3000:]
 
 
 def test_mypy_strict() -> None:

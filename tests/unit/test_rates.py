@@ -54,7 +54,7 @@ def test_running_totals_are_monotonic_across_restarts_and_gaps() -> None:
     from types import MappingProxyType
 
     from poolconsole.config import parse_config
-    from poolconsole.model.pool import PoolState
+    from poolconsole.model.pool_state import PoolState
     from poolconsole.model.snapshots import EngineMetrics, EngineSnapshot, EngineState
 
     config = parse_config('[[engines]]\nname = "e"\nkind = "vllm"\nurl = "http://127.0.0.1:1"\n')

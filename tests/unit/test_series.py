@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from poolconsole.model.pool import binned
+from poolconsole.model.pool_state import binned
 from poolconsole.model.series import Ring
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from poolconsole.config import parse_config
-from poolconsole.ops.smoke.run import conditions
+from poolconsole.ops.smoke.runner import conditions
 
 CONFIG = """
 [[engines]]

@@ -16,7 +16,7 @@ from poolconsole.collect.hosts.poll import PROBE, SYSCTL, VM_STAT
 from poolconsole.collect.hosts.systems import parse_amd_smi, parse_macmon, parse_macos
 from poolconsole.config import parse_config
 from poolconsole.model.hosts import GpuReading, HostSnapshot, HostState
-from poolconsole.model.pool import HostTrack
+from poolconsole.model.pool_state import HostTrack
 from poolconsole.ui import cells
 from poolconsole.ui.screens.detail import host_text
 from tests.conftest import FIXTURES, REAL

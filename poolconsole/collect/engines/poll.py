@@ -15,9 +15,10 @@ from types import MappingProxyType
 from typing import Any
 
 from poolconsole.collect.engines import jsonparse, specs
-from poolconsole.collect.engines.base import MetricSpec, PageMemo, parse_metrics
-from poolconsole.collect.getter import PollClient
-from poolconsole.collect.http import Failure, Fetched, fetch
+from poolconsole.collect.engines.mapping import MetricSpec, parse_metrics
+from poolconsole.collect.engines.page_memo import PageMemo
+from poolconsole.collect.fetch import Failure, Fetched, fetch
+from poolconsole.collect.poll_client import PollClient
 from poolconsole.collect.prom import ParseError
 from poolconsole.config.models import Engine, EngineKind, Settings
 from poolconsole.model.snapshots import (

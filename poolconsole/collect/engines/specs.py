@@ -5,7 +5,7 @@ Sources: shared/reference/telemetry-formats.md sections 1-3 and the real capture
 
 from __future__ import annotations
 
-from poolconsole.collect.engines.base import MetricSpec
+from poolconsole.collect.engines.mapping import MetricSpec
 from poolconsole.collect.prom import Sample
 
 VLLM = MetricSpec(

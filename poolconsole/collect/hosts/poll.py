@@ -13,6 +13,7 @@ from poolconsole.collect.hosts.stream import SampleStream, loop_command
 from poolconsole.collect.prom import ParseError
 from poolconsole.collect.ssh import CommandResult, HostConnection, SSHFailure
 from poolconsole.config.models import Engine, Host
+from poolconsole.model import units
 from poolconsole.model.hosts import GpuProcess, GpuReading, HostSnapshot, HostState, SystemMemory
 
 PROBE = 'for t in nvidia-smi amd-smi rocm-smi macmon; do command -v "$t" >/dev/null 2>&1 && echo "$t"; done; uname -s'
@@ -48,10 +49,6 @@ def parse_probe(text: str) -> Probe:
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     system = lines[-1] if lines else ""
     return Probe(frozenset(lines[:-1]), system)
-
-
-def gib(n: int | None) -> str:
-    return "n/a" if n is None else f"{n / 2**30:.1f} GiB"
 
 
 class HostPoller:
@@ -272,7 +269,7 @@ class HostPoller:
             if parsed.unified:
                 notes.append("GPU memory reads [N/A] (unified memory): memory from /proc/meminfo")
             if memory and memory.swap_used_bytes:
-                notes.append(f"swap in use on a unified-memory host: {gib(memory.swap_used_bytes)}")
+                notes.append(f"swap in use on a unified-memory host: {units.gib(memory.swap_used_bytes, 1, ' GiB')}")
         if not gpus:
             notes.append("nvidia-smi listed no GPU")
         processes, engine_gpus, map_notes = await self._map_engines(gpus, processes)
@@ -379,7 +376,7 @@ class HostPoller:
                 ),
             )
         if memory.swap_used_bytes:
-            notes.append(f"swap in use on a unified-memory host: {gib(memory.swap_used_bytes)}")
+            notes.append(f"swap in use on a unified-memory host: {units.gib(memory.swap_used_bytes, 1, ' GiB')}")
         return self._snapshot(
             HostState.OK,
             None,

@@ -16,7 +16,7 @@ from typing import Any, cast
 import httpx
 import openai
 
-from poolconsole.collect.wire import timed_client
+from poolconsole.collect.smoke_transport import timed_client
 from poolconsole.config.models import Engine, SmokeSettings
 from poolconsole.ops.smoke.stream import StreamResult, failed_request, level_stats, stream_chat
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import httpx
 
-from poolconsole.collect.http import _connect_reason
-from poolconsole.collect.wire import TimedStream
+from poolconsole.collect.fetch import _connect_reason
+from poolconsole.collect.smoke_transport import TimedStream
 
 
 @dataclass
@@ -74,7 +74,7 @@ async def stream_chat(
 ) -> StreamResult:
     """POST a streaming request and timestamp every SSE event as its bytes arrive.
 
-    On the smoke client (collect.wire) an event's time is when its last bytes reached this host, taken
+    On the smoke client (collect.smoke_transport) an event's time is when its last bytes reached this host, taken
     at the socket before any parsing; on any other httpx client, when this loop reads it. The read loop
     is kept lean (raw bytes split on blank lines, one stall deadline moved at most every stall_s / 8),
     so that many streams on one core are measured, not distorted (benchmarks/smoke_bench.py).

@@ -13,7 +13,8 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 from textual_plotext import PlotextPlot
 
-from poolconsole.model.pool import EngineTrack, History, HostTrack, PoolState
+from poolconsole.model import units
+from poolconsole.model.pool_state import EngineTrack, History, HostTrack, PoolState
 from poolconsole.ui import cells
 from poolconsole.ui.tables import sync_rows
 
@@ -30,13 +31,13 @@ def engine_text(track: EngineTrack) -> Text:
             (cfg.name, "bold"), f"  {cfg.kind.value} {v.version or ''}  on {cfg.host or '?'}  state ", (v.state, "bold")
         ),
         f"model {', '.join(v.models) or cfg.model or 'n/a'}   profile {cfg.profile or '-'}   {v.url}",
-        f"running {cells.num(v.requests_running)}  waiting {cells.num(v.requests_waiting)}  "
-        f"KV {cells.pct(v.kv_cache_usage)}  ranks {cells.num(v.ranks)}  preemptions {cells.num(v.preemptions_total)}",
-        f"tok/s {cells.num(v.generation_tokens_per_s, 1)}  prompt tok/s {cells.num(v.prompt_tokens_per_s, 1)}  "
-        f"TTFT mean {cells.seconds(v.ttft_mean_s)} p50 {cells.seconds(v.ttft_p50_s)} p95 {cells.seconds(v.ttft_p95_s)}"
-        f" ({v.ttft_window or 'n/a'})  ITL mean {cells.seconds(v.itl_mean_s)} p95 {cells.seconds(v.itl_p95_s)}",
-        f"prefix-cache hit {cells.pct(v.prefix_cache_hit_rate)}  spec-decode acceptance "
-        f"{cells.pct(v.spec_decode_acceptance_rate)}  counter resets (restarts) seen: {len(track.history.restarts)}",
+        f"running {units.num(v.requests_running)}  waiting {units.num(v.requests_waiting)}  "
+        f"KV {units.pct(v.kv_cache_usage)}  ranks {units.num(v.ranks)}  preemptions {units.num(v.preemptions_total)}",
+        f"tok/s {units.num(v.generation_tokens_per_s, 1)}  prompt tok/s {units.num(v.prompt_tokens_per_s, 1)}  "
+        f"TTFT mean {units.seconds(v.ttft_mean_s)} p50 {units.seconds(v.ttft_p50_s)} p95 {units.seconds(v.ttft_p95_s)}"
+        f" ({v.ttft_window or 'n/a'})  ITL mean {units.seconds(v.itl_mean_s)} p95 {units.seconds(v.itl_p95_s)}",
+        f"prefix-cache hit {units.pct(v.prefix_cache_hit_rate)}  spec-decode acceptance "
+        f"{units.pct(v.spec_decode_acceptance_rate)}  counter resets (restarts) seen: {len(track.history.restarts)}",
     ]
     if v.error:
         lines.append(Text.assemble(("error:", "bold"), f" {v.error}"))
@@ -55,7 +56,7 @@ def host_text(track: HostTrack) -> Text:
         Text.assemble(
             (f"host {snap.name}", "bold"),
             f" ({snap.address})  {snap.state.value}  source {snap.source or '-'}  "
-            f"{snap.memory_kind or ''} memory  rtt {cells.num(snap.rtt_ms, 1)} ms",
+            f"{snap.memory_kind or ''} memory  rtt {units.num(snap.rtt_ms, 1)} ms",
         ),
         memory,
     ]
@@ -131,9 +132,9 @@ class DetailScreen(Screen[None]):
                 str(g.index),
                 g.name or "?",
                 cells.gpu_memory(g),
-                cells.num(g.utilization_pct) + "%",
-                cells.num(g.temperature_c) + "C",
-                f"{cells.num(g.power_w)} / {cells.num(g.power_limit_w)} W",
+                units.num(g.utilization_pct) + "%",
+                units.num(g.temperature_c) + "C",
+                f"{units.num(g.power_w)} / {units.num(g.power_limit_w)} W",
                 ", ".join(procs) or "-",
             )
         sync_rows(self.query_one("#gpus", DataTable), rows)  # keyed: the cursor stays on its GPU

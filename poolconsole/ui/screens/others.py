@@ -13,8 +13,8 @@ from textual.widgets import DataTable, Footer, Header, Static
 
 from poolconsole.model.alerts import Alerts
 from poolconsole.model.gateway import gateway_reports
-from poolconsole.model.pool import PoolState
-from poolconsole.ui.actions import Action, key_label
+from poolconsole.model.pool_state import PoolState
+from poolconsole.ui.registry import Action, key_label
 from poolconsole.ui.tables import sync_rows
 
 
@@ -56,7 +56,9 @@ class GatewayScreen(Screen[None]):
             summary.append(Text('No LiteLLM gateway is configured (kind = "litellm").'))
         for r in reports:
             summary.append(
-                Text.assemble((r.gateway, "bold"), f": {r.state}; liveness {r.liveness}; readiness {r.readiness}")
+                Text.assemble(
+                    (r.gateway, "bold"), f": {r.state or 'polling'}; liveness {r.liveness}; readiness {r.readiness}"
+                )
             )
             for route in r.routes:
                 rows[f"{r.gateway}:{route.model}"] = (

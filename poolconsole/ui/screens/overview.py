@@ -12,7 +12,7 @@ from textual.containers import Vertical
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Input, Static
 
-from poolconsole.model.pool import PoolState
+from poolconsole.model.pool_state import PoolState
 from poolconsole.ui import cells
 from poolconsole.ui.grid import Column, PoolGrid
 

@@ -12,6 +12,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 from textual_plotext import PlotextPlot
 
+from poolconsole.model import units
 from poolconsole.ops.smoke.store import Change
 
 if TYPE_CHECKING:  # the checks bring the openai SDK (~0.5 s to import): loaded when a smoke test runs
@@ -19,7 +20,7 @@ if TYPE_CHECKING:  # the checks bring the openai SDK (~0.5 s to import): loaded 
 
 
 def _fmt(value: float | None, scale: float = 1.0, unit: str = "") -> str:
-    return "n/a" if value is None else f"{value * scale:.1f}{unit}"
+    return units.num(None if value is None else value * scale, 1, unit)
 
 
 class SmokeScreen(Screen[None]):

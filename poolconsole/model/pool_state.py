@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from poolconsole.config.models import Engine, Host, PoolConfig
-from poolconsole.model.hosts import HostSnapshot
+from poolconsole.model.hosts import HostSnapshot, HostState
 from poolconsole.model.series import Ring
-from poolconsole.model.snapshots import COUNTERS, EngineSnapshot
+from poolconsole.model.snapshots import COUNTERS, EngineSnapshot, EngineState
 from poolconsole.model.view import EngineView, engine_view
 
 HISTORY_POINTS = 3600  # one hour at a 1 s refresh
@@ -104,7 +104,7 @@ class PoolState:
             for name, delta in view.increase.items():
                 track.totals[name] = track.totals.get(name, 0.0) + delta
             track.last_read = snapshot
-        if view.state == "ok" or (view.state == "degraded" and snapshot.metrics is not None):
+        if view.state is EngineState.OK or (view.state.answering and snapshot.metrics is not None):
             track.last_ok_at = snapshot.fetched_at
         if view.counter_resets:
             track.history.restarts.append(snapshot.fetched_at)
@@ -124,7 +124,7 @@ class PoolState:
     def apply_view(self, view: EngineView, at: float) -> None:
         """A view already computed (a recording played back): the same history and ages as a live poll."""
         track = self.engines[view.name]
-        if view.state == "ok" or (view.state == "degraded" and view.generation_tokens_total is not None):
+        if view.state is EngineState.OK or (view.state.answering and view.generation_tokens_total is not None):
             track.last_ok_at = at
         if view.counter_resets:
             track.history.restarts.append(at)
@@ -139,11 +139,15 @@ class PoolState:
         for host in self.hosts.values():
             host.snapshot, host.last_ok_at, host.vram = None, None, Ring(HISTORY_POINTS)
 
-    def record_restart(self, name: str, at: float) -> bool:
-        """A restart seen by another source (the container's record); False when the engine's counters
-        already marked one within the last poll interval or two (the same restart, seen twice)."""
+    def record_restart(self, name: str, at: float, started_at: float | None = None) -> bool:
+        """A restart seen by another source (the container's record, which says when the process
+        `started_at`); False when the engine's counters already marked this one: at or after that start,
+        or within the last poll interval or two (the same restart, seen twice however late it is read)."""
         restarts = self.engines[name].history.restarts
-        if restarts and at - restarts[-1] < 2 * self.config.settings.poll_interval_s + 1:
+        window = 2 * self.config.settings.poll_interval_s + 1
+        if restarts and (
+            at - restarts[-1] < window or (started_at is not None and restarts[-1] >= started_at - window)
+        ):
             return False
         restarts.append(at)
         return True
@@ -151,7 +155,7 @@ class PoolState:
     def apply_host(self, snapshot: HostSnapshot) -> None:
         track = self.hosts[snapshot.name]
         track.snapshot = snapshot
-        if snapshot.state.value == "ok":
+        if snapshot.state is HostState.OK:
             track.last_ok_at = snapshot.fetched_at
         track.vram.append(host_vram_fraction(snapshot))
 

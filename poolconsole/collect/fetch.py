@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from urllib.parse import urlsplit
 
-from poolconsole.collect.getter import PollClient, PollError
+from poolconsole.collect.poll_client import PollClient, PollError
 
 
 class Failure(StrEnum):

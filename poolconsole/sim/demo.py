@@ -16,8 +16,8 @@ from pathlib import Path
 import asyncssh
 import httpx
 
+from poolconsole.sim.demo_pool import EngineSpec, HostSpec, pool
 from poolconsole.sim.hosts import BROKEN_PROFILE, SimHost
-from poolconsole.sim.pool import EngineSpec, HostSpec, pool
 from poolconsole.sim.server import SimEngine
 
 TICK_S = 0.1

@@ -8,7 +8,7 @@ built once per URL and header set, and the response parsed by httptools (llhttp,
 Node.js and uvicorn) straight from `data_received`. benchmarks/collect_bench.py measures it against
 httpx side by side.
 
-Smoke tests, actions and anything that streams or posts keep using httpx (collect.wire): only the
+Smoke tests, actions and anything that streams or posts keep using httpx (collect.smoke_transport): only the
 steady-state poll path is here. Errors are raised as PollError with the Failure kind that
 collect.http.fetch turns into words; nothing here decides what a status code means.
 """
@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 
 import httptools
 
-from poolconsole.collect.wire import default_tls, open_tcp
+from poolconsole.collect.smoke_transport import default_tls, open_tcp
 
 USER_AGENT = "poolconsole"
 IDLE_KEPT = 4
