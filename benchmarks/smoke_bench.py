@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-from poolconsole.collect.smoke_transport import default_tls  # noqa: E402
+from poolconsole.collect.tls import default_tls  # noqa: E402
 from poolconsole.ops.smoke.checks import STARTING_AT_ONCE, STREAMS_PER_CLIENT, stream_client  # noqa: E402
 from poolconsole.ops.smoke.stream import StreamResult, level_stats, stream_chat  # noqa: E402
 from tests.helpers.paced import serve_forever  # noqa: E402

@@ -36,9 +36,9 @@ class Fetched:
     headers: dict[str, str] = field(default_factory=dict)
     failure: Failure | None = None
     error: str | None = None
-    received_monotonic: float | None = None
-    """time.monotonic() when the response's last byte arrived (None when none did): the time of the sample
-    it carries, as Prometheus stamps a scrape; a busy event loop resumes the caller later than this."""
+    sampled_monotonic: float | None = None
+    """time.monotonic() when the request went out (None when no response came): the time of the sample it
+    carries, as Prometheus stamps a scrape by its start; a busy event loop resumes the caller later."""
 
     @property
     def ok(self) -> bool:
@@ -84,10 +84,11 @@ async def fetch(
         hdrs: dict[str, str],
         failure: Failure | None,
         error: str | None,
-        received: float | None = None,
+        sampled: float | None = None,
+        completed: float | None = None,
     ) -> Fetched:
-        end = time.monotonic() if received is None else received  # latency to the last byte, not to our turn
-        return Fetched(url, status, body, end - start, hdrs, failure, error, received)
+        end = time.monotonic() if completed is None else completed  # latency to the whole body
+        return Fetched(url, status, body, end - start, hdrs, failure, error, sampled)
 
     try:
         async with asyncio.timeout(timeout_s):
@@ -100,7 +101,8 @@ async def fetch(
         return done(None, b"", {}, Failure(exc.kind), str(exc))
     except (OSError, ValueError) as exc:
         return done(None, b"", {}, Failure.PROTOCOL, f"{type(exc).__name__}: {exc}")
-    status, body, hdrs, received = response.status, response.body, response.headers, response.received
+    status, body, hdrs = response.status, response.body, response.headers
+    stamps = (response.sampled, response.completed)
     if status in (401, 403):
         return done(
             status,
@@ -108,14 +110,14 @@ async def fetch(
             hdrs,
             Failure.AUTH,
             f"HTTP {status}: authentication required or refused (set api_key_env for this engine): {_summarise(body)}",
-            received,
+            *stamps,
         )
     if status == 404:
-        return done(status, body, hdrs, Failure.NOT_FOUND, f"HTTP 404 for {urlsplit(url).path}", received)
+        return done(status, body, hdrs, Failure.NOT_FOUND, f"HTTP 404 for {urlsplit(url).path}", *stamps)
     if 400 <= status < 500:
-        return done(status, body, hdrs, Failure.CLIENT_ERROR, f"HTTP {status}: {_summarise(body)}", received)
+        return done(status, body, hdrs, Failure.CLIENT_ERROR, f"HTTP {status}: {_summarise(body)}", *stamps)
     if status >= 500:
-        return done(status, body, hdrs, Failure.SERVER_ERROR, f"HTTP {status}: {_summarise(body)}", received)
+        return done(status, body, hdrs, Failure.SERVER_ERROR, f"HTTP {status}: {_summarise(body)}", *stamps)
     if not 200 <= status < 300:
-        return done(status, body, hdrs, Failure.PROTOCOL, f"unexpected HTTP {status}", received)
-    return done(status, body, hdrs, None, None, received)
+        return done(status, body, hdrs, Failure.PROTOCOL, f"unexpected HTTP {status}", *stamps)
+    return done(status, body, hdrs, None, None, *stamps)

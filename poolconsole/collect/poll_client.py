@@ -1,45 +1,41 @@
-"""The console's poll client: keep-alive HTTP/1.1 GETs on asyncio protocols, parsed by httptools.
+"""The console's poll client: keep-alive GETs on aiohttp, the maintained asyncio HTTP client.
 
-A console polls every engine every second with the same few GETs, so per-request cost is the whole
-game: httpx spends ~1.2 ms of CPU on a GET here (its request and response models, httpcore's pool and
-h11's pure-Python parser), more than the parse of the page it fetched. This client does only what a
-poll needs: one small pool of keep-alive connections per client (one client per engine), a request
-built once per URL and header set, and the response parsed by httptools (llhttp, the C parser of
-Node.js and uvicorn) straight from `data_received`. benchmarks/collect_bench.py measures it against
-httpx side by side.
+A console polls every engine every second with the same few GETs. aiohttp does the HTTP/1.1 framing,
+keep-alive, decompression and TLS; this module only bounds a body, stamps the sample's time and turns
+aiohttp's exceptions into the failure kinds collect.fetch puts into words. One client (one aiohttp
+session, one connection pool) per engine, created on the first GET inside the running loop.
+benchmarks/collect_bench.py measures it side by side with httpx and with the hand-written client it
+replaced (issue 14: 0.03 ms against aiohttp's ~0.1 ms of CPU per 56 KiB GET did not pay for owning
+HTTP framing).
 
-Smoke tests, actions and anything that streams or posts keep using httpx (collect.smoke_transport): only the
-steady-state poll path is here. Errors are raised as PollError with the Failure kind that
-collect.http.fetch turns into words; nothing here decides what a status code means.
-"""
+Smoke tests, actions and anything that streams or posts use httpx (collect.smoke_transport)."""
 
 from __future__ import annotations
 
-import asyncio
 import ssl
 import time
-import zlib
-from collections import deque
 from dataclasses import dataclass
-from typing import cast
-from urllib.parse import urlsplit
+from types import SimpleNamespace
 
-import httptools
+import aiohttp
 
-from poolconsole.collect.smoke_transport import default_tls, open_tcp
+from poolconsole.collect.tls import default_tls
 
 USER_AGENT = "poolconsole"
 IDLE_KEPT = 4
-"""Idle connections kept per origin (a poll asks at most a few paths of one engine at once)."""
+"""Connections kept per origin (a poll asks at most a few paths of one engine at once)."""
+READ_CHUNK = 1 << 16
 
 
 class PollError(Exception):
-    """A GET that produced no usable response. `kind` is a collect.http.Failure value."""
+    """A GET that produced no usable response. `kind` is a collect.fetch.Failure value."""
 
     def __init__(self, kind: str, message: str, cause: BaseException | None = None) -> None:
         super().__init__(message)
         self.kind = kind
         self.cause = cause
+        self.reused = False
+        """It failed on a kept-alive connection after the request went out (worth one retry)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,155 +44,31 @@ class Response:
     headers: dict[str, str]
     """Lower-case names; a repeated header keeps its last value."""
     body: bytes
-    received: float
-    """time.monotonic() when the response's last byte arrived, taken in the protocol before the event loop
-    resumes the GET's caller: a sample's time for rates, which a busy loop does not push back."""
+    sampled: float
+    """time.monotonic() when the request's headers were written to the socket: the sample's time, as
+    Prometheus stamps a scrape by its start. A busy event loop that resumes the caller late, a slow parse
+    or a slower sibling GET does not move it; a new connection's connect time is not in it."""
+    completed: float
+    """time.monotonic() when the whole body had been read (the GET's latency ends here)."""
 
 
-@dataclass(frozen=True, slots=True)
-class _Target:
-    scheme: str
-    host: str
-    port: int
-    request: bytes
+async def _headers_sent(
+    _session: aiohttp.ClientSession, ctx: SimpleNamespace, _params: aiohttp.TraceRequestHeadersSentParams
+) -> None:
+    ctx.trace_request_ctx.sent = time.monotonic()
 
 
-class _Connection(asyncio.Protocol):
-    """One keep-alive connection; one request at a time."""
-
-    def __init__(self) -> None:
-        self.transport: asyncio.Transport | None = None
-        self.closed = False
-        self.done: asyncio.Future[Response] | None = None
-        self.parser: httptools.HttpResponseParser | None = None
-        self.headers: dict[str, str] = {}
-        self.chunks: list[bytes] = []
-        self.size = 0
-        self.max_bytes = 0
-        self.received = False
-        self.keep_alive = False
-        self.headers_done = False
-        self.framed = False
-        """The response says where its body ends (Content-Length or chunked): EOF before that is a cut."""
-
-    # -- asyncio.Protocol ------------------------------------------------------------------------------
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = cast(asyncio.Transport, transport)  # uvloop's transports are not subclasses
-
-    def data_received(self, data: bytes) -> None:
-        if self.parser is None or self.done is None or self.done.done():
-            self.close()  # bytes nobody asked for, on an idle connection: it cannot be reused
-            return
-        self.received = True
-        try:
-            self.parser.feed_data(data)
-        except httptools.HttpParserError as exc:
-            self._fail(PollError("protocol", f"not a valid HTTP response ({exc})", exc))
-            self.close()  # also after a complete response followed by junk: the stream is out of step
-
-    def eof_received(self) -> bool | None:
-        return None  # close the transport: connection_lost follows
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.closed = True
-        if self.done is None or self.done.done():
-            return
-        if self.parser is not None and self.headers_done and not self.framed:
-            self._complete()  # no Content-Length, not chunked: the body ends where the connection does
-            return
-        if not self.received:
-            reason = f"{type(exc).__name__}: {exc}" if exc else "the server closed the connection"
-            self._fail(PollError("truncated", f"connection closed before any response ({reason})", exc))
-        else:
-            self._fail(PollError("truncated", f"connection closed mid-response after {self.size} body bytes", exc))
-
-    # -- httptools callbacks --------------------------------------------------------------------------
-    def on_header(self, name: bytes, value: bytes) -> None:
-        self.headers[name.decode("latin-1").lower()] = value.decode("latin-1")
-
-    def on_headers_complete(self) -> None:
-        self.headers_done = True
-        self.framed = "content-length" in self.headers or "chunked" in self.headers.get("transfer-encoding", "")
-
-    def on_body(self, data: bytes) -> None:
-        self.size += len(data)
-        if self.size > self.max_bytes:
-            self._fail(PollError("too_large", f"response body is larger than the {self.max_bytes}-byte cap"))
-            self.close()
-            return
-        self.chunks.append(data)
-
-    def on_message_complete(self) -> None:
-        assert self.parser is not None
-        self.keep_alive = self.parser.should_keep_alive()  # llhttp forgets it once the message is done
-        self._complete()
-
-    # -- requests -------------------------------------------------------------------------------------
-    def send(self, request: bytes, max_bytes: int) -> asyncio.Future[Response]:
-        assert self.transport is not None
-        self.parser = httptools.HttpResponseParser(self)
-        self.headers = {}
-        self.chunks = []
-        self.size = 0
-        self.max_bytes = max_bytes
-        self.received = False
-        self.framed = False
-        self.headers_done = False
-        self.keep_alive = False
-        self.done = asyncio.get_running_loop().create_future()
-        self.transport.write(request)
-        return self.done
-
-    @property
-    def reusable(self) -> bool:
-        return (
-            not self.closed
-            and self.parser is not None
-            and self.done is not None
-            and self.done.done()
-            and not self.done.cancelled()
-            and self.done.exception() is None
-            and self.keep_alive
-        )
-
-    def _complete(self) -> None:
-        if self.done is None or self.done.done() or self.parser is None:
-            return
-        received = time.monotonic()  # before the decode, as the bytes are complete
-        body = b"".join(self.chunks)
-        try:
-            body = _decode(body, self.headers.get("content-encoding", ""), self.max_bytes)
-        except PollError as exc:
-            self.done.set_exception(exc)
-            return
-        self.done.set_result(Response(self.parser.get_status_code(), self.headers, body, received))
-
-    def _fail(self, error: PollError) -> None:
-        if self.done is not None and not self.done.done():
-            self.done.set_exception(error)
-
-    def close(self) -> None:
-        self.closed = True
-        if self.transport is not None:
-            self.transport.close()
+async def _reused(
+    _session: aiohttp.ClientSession, ctx: SimpleNamespace, _params: aiohttp.TraceConnectionReuseconnParams
+) -> None:
+    ctx.trace_request_ctx.reused = True
 
 
-def _decode(body: bytes, encoding: str, max_bytes: int) -> bytes:
-    """We ask for identity; a body compressed anyway (gzip, deflate) is decoded, within the same cap."""
-    encoding = encoding.strip().lower()
-    if encoding in ("", "identity"):
-        return body
-    if encoding not in ("gzip", "x-gzip", "deflate"):
-        raise PollError("protocol", f"the server sent Content-Encoding {encoding!r}, which this client cannot read")
-    wbits = 47 if encoding != "deflate" else 15  # gzip or zlib header, detected
-    try:
-        inflater = zlib.decompressobj(wbits)
-        out = inflater.decompress(body, max_bytes + 1)
-    except zlib.error as exc:
-        raise PollError("protocol", f"the {encoding} body could not be decoded ({exc})", exc) from None
-    if len(out) > max_bytes:
-        raise PollError("too_large", f"response body is larger than the {max_bytes}-byte cap (decompressed)")
-    return out
+def _trace() -> aiohttp.TraceConfig:
+    trace = aiohttp.TraceConfig()
+    trace.on_request_headers_sent.append(_headers_sent)
+    trace.on_connection_reuseconn.append(_reused)
+    return trace
 
 
 def _header_value(value: str) -> str:
@@ -206,100 +78,116 @@ def _header_value(value: str) -> str:
 
 
 class PollClient:
-    """GETs with keep-alive connections per origin. One per engine, closed with `aclose`."""
+    """GETs with keep-alive connections. One per engine, closed with `aclose`."""
 
     def __init__(self, tls: ssl.SSLContext | None = None) -> None:
         self.tls = tls
-        self.idle: dict[tuple[str, str, int], deque[_Connection]] = {}
-        self.targets: dict[tuple[str, tuple[tuple[str, str], ...]], _Target] = {}
-        self.active: set[_Connection] = set()
+        self.session: aiohttp.ClientSession | None = None
         self.is_closed = False
 
-    def _target(self, url: str, headers: dict[str, str] | None) -> _Target:
-        key = (url, tuple(headers.items()) if headers else ())
-        target = self.targets.get(key)
-        if target is not None:
-            return target
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise PollError("protocol", f"not an http(s) URL: {url!r}")
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        lines = [
-            f"GET {_header_value(path)} HTTP/1.1",
-            f"Host: {_header_value(parts.netloc.rpartition('@')[2])}",
-            f"User-Agent: {USER_AGENT}",
-            "Accept: */*",
-            # identity: prometheus_client gzips /metrics when asked (SGLang, older vLLM), costing the
-            # engine and this console CPU every poll for bytes that cross a LAN.
-            "Accept-Encoding: identity",
-        ]
-        lines += [f"{_header_value(k)}: {_header_value(v)}" for k, v in (headers or {}).items()]
-        target = _Target(parts.scheme, parts.hostname, port, ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
-        if len(self.targets) > 256:
-            self.targets.clear()
-        self.targets[key] = target
-        return target
-
-    async def _connect(self, target: _Target) -> _Connection:
-        loop = asyncio.get_running_loop()
-        tls = (self.tls or default_tls()) if target.scheme == "https" else None
-        try:
-            sock = await open_tcp(target.host, target.port)
-            _, conn = await loop.create_connection(
-                _Connection, sock=sock, ssl=tls, server_hostname=target.host if tls else None
+    def _session(self) -> aiohttp.ClientSession:
+        if self.session is None:
+            connector = aiohttp.TCPConnector(
+                limit=0, limit_per_host=IDLE_KEPT, ssl=self.tls or default_tls(), enable_cleanup_closed=False
             )
-        except ssl.SSLError as exc:
-            raise PollError("protocol", f"TLS failed: {exc}", exc) from None
-        except OSError as exc:
-            raise PollError("refused", str(exc), exc) from None
-        return conn
+            self.session = aiohttp.ClientSession(
+                connector=connector,
+                headers={"User-Agent": USER_AGENT, "Accept": "*/*", "Accept-Encoding": "identity"},
+                # identity: prometheus_client gzips /metrics when asked (SGLang, older vLLM), costing the
+                # engine and this console CPU every poll for bytes that cross a LAN.
+                skip_auto_headers=("Accept-Encoding",),
+                timeout=aiohttp.ClientTimeout(total=None),  # the caller bounds the time
+                trace_configs=[_trace()],
+                trust_env=False,
+                auto_decompress=True,
+                raise_for_status=False,
+            )
+        return self.session
 
     async def get(self, url: str, headers: dict[str, str] | None, max_bytes: int) -> Response:
         """One GET. The caller bounds the time (a cancelled GET closes its connection)."""
         if self.is_closed:
             raise PollError("protocol", "the client is closed")
-        target = self._target(url, headers)
-        origin = (target.scheme, target.host, target.port)
-        idle = self.idle.get(origin)
-        while idle:
-            conn = idle.pop()
-            if conn.closed:
-                continue
-            try:
-                return await self._exchange(conn, target, origin, max_bytes)
-            except PollError as exc:
-                # A kept-alive connection the server closed meanwhile: retry once on a new one, as
-                # browsers and httpx do. Anything that got an answer is not retried.
-                if exc.kind != "truncated" or conn.received:
-                    raise
-        return await self._exchange(await self._connect(target), target, origin, max_bytes)
+        if headers:
+            headers = {_header_value(k): _header_value(v) for k, v in headers.items()}
+        try:
+            return await self._get(url, headers, max_bytes)
+        except PollError as exc:
+            # A kept-alive connection that went bad meanwhile (the server closed it, or left bytes on it
+            # after its last response): once more on a new one, as browsers do. aiohttp dropped it already.
+            if not exc.reused or exc.kind not in ("truncated", "protocol"):
+                raise
+        return await self._get(url, headers, max_bytes)
+
+    async def _get(self, url: str, headers: dict[str, str] | None, max_bytes: int) -> Response:
+        stamp = SimpleNamespace(sent=None, reused=False)
+        try:
+            return await self._exchange(url, headers, max_bytes, stamp)
+        except PollError as exc:
+            exc.reused = stamp.reused and stamp.sent is not None
+            raise
 
     async def _exchange(
-        self, conn: _Connection, target: _Target, origin: tuple[str, str, int], max_bytes: int
+        self, url: str, headers: dict[str, str] | None, max_bytes: int, stamp: SimpleNamespace
     ) -> Response:
-        self.active.add(conn)
         try:
-            response = await conn.send(target.request, max_bytes)
-        except BaseException:
-            conn.close()
+            async with self._session().get(
+                url, headers=headers, allow_redirects=False, trace_request_ctx=stamp
+            ) as response:
+                body = await _read(response, max_bytes)
+                status, got = response.status, {k.lower(): v for k, v in response.headers.items()}
+        except PollError:
             raise
-        finally:
-            self.active.discard(conn)
-        if conn.reusable and not self.is_closed:
-            kept = self.idle.setdefault(origin, deque())
-            kept.append(conn)
-            while len(kept) > IDLE_KEPT:
-                kept.popleft().close()
-        else:
-            conn.close()
-        return response
+        except aiohttp.InvalidURL as exc:
+            raise PollError("protocol", f"not an http(s) URL: {url!r}", exc) from None
+        except aiohttp.ClientConnectorCertificateError as exc:
+            raise PollError("protocol", f"TLS failed: {exc.certificate_error}", exc) from None
+        except aiohttp.ClientConnectorSSLError as exc:
+            raise PollError("protocol", f"TLS failed: {exc.os_error}", exc) from None
+        except aiohttp.ClientConnectorError as exc:
+            raise PollError("refused", str(exc.os_error), exc.os_error) from None
+        except aiohttp.ClientResponseError as exc:  # a status line or header aiohttp cannot parse
+            raise PollError("protocol", f"not a valid HTTP response ({exc.message})", exc) from None
+        except aiohttp.ClientPayloadError as exc:
+            raise PollError("truncated", f"connection closed mid-response ({_payload_reason(exc)})", exc) from None
+        except aiohttp.ServerDisconnectedError as exc:
+            raise PollError("truncated", "connection closed before any response (the server closed it)", exc) from None
+        except aiohttp.ClientOSError as exc:
+            raise PollError("truncated", f"connection lost: {exc}", exc) from None
+        except aiohttp.ClientError as exc:
+            raise PollError("protocol", f"{type(exc).__name__}: {exc}", exc) from None
+        completed = time.monotonic()
+        return Response(status, got, body, stamp.sent if isinstance(stamp.sent, float) else completed, completed)
 
     async def aclose(self) -> None:
         self.is_closed = True
-        for kept in self.idle.values():
-            for conn in kept:
-                conn.close()
-        self.idle.clear()
-        for conn in list(self.active):
-            conn.close()
+        if self.session is not None:
+            await self.session.close()
+
+
+async def _read(response: aiohttp.ClientResponse, max_bytes: int) -> bytes:
+    """The body, at most `max_bytes` after decompression; more closes the connection."""
+    declared = response.content_length
+    if declared is not None and "content-encoding" not in response.headers:
+        if declared > max_bytes:
+            response.close()
+            raise PollError("too_large", f"response body is larger than the {max_bytes}-byte cap")
+        return await response.read()  # the common case: one read of a declared, uncompressed length
+    chunks: list[bytes] = []
+    size = 0
+    encoded = " (decompressed)" if "content-encoding" in response.headers else ""
+    while chunk := await response.content.read(READ_CHUNK):
+        size += len(chunk)
+        if size > max_bytes:
+            response.close()
+            raise PollError("too_large", f"response body is larger than the {max_bytes}-byte cap{encoded}")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _payload_reason(exc: aiohttp.ClientPayloadError) -> str:
+    """aiohttp's own words for a cut or malformed body, e.g. "Not enough data to satisfy content length
+    header (received 9 of 100 bytes)", without its wrapping."""
+    cause = exc.__cause__ or exc.__context__ or exc
+    text = getattr(cause, "message", None) or str(cause)
+    return " ".join(str(text).split()).removeprefix("400, message: ")

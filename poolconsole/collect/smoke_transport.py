@@ -13,7 +13,6 @@ pooling, timeouts, errors) is httpx and httpcore's own."""
 from __future__ import annotations
 
 import asyncio
-import functools
 import platform
 import socket
 import ssl
@@ -27,6 +26,8 @@ from typing import TYPE_CHECKING, Any
 import aiohappyeyeballs
 import httpcore
 import httpx
+
+from poolconsole.collect.tls import default_tls
 
 if TYPE_CHECKING:
     from httpcore._backends.base import SOCKET_OPTION
@@ -330,12 +331,6 @@ class TimedBackend(httpcore.AsyncNetworkBackend):
 
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
-
-
-@functools.cache
-def default_tls() -> ssl.SSLContext:
-    """One TLS context for every client: loading the CA store costs ~40 ms each time."""
-    return ssl.create_default_context()
 
 
 def timed_client(total_s: float, connections: int, verify: ssl.SSLContext | None = None) -> httpx.AsyncClient:

@@ -1,13 +1,13 @@
-"""Rates that stay right on a busy console (issue 13): a sample is stamped when its /metrics page
-arrives, so a poll that resumes late (a busy event loop, a slow parse) or that also waits for /v1/models
-and /version does not skew tok/s.
+"""Rates that stay right on a busy console (issue 13): a sample is stamped when its /metrics request
+went out (as Prometheus stamps a scrape by its start), so a poll that resumes late (a busy event loop, a
+slow parse) or that also waits for /v1/models and /version does not skew tok/s.
 
 A loopback server serves a vLLM capture whose generation counter grows at RATE per second of the
 server's clock, and records when it sent each page; the truth is the counter's growth over the time
-between those sends. The client's stamp can only lie between a page's send and the moment the test saw
-its response complete (in the protocol, before the test blocks the loop): the rate is asserted inside
-the bounds that follow. They hold however loaded the machine is (causality, not a wall-clock budget);
-on an idle machine they are ~0.1 % wide. A stamp taken after the 0.3 s block falls far outside them.
+between those sends. The client's stamp can only lie between the moment the test started the poll and
+the page's send (the request must go out before the server answers it): the rate is asserted inside the
+bounds that follow. They hold however loaded the machine is (causality, not a wall-clock budget); on an
+idle machine they are ~0.2 % wide. A stamp taken after the 0.3 s block falls far outside them.
 """
 
 from __future__ import annotations
@@ -18,11 +18,12 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
+from aiohttp.client_proto import ResponseHandler
 
 from poolconsole.collect.engines import mapping
 from poolconsole.collect.engines import poll as engine_poll
 from poolconsole.collect.engines.poll import EnginePoller
-from poolconsole.collect.poll_client import PollClient, _Connection
+from poolconsole.collect.poll_client import PollClient
 from poolconsole.config.models import Engine, EngineKind, Settings
 from poolconsole.model.snapshots import EngineSnapshot
 from poolconsole.model.view import engine_view
@@ -78,26 +79,20 @@ class CounterServer(RawHTTPServer):
 
 
 class Watch:
-    """When each /metrics response completed, seen right after the protocol's data_received returned
-    (so after the client stamped it, before the awaiting coroutine resumes)."""
+    """Blocks the event loop BLOCK_S right after a /metrics page's bytes reached aiohttp's protocol
+    (before the awaiting poll resumes), as a busy console's other callbacks do; and notes when each
+    poll was started (the earliest a stamp may be)."""
 
     def __init__(self) -> None:
-        self.arrived: list[float] = []
+        self.started: list[float] = []
         self.block_next = False
-        """Block the event loop BLOCK_S right there, as a busy console's other callbacks do."""
 
-    def wrap(self, original: Callable[[_Connection, bytes], None]) -> Callable[[_Connection, bytes], None]:
-        def data_received(conn: _Connection, data: bytes) -> None:
-            done = conn.done
-            pending = done is not None and not done.done()
-            original(conn, data)
-            if not pending or done is None or not done.done() or done.cancelled() or done.exception():
-                return
-            if COUNTER in done.result().body:
-                self.arrived.append(time.monotonic())
-                if self.block_next:
-                    self.block_next = False
-                    time.sleep(BLOCK_S)
+    def wrap(self, original: Callable[[ResponseHandler, bytes], None]) -> Callable[[ResponseHandler, bytes], None]:
+        def data_received(proto: ResponseHandler, data: bytes) -> None:
+            original(proto, data)
+            if self.block_next and COUNTER in data:
+                self.block_next = False
+                time.sleep(BLOCK_S)
 
         return data_received
 
@@ -105,7 +100,7 @@ class Watch:
 @pytest.fixture
 def watch(monkeypatch: pytest.MonkeyPatch) -> Watch:
     w = Watch()
-    monkeypatch.setattr(_Connection, "data_received", w.wrap(_Connection.data_received))
+    monkeypatch.setattr(ResponseHandler, "data_received", w.wrap(ResponseHandler.data_received))
     return w
 
 
@@ -117,13 +112,15 @@ async def client() -> AsyncIterator[PollClient]:
 
 
 async def two_polls(
-    server: CounterServer, client: PollClient, before_second: Callable[[], None]
+    server: CounterServer, client: PollClient, watch: Watch, before_second: Callable[[], None]
 ) -> tuple[EngineSnapshot, EngineSnapshot]:
     engine = Engine(name="e", kind=EngineKind.VLLM, url=server.url)
     poller = EnginePoller(engine, client, Settings(http_timeout_s=3.0), clock=lambda: T0)
+    watch.started.append(time.monotonic())
     first = await poller.poll()  # the first poll: /metrics, /v1/models and /version together
     await asyncio.sleep(BETWEEN_S)
     before_second()
+    watch.started.append(time.monotonic())
     second = await poller.poll()
     return first, second
 
@@ -131,11 +128,11 @@ async def two_polls(
 def assert_rate_true(server: CounterServer, watch: Watch, first: EngineSnapshot, second: EngineSnapshot) -> None:
     view = engine_view([first, second])
     assert view.state == "ok", view.error
-    assert len(server.sent) == len(watch.arrived) == 2
-    (sent1, sent2), (seen1, seen2) = server.sent, watch.arrived
+    assert len(server.sent) == len(watch.started) == 2
+    (sent1, sent2), (started1, started2) = server.sent, watch.started
     grown = server.values[1] - server.values[0]
     truth = grown / (sent2 - sent1)
-    lower, upper = grown / (seen2 - sent1), grown / (sent2 - seen1)  # each stamp lies in [sent, seen]
+    lower, upper = grown / (sent2 - started1), grown / (started2 - sent1)  # each stamp in [started, sent]
     rate = view.generation_tokens_per_s
     assert rate is not None
     assert lower <= rate <= upper, f"{rate:.1f} tok/s, truth {truth:.1f}, possible {lower:.1f}..{upper:.1f}"
@@ -157,7 +154,7 @@ async def test_a_busy_loop_between_arrival_and_resumption(
     def block() -> None:
         watch.block_next = True
 
-    first, second = await two_polls(server, client, block)
+    first, second = await two_polls(server, client, watch, block)
     assert_rate_true(server, watch, first, second)
     assert T0 - second.fetched_at >= BLOCK_S - 1e-6  # the wall time is the arrival's too, on the injected clock
 
@@ -176,7 +173,7 @@ async def test_a_slow_parse(
         return parse(*args)
 
     monkeypatch.setattr(engine_poll, "parse_metrics", slow_parse)
-    first, second = await two_polls(server, client, lambda: slow.__setitem__(0, True))
+    first, second = await two_polls(server, client, watch, lambda: slow.__setitem__(0, True))
     assert_rate_true(server, watch, first, second)
     assert T0 - second.fetched_at >= BLOCK_S - 1e-6
 
@@ -185,7 +182,7 @@ async def test_the_first_poll_waits_for_version_but_is_stamped_by_metrics(client
     """The first poll also GETs /v1/models and /version; a slow /version must not move its stamp."""
     server = await CounterServer(version_delay_s=BLOCK_S).start()
     try:
-        first, second = await two_polls(server, client, lambda: None)
+        first, second = await two_polls(server, client, watch, lambda: None)
     finally:
         await server.stop()
     assert first.version == "0.32.0"  # it did wait for /version

@@ -64,7 +64,7 @@ class _Poll:
     extra: dict[str, Any] = field(default_factory=dict)
     restart_marker: str | None = None
     latency_s: float | None = None
-    received: float | None = None
+    sampled: float | None = None
     """time.monotonic() when the /metrics page arrived: the snapshot's time (rates divide by its steps)."""
 
     def worse(self, state: EngineState, error: str) -> None:
@@ -160,17 +160,17 @@ class EnginePoller:
             poll.worse(EngineState.DEGRADED, f"internal error while reading this engine: {type(exc).__name__}: {exc}")
         if poll.state is not EngineState.OK:
             poll.all_missing(f"engine {poll.state.value}")
-        # Stamped when /metrics arrived, not now: a late stamp (a poll resumed late on a busy loop, or the
-        # first one, which also waits for /v1/models and /version) skews the time steps either side of it.
+        # Stamped when the /metrics request went out, not now: a late stamp (a poll resumed late on a busy
+        # loop, or the first one, which also waits for /v1/models and /version) skews the time steps.
         now = time.monotonic()
-        received = now if poll.received is None else poll.received
+        sampled = now if poll.sampled is None else poll.sampled
         return EngineSnapshot(
             name=self.engine.name,
             kind=kind.value,
             url=self.engine.url,
             host=self.engine.host,
-            fetched_at=self.clock() - (now - received),  # on the injected clock, as of the arrival
-            monotonic=received,
+            fetched_at=self.clock() - (now - sampled),  # on the injected clock, as of the request
+            monotonic=sampled,
             state=poll.state,
             error="; ".join(dict.fromkeys(poll.errors)) or None,
             source="GET " + ", ".join(poll.sources) if poll.sources else "",
@@ -254,7 +254,7 @@ class EnginePoller:
             poll.all_missing("/metrics body could not be parsed")
             return
         poll.answered(fetched, "/metrics")
-        poll.received = fetched.received_monotonic
+        poll.sampled = fetched.sampled_monotonic
         if exposition.bad_lines:
             poll.worse(
                 EngineState.DEGRADED,
