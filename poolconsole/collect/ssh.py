@@ -21,9 +21,10 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import asyncssh
+if TYPE_CHECKING:
+    import asyncssh
 
 from poolconsole.config.models import Host
 from poolconsole.model.hosts import HostState
@@ -71,6 +72,8 @@ def _known_hosts_path(host: Host) -> str:
 
 def _trusted_keys(host: Host, hostname: str, port: int) -> bool:
     """Does known_hosts hold any key for this host (so a verification failure means the key *changed*)?"""
+    import asyncssh  # imported when SSH is first used: a pool without hosts never loads it
+
     path = _known_hosts_path(host)
     if not os.path.exists(path):
         return False
@@ -140,6 +143,8 @@ def _file_failure(exc: OSError, host: Host, hostname: str, port: int) -> SSHFail
 
 def classify(exc: BaseException, host: Host, target: tuple[str, int]) -> SSHFailure:
     """An exception from asyncssh or the socket layer, as a host state and a sentence with the fix."""
+    import asyncssh  # imported when SSH is first used: a pool without hosts never loads it
+
     if isinstance(exc, SSHFailure):
         return exc
     hostname, port = target
@@ -259,6 +264,8 @@ class HostConnection:
     async def _accept_new(self, opts: dict[str, Any]) -> None:
         """accept-new: record an unknown host's key, the way OpenSSH's StrictHostKeyChecking=accept-new does.
         The next connection verifies against what was recorded, so a key swapped in between is refused."""
+        import asyncssh  # imported when SSH is first used: a pool without hosts never loads it
+
         hostname, port = self.target()
         key = await asyncssh.get_server_host_key(hostname, port, config=opts.get("config", ()))
         if key is None:
@@ -276,6 +283,8 @@ class HostConnection:
             ) from None
 
     async def connect(self) -> asyncssh.SSHClientConnection:
+        import asyncssh  # imported when SSH is first used: a pool without hosts never loads it
+
         if self.conn is not None and not self.conn.is_closed():
             return self.conn
         now = time.monotonic()
@@ -308,6 +317,8 @@ class HostConnection:
         """Run a fixed command; raises SSHFailure. `stdin` is written to the command's standard input (how a
         profile's values reach the host: never in the command line). A command that outlives its timeout is
         abandoned; the connection is kept when the host still answers a ping, dropped when it does not."""
+        import asyncssh  # imported when SSH is first used: a pool without hosts never loads it
+
         timeout = timeout_s or self.timeout_s
         async with self.semaphore:
             async with self._lock:
@@ -327,6 +338,8 @@ class HostConnection:
     async def start(self, command: str) -> asyncssh.SSHClientProcess[str]:
         """Start a long-lived fixed command (a telemetry loop); raises SSHFailure. It holds no slot of the
         concurrency bound: it mostly waits."""
+        import asyncssh  # imported when SSH is first used: a pool without hosts never loads it
+
         async with self._lock:
             conn = await self.connect()
         try:
@@ -339,6 +352,8 @@ class HostConnection:
 
     async def _hung(self, conn: asyncssh.SSHClientConnection, command: str, timeout: float) -> SSHFailure:
         """A command outlived its timeout: is the command stuck, or has the host (or the link) gone?"""
+        import asyncssh  # imported when SSH is first used: a pool without hosts never loads it
+
         try:
             await asyncio.wait_for(conn.run("true", check=False), min(2.0, self.timeout_s))
         except (TimeoutError, asyncssh.Error, OSError):
@@ -361,6 +376,8 @@ class HostConnection:
             self.conn = None
 
     async def close(self) -> None:
+        import asyncssh  # imported when SSH is first used: a pool without hosts never loads it
+
         if self.conn is not None:
             self.conn.close()
             with contextlib.suppress(TimeoutError, asyncssh.Error, OSError):

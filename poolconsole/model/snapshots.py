@@ -127,7 +127,8 @@ class EngineSnapshot:
     url: str
     host: str | None
     fetched_at: float
-    """Wall-clock time (epoch seconds) the /metrics page arrived (the poll's end when none did)."""
+    """Wall-clock time (epoch seconds) the /metrics request went out, as Prometheus stamps a scrape (the
+    poll's end when no page came)."""
     monotonic: float
     """time.monotonic() of the same moment, for rates."""
     state: EngineState

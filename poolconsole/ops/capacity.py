@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import json
 
+from poolconsole.collect.auth import auth_headers
 from poolconsole.collect.fetch import fetch
 from poolconsole.collect.poll_client import PollClient
 from poolconsole.collect.prom import ParseError, parse_exposition
 from poolconsole.config.models import Engine, EngineKind, Settings
 from poolconsole.ops.fit import KvCapacity
-from poolconsole.ops.health import auth_headers
 
 
 def _int(text: str | None) -> int | None:

@@ -6,7 +6,6 @@ the timeout; the timeout says how long it waited and what the engine answered la
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -14,6 +13,7 @@ from typing import Any
 
 import httpx
 
+from poolconsole.collect.auth import auth_headers
 from poolconsole.config.models import Engine, EngineKind
 from poolconsole.ops.smoke.stream import failed_request
 
@@ -41,12 +41,6 @@ class Step:
 
     failed: str | None
     model: str | None = None
-
-
-def auth_headers(engine: Engine) -> dict[str, str]:
-    """The engine's Bearer key, read from its api_key_env when a request is made (none when unset)."""
-    key = os.environ.get(engine.api_key_env) if engine.api_key_env else None
-    return {"Authorization": f"Bearer {key}"} if key else {}
 
 
 def _answer(response: httpx.Response) -> str:

@@ -20,7 +20,6 @@ from poolconsole.collect.ssh import HostConnection, SSHFailure
 from poolconsole.config.models import Engine, PoolConfig, Profile
 from poolconsole.ops import audit, control
 from poolconsole.ops.fit import FitReport, KvCapacity, LiveMemory, Verdict, fit
-from poolconsole.ops.health import NotServing, await_serving
 
 Progress = Callable[[str], None]
 Smoke = Callable[[], Awaitable[object]]
@@ -103,8 +102,15 @@ def _want_model(engine: Engine) -> str | None:
 
 
 async def _serving(ctx: ActionContext, engine: Engine) -> float:
+    """Seconds until the engine serves (ops.health); not serving in time is an ActionFailed in its words.
+    ops.health (httpx) is imported here, when an action runs, not when the console starts."""
+    from poolconsole.ops.health import NotServing, await_serving
+
     assert engine.control is not None
-    return await await_serving(engine, engine.control.health_timeout_s, ctx.say, want_model=_want_model(engine))
+    try:
+        return await await_serving(engine, engine.control.health_timeout_s, ctx.say, want_model=_want_model(engine))
+    except NotServing as exc:
+        raise ActionFailed(str(exc)) from None
 
 
 def _acquire(engine: Engine) -> None:
@@ -125,7 +131,7 @@ async def restart(ctx: ActionContext, engine: Engine) -> Outcome:
         outcome = Outcome(
             "restart", engine.name, "ok", f"serving after {ready:.1f} s", commands, time.monotonic() - started, ready
         )
-    except (ActionFailed, NotServing) as exc:
+    except ActionFailed as exc:
         outcome = Outcome("restart", engine.name, "failed", str(exc), commands, time.monotonic() - started)
     finally:
         _BUSY.discard(engine.name)
@@ -245,7 +251,7 @@ async def rollover(
                 ready,
                 report,
             )
-        except (ActionFailed, NotServing) as exc:
+        except ActionFailed as exc:
             outcome = await _roll_back(ctx, engine, str(exc), old, old_file, previous_text, commands, report)
             outcome.seconds = time.monotonic() - started
     finally:
@@ -279,7 +285,7 @@ async def _roll_back(
         return Outcome(
             "rollover", engine.name, "rolled back", f"{reason}; {label} restored and serving", commands, fit=report
         )
-    except (ActionFailed, NotServing) as again:
+    except ActionFailed as again:
         return Outcome("rollover", engine.name, "rollback failed", f"{reason}; rollback: {again}", commands, fit=report)
 
 

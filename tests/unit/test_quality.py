@@ -40,6 +40,18 @@ def test_layer_contracts() -> None:
     assert result.returncode == 0, result.stdout[-3000:]
 
 
+def test_the_console_starts_without_the_action_and_ssh_libraries() -> None:
+    """Start-up imports only what the first frame needs: httpx and the openai SDK (actions, smoke tests)
+    and asyncssh (hosts) load when first used, so a console's first poll is not held back by them."""
+    code = (
+        "import sys; import poolconsole.cli, poolconsole.ui.app\n"
+        "loaded = [m for m in ('httpx', 'openai', 'asyncssh') if m in sys.modules]\n"
+        "assert not loaded, loaded\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+
+
 def test_mypy_strict() -> None:
     result = subprocess.run([sys.executable, "-m", "mypy"], capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 0, result.stdout[-3000:]

@@ -15,8 +15,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from typing import TYPE_CHECKING
 
-import asyncssh
+if TYPE_CHECKING:
+    import asyncssh
 
 SAMPLE = "@@poolconsole-sample"
 MARKER_LINE = "\n" + SAMPLE
@@ -52,6 +54,8 @@ class SampleStream:
     async def _read(self) -> None:
         """Reads what arrived, whole (asyncssh's line iterator costs a coroutine round per line: ~60 lines
         a sample with /proc/meminfo), and cuts it at marker lines."""
+        import asyncssh  # loaded with the SSH connection (collect.ssh), not at start-up
+
         buffer = ""
         try:
             while chunk := await self.process.stdout.read(READ_SIZE):
@@ -97,6 +101,8 @@ class SampleStream:
             _release(self._waiter)
 
     async def close(self) -> None:
+        import asyncssh  # loaded with the SSH connection (collect.ssh), not at start-up
+
         self.process.close()
         self._reader.cancel()
         with contextlib.suppress(asyncio.CancelledError, asyncssh.Error, OSError):
