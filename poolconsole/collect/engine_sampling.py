@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncio
 import time
 
-from poolconsole.collect.engines.poll import EnginePoller
+from poolconsole.collect.engine_sources import EngineSource, engine_pollers
 from poolconsole.config.models import PoolConfig
 from poolconsole.model.snapshots import EngineSnapshot
 
 
-async def _poll_engine_n(poller: EnginePoller, samples: int, interval_s: float) -> list[EngineSnapshot]:
+async def _poll_engine_n(poller: EngineSource, samples: int, interval_s: float) -> list[EngineSnapshot]:
     out: list[EngineSnapshot] = []
     for i in range(samples):
         started = time.monotonic()
@@ -26,7 +26,7 @@ async def sample_engines(
     interval_s: float = 1.0,
 ) -> dict[str, list[EngineSnapshot]]:
     """One independent loop per engine, all concurrent: a dead engine only delays itself."""
-    pollers = [EnginePoller(e, settings=config.settings) for e in config.engines]
+    pollers = engine_pollers(config)
     try:
         results = await asyncio.gather(*(_poll_engine_n(p, samples, interval_s) for p in pollers))
         return {p.engine.name: r for p, r in zip(pollers, results, strict=True)}

@@ -74,6 +74,10 @@ class RawHTTPServer:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self.server.wait_closed(), 1)
 
+    def reply(self, path: str) -> Reply:
+        """The reply to a request for `path` (a subclass can build it per request)."""
+        return self.routes.get(path, Reply(404, b'{"error":"not found"}'))
+
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             while True:
@@ -87,7 +91,7 @@ class RawHTTPServer:
                 self.hits[path] = self.hits.get(path, 0) + 1
                 if b'"stream":true' in body.replace(b" ", b"") and path + "#stream" in self.routes:
                     path += "#stream"  # a streaming request gets the streaming reply
-                reply = self.routes.get(path, Reply(404, b'{"error":"not found"}'))
+                reply = self.reply(path)
                 if reply.delay_s:
                     await asyncio.sleep(reply.delay_s)
                 if reply.mode == "hang":

@@ -9,9 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -30,6 +28,7 @@ from poolconsole.model.view import EngineView
 from poolconsole.runtime.exporter import Exporter, ListenError, parse_listen
 from poolconsole.runtime.live import LivePool
 from poolconsole.sim.demo import SimPool
+from tests.helpers.prometheus import Prometheus, eventually, running_prometheus
 from tests.helpers.rawhttp import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -342,33 +341,6 @@ async def test_a_signal_stops_the_command_cleanly(tmp_path: Path, stop: signal.S
 # -- a real Prometheus --------------------------------------------------------------------------------------
 
 
-def prometheus_binary() -> str:
-    found = os.environ.get("POOLCONSOLE_PROMETHEUS") or shutil.which("prometheus") or "/usr/bin/prometheus"
-    if not Path(found).exists():
-        pytest.fail(
-            "no prometheus binary: install Debian's package (`apt-get install -y prometheus`; scripts/test.sh "
-            "does it as root) or set POOLCONSOLE_PROMETHEUS"
-        )
-    return found
-
-
-class Prometheus:
-    def __init__(self, url: str, client: httpx.AsyncClient) -> None:
-        self.url = url
-        self.client = client
-
-    async def api(self, path: str, **params: Any) -> Any:
-        response = await self.client.get(f"{self.url}/api/v1/{path}", params=params)
-        doc = response.json()
-        assert doc["status"] == "success", doc
-        return doc["data"]
-
-    async def query(self, expr: str, at: float) -> list[dict[str, Any]]:
-        data = await self.api("query", query=expr, time=f"{at:.3f}")
-        result: list[dict[str, Any]] = data["result"]
-        return result
-
-
 def by_engine(result: Iterable[dict[str, Any]]) -> dict[str, Any]:
     return {r["metric"]["engine"]: r.get("value") or r.get("values") for r in result}
 
@@ -395,127 +367,77 @@ async def test_a_real_prometheus_stores_what_the_exporter_served(
         return original()
 
     monkeypatch.setattr(collector, "collect", recording)
-    port = free_port()
-    (tmp_path / "prometheus.yml").write_text(
-        "global: {scrape_interval: 1s, scrape_timeout: 1s}\n"
-        "scrape_configs:\n"
-        "  - job_name: poolconsole\n"
-        f"    static_configs: [{{targets: ['{exporter.address}']}}]\n"
-    )
-    log = (tmp_path / "prometheus.log").open("w")
-    proc = subprocess.Popen(
-        [
-            prometheus_binary(),
-            f"--config.file={tmp_path / 'prometheus.yml'}",
-            f"--storage.tsdb.path={tmp_path / 'data'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        async with httpx.AsyncClient(trust_env=False, timeout=30) as client:
-            prom = Prometheus(f"http://127.0.0.1:{port}", client)
-            await until_ready(prom, proc, tmp_path / "prometheus.log")
-            started = time.time()
-            counting = (
-                f'count_over_time(poolconsole_engine_generation_tokens_total{{engine=~"{"|".join(RESTARTED)}"}}[5m])'
+    jobs = f"  - job_name: poolconsole\n    static_configs: [{{targets: ['{exporter.address}']}}]\n"
+    async with running_prometheus(tmp_path, jobs) as prom:
+        started = time.time()
+        counting = f'count_over_time(poolconsole_engine_generation_tokens_total{{engine=~"{"|".join(RESTARTED)}"}}[5m])'
+
+        async def stored(n: int) -> bool:
+            got = by_engine(await prom.query(counting, time.time()))
+            return all(n <= float(got.get(e, [0, "0"])[1]) for e in RESTARTED)
+
+        await eventually(lambda: stored(8), 120, "Prometheus to store eight scrapes of both engines")
+        # the restart scenario's two restarts, driven here so the window is known
+        raw_before = {n: raw_counter(tracks[n].view) for n in RESTARTED}
+        await sim.restart(RESTARTED[0])
+        await sim.restart(RESTARTED[1], refuse_s=4.0)
+
+        async def back() -> bool:
+            return all(
+                tracks[n].history.restarts
+                and (v := tracks[n].view) is not None
+                and v.state == "ok"
+                and (raw := raw_counter(v)) is not None
+                and raw < (raw_before[n] or 0)
+                for n in RESTARTED
             )
 
-            async def stored(n: int) -> bool:
-                got = by_engine(await prom.query(counting, time.time()))
-                return all(n <= float(got.get(e, [0, "0"])[1]) for e in RESTARTED)
+        await eventually(back, 120, "the restarted engines to come back with reset counters")
+        came_back = time.time()
+        await eventually(lambda: stored_after(prom, came_back + 8), 120, "eight more seconds of scrapes")
+        end = time.time()
+        assert (await prom.query('up{job="poolconsole"}', end))[0]["value"][1] == "1"
 
-            await eventually(lambda: stored(8), 120, "Prometheus to store eight scrapes of both engines")
-            # the restart scenario's two restarts, driven here so the window is known
-            raw_before = {n: raw_counter(tracks[n].view) for n in RESTARTED}
-            await sim.restart(RESTARTED[0])
-            await sim.restart(RESTARTED[1], refuse_s=4.0)
+        # requests_running: the latest stored value is one the exporter served a scrape or so before
+        latest = by_engine(await prom.query("poolconsole_engine_requests_running", end))
+        assert set(latest) == {n for n, t in tracks.items() if t.view and t.view.requests_running is not None}
+        assert not set(latest) & set(UNKNOWN_RUNNING)
+        for name, (at, value) in latest.items():
+            near = {r[name] for t, r in served if at - 3 <= t <= end and name in r}
+            assert float(value) in near, (name, value, near)
+        # and every stored sample of the window is a value served within a scrape of its timestamp
+        window = int(end - started) + 5
+        history = by_engine(await prom.query(f"poolconsole_engine_requests_running[{window}s]", end))
+        assert sum(len(v) for v in history.values()) >= 8 * len(latest)
+        assert any(float(v) > 0 for samples in history.values() for _, v in samples)  # not all idle zeros
+        for name, samples in history.items():
+            for at, value in samples:
+                near = {r[name] for t, r in served if abs(t - at) <= 3 and name in r}
+                assert float(value) in near, (name, at, value, near)
 
-            async def back() -> bool:
-                return all(
-                    tracks[n].history.restarts
-                    and (v := tracks[n].view) is not None
-                    and v.state == "ok"
-                    and (raw := raw_counter(v)) is not None
-                    and raw < (raw_before[n] or 0)
-                    for n in RESTARTED
-                )
-
-            await eventually(back, 120, "the restarted engines to come back with reset counters")
-            came_back = time.time()
-            await eventually(lambda: stored_after(prom, came_back + 8), 120, "eight more seconds of scrapes")
-            end = time.time()
-            assert (await prom.query('up{job="poolconsole"}', end))[0]["value"][1] == "1"
-
-            # requests_running: the latest stored value is one the exporter served a scrape or so before
-            latest = by_engine(await prom.query("poolconsole_engine_requests_running", end))
-            assert set(latest) == {n for n, t in tracks.items() if t.view and t.view.requests_running is not None}
-            assert not set(latest) & set(UNKNOWN_RUNNING)
-            for name, (at, value) in latest.items():
-                near = {r[name] for t, r in served if at - 3 <= t <= end and name in r}
-                assert float(value) in near, (name, value, near)
-            # and every stored sample of the window is a value served within a scrape of its timestamp
-            window = int(end - started) + 5
-            history = by_engine(await prom.query(f"poolconsole_engine_requests_running[{window}s]", end))
-            assert sum(len(v) for v in history.values()) >= 8 * len(latest)
-            assert any(float(v) > 0 for samples in history.values() for _, v in samples)  # not all idle zeros
-            for name, samples in history.items():
-                for at, value in samples:
-                    near = {r[name] for t, r in served if abs(t - at) <= 3 and name in r}
-                    assert float(value) in near, (name, at, value, near)
-
-            # the token counters across the restarts: a rate never below 0 and no reset for Prometheus to mend
-            rates = await prom.api(
-                "query_range",
-                query="rate(poolconsole_engine_generation_tokens_total[30s])",
-                start=f"{started:.3f}",
-                end=f"{end:.3f}",
-                step="1",
-            )
-            curves = by_engine(rates["result"])
-            assert set(RESTARTED) <= set(curves)
-            for name, points in curves.items():
-                assert all(float(v) >= 0 for _, v in points), (name, points)
-            for name in RESTARTED:
-                assert any(float(v) > 0 for t, v in curves[name] if t > came_back), name
-            resets = by_engine(await prom.query(f"resets(poolconsole_engine_generation_tokens_total[{window}s])", end))
-            assert set(RESTARTED) <= set(resets)
-            assert {n: v[1] for n, v in resets.items() if v[1] != "0"} == {}
-            metadata = await prom.api("targets/metadata", match_target='{job="poolconsole"}')
-            types = {m["metric"]: m["type"] for m in metadata}
-            counter = types.get("poolconsole_engine_generation_tokens") or types.get(
-                "poolconsole_engine_generation_tokens_total"
-            )
-            assert counter == "counter", types
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
-
-
-async def until_ready(prom: Prometheus, proc: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + 90
-    while True:
-        assert proc.poll() is None, f"prometheus exited:\n{log.read_text()[-3000:]}"
-        try:
-            if (await prom.client.get(f"{prom.url}/-/ready")).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        assert time.monotonic() < deadline, f"prometheus not ready:\n{log.read_text()[-3000:]}"
-        await asyncio.sleep(0.3)
-
-
-async def eventually(check: Callable[[], Any], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not await check():
-        assert time.monotonic() < deadline, f"timed out after {timeout_s:.0f} s waiting for {what}"
-        await asyncio.sleep(0.5)
+        # the token counters across the restarts: a rate never below 0 and no reset for Prometheus to mend
+        rates = await prom.api(
+            "query_range",
+            query="rate(poolconsole_engine_generation_tokens_total[30s])",
+            start=f"{started:.3f}",
+            end=f"{end:.3f}",
+            step="1",
+        )
+        curves = by_engine(rates["result"])
+        assert set(RESTARTED) <= set(curves)
+        for name, points in curves.items():
+            assert all(float(v) >= 0 for _, v in points), (name, points)
+        for name in RESTARTED:
+            assert any(float(v) > 0 for t, v in curves[name] if t > came_back), name
+        resets = by_engine(await prom.query(f"resets(poolconsole_engine_generation_tokens_total[{window}s])", end))
+        assert set(RESTARTED) <= set(resets)
+        assert {n: v[1] for n, v in resets.items() if v[1] != "0"} == {}
+        metadata = await prom.api("targets/metadata", match_target='{job="poolconsole"}')
+        types = {m["metric"]: m["type"] for m in metadata}
+        counter = types.get("poolconsole_engine_generation_tokens") or types.get(
+            "poolconsole_engine_generation_tokens_total"
+        )
+        assert counter == "counter", types
 
 
 async def stored_after(prom: Prometheus, at: float) -> bool:

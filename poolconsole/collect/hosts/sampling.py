@@ -1,6 +1,6 @@
 """Poll every host once, concurrently (the `status` command); a host declared `local = true` reads NVML
-without SSH. The address never decides: 127.0.0.1:PORT is as likely an SSH tunnel or a simulated host
-as this machine."""
+without SSH, one with `read = "prometheus"` its exporters' series from `[prometheus]`. The address never
+decides: 127.0.0.1:PORT is as likely an SSH tunnel or a simulated host as this machine."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ from poolconsole.collect.hosts.nvml import NvmlUnavailable, read_nvml
 from poolconsole.collect.hosts.poll import HostPoller
 from poolconsole.collect.hosts.systems import parse_meminfo
 from poolconsole.collect.prom import ParseError
+from poolconsole.collect.prometheus_hosts import PrometheusHostPoller
+from poolconsole.collect.prometheus_source import PrometheusAPI
 from poolconsole.collect.ssh import SSHPool
 from poolconsole.config.models import Host, PoolConfig
 from poolconsole.model.hosts import HostSnapshot, HostState, SystemMemory
@@ -47,8 +49,15 @@ def local_snapshot(host: Host) -> HostSnapshot | None:
 
 async def sample_hosts(config: PoolConfig) -> list[HostSnapshot]:
     pool = SSHPool(config.hosts, config.settings.ssh_timeout_s, config.settings.ssh_concurrency)
+    api = PrometheusAPI(config.prometheus, config.settings).acquire() if config.prometheus is not None else None
 
     async def one(host: Host) -> HostSnapshot:
+        if host.read == "prometheus" and api is not None:
+            reader = PrometheusHostPoller(host, api, config.engines)
+            try:
+                return await reader.poll()
+            finally:
+                await reader.aclose()
         if host.local:
             local = await asyncio.to_thread(local_snapshot, host)
             if local is not None:
@@ -59,3 +68,5 @@ async def sample_hosts(config: PoolConfig) -> list[HostSnapshot]:
         return list(await asyncio.gather(*(one(h) for h in config.hosts)))
     finally:
         await pool.close()
+        if api is not None:
+            await api.release()

@@ -1,0 +1,411 @@
+"""Hosts read from a Prometheus-compatible query API instead of over SSH: the same HostSnapshot the SSH
+poller builds (GPUs with memory, utilisation, power and temperature; system memory and swap; dedicated or
+unified memory), from the series of the exporters Prometheus scrapes on the host:
+
+- node_exporter: `node_memory_MemTotal_bytes`, `MemAvailable_bytes`, `SwapTotal_bytes`, `SwapFree_bytes`;
+- NVIDIA's DCGM exporter: `DCGM_FI_DEV_FB_USED` / `FB_FREE` (/ `FB_RESERVED`, MiB), `GPU_UTIL`,
+  `POWER_USAGE`, `GPU_TEMP`, with the `gpu` label as the index;
+- nvidia_gpu_exporter: `nvidia_smi_memory_used_bytes` / `memory_total_bytes`, `utilization_gpu_ratio`,
+  `power_draw_watts`, `temperature_gpu`, the index and name from `nvidia_smi_gpu_info`.
+
+A host's series are those of every target whose `instance` is the host's `address` with any port
+(gpu-box:9100, gpu-box:9400), or its `selector`. One poll is three instant queries, concurrent: the raw
+series and each target's `up`; the `timestamp()` of each target's `up` (when Prometheus scraped it, the
+sample's time); and which targets there carried exporter series in the last ten minutes, so that a
+stopped exporter (its series are gone, its `up` is 0) is told apart from an engine on the same host.
+
+Unified hosts (GB10, Jetson: the GPU exporters report no framebuffer figures, nvidia_gpu_exporter drops
+its `[N/A]` fields, DCGM leaves them out) keep the unified reading: the GPU's memory is the system's,
+MemTotal - MemAvailable. Unknown is None with its reason: no series, a stale exporter (`up == 0`, with
+Prometheus' scrape error), a query error, an unreachable or refusing query API; never 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import re
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from poolconsole.collect.hosts.poll import HostPoller
+from poolconsole.collect.prometheus_source import Answer, PrometheusAPI, Series, quoted
+from poolconsole.config.models import Engine, Host
+from poolconsole.model import units
+from poolconsole.model.hosts import GpuReading, HostSnapshot, HostState, SystemMemory
+from poolconsole.model.snapshots import EngineState
+
+MIB = 1024 * 1024
+RECENT = "10m"
+"""How far back a target that carried exporter series still counts as that exporter once it is down."""
+
+NODE = "node_exporter"
+DCGM = "DCGM exporter"
+NVSMI = "nvidia_gpu_exporter"
+
+NODE_NAMES = (
+    "node_memory_MemTotal_bytes",
+    "node_memory_MemAvailable_bytes",
+    "node_memory_SwapTotal_bytes",
+    "node_memory_SwapFree_bytes",
+)
+DCGM_NAMES = (
+    "DCGM_FI_DEV_FB_USED",
+    "DCGM_FI_DEV_FB_FREE",
+    "DCGM_FI_DEV_FB_RESERVED",
+    "DCGM_FI_DEV_GPU_UTIL",
+    "DCGM_FI_DEV_POWER_USAGE",
+    "DCGM_FI_DEV_POWER_MGMT_LIMIT",
+    "DCGM_FI_DEV_GPU_TEMP",
+)
+NVSMI_NAMES = (
+    "nvidia_smi_gpu_info",
+    "nvidia_smi_index",
+    "nvidia_smi_memory_used_bytes",
+    "nvidia_smi_memory_total_bytes",
+    "nvidia_smi_memory_free_bytes",
+    "nvidia_smi_memory_reserved_bytes",
+    "nvidia_smi_utilization_gpu_ratio",
+    "nvidia_smi_power_draw_watts",
+    "nvidia_smi_power_limit_watts",
+    "nvidia_smi_temperature_gpu",
+)
+FAMILIES = {NODE: NODE_NAMES, DCGM: DCGM_NAMES, NVSMI: NVSMI_NAMES}
+MARKERS = {
+    NODE: ("node_memory_MemTotal_bytes",),
+    DCGM: ("DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_POWER_USAGE"),
+    NVSMI: ("nvidia_smi_gpu_info", "nvidia_smi_index"),
+}
+"""The families whose presence says a target is that exporter (one name per term: functions drop it)."""
+STATES = {
+    EngineState.DOWN: HostState.UNREACHABLE,
+    EngineState.AUTH_FAILED: HostState.AUTH_FAILED,
+    EngineState.DEGRADED: HostState.DEGRADED,
+}
+
+Target = tuple[str, str]
+"""(job, instance) of one scrape target."""
+
+
+def exporter_of(name: str) -> str | None:
+    for exporter, names in FAMILIES.items():
+        if name in names:
+            return exporter
+    return None
+
+
+def instance_pattern(address: str) -> str:
+    """An RE2 pattern for `instance` labels of `address` with any port (IPv6 in brackets)."""
+    bare = address.strip("[]")
+    if ":" in bare:
+        return rf"\[{re.escape(bare)}\](:[0-9]+)?"
+    return rf"{re.escape(bare)}(:[0-9]+)?"
+
+
+def host_matchers(host: Host) -> str:
+    """The host's label matchers without braces: its selector's, else every instance at its address."""
+    if host.selector is not None:
+        return host.selector.strip()[1:-1].strip().rstrip(",").strip()
+    return f"instance=~{quoted(instance_pattern(host.address))}"
+
+
+def host_selection(host: Host) -> str:
+    """Every series the host reading uses, and each target's `up`."""
+    names = "|".join(sorted({*NODE_NAMES, *DCGM_NAMES, *NVSMI_NAMES, "up"}))
+    return f'{{__name__=~"{names}", {host_matchers(host)}}}'
+
+
+def host_scrape_times(host: Host) -> str:
+    return f"timestamp(up{{{host_matchers(host)}}})"
+
+
+def recent_exporters(host: Host) -> str:
+    """(job, instance, exporter) of each target there that carried exporter series lately, even if down now."""
+    sel = host_matchers(host)
+    terms = [
+        f'label_replace(group by (job, instance) (last_over_time({name}{{{sel}}}[{RECENT}])), "exporter", '
+        f'{quoted(exporter)}, "", "")'
+        for exporter, names in MARKERS.items()
+        for name in names
+    ]
+    return " or ".join(terms)
+
+
+def _target(labels: dict[str, str]) -> Target:
+    return labels.get("job", ""), labels.get("instance", "")
+
+
+def _finite(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
+
+
+def _int(value: float | None, scale: float = 1.0) -> int | None:
+    value = _finite(value)
+    return None if value is None else round(value * scale)
+
+
+def _index(text: str | None) -> int | None:
+    return int(text) if text is not None and text.strip().isdigit() else None
+
+
+def system_memory(series: Iterable[Series]) -> SystemMemory | None:
+    """node_exporter's meminfo families -> SystemMemory (None when MemTotal is absent)."""
+    values = {s.labels["__name__"]: s.value for s in series}
+    total = _int(values.get("node_memory_MemTotal_bytes"))
+    if total is None:
+        return None
+    swap_total = _int(values.get("node_memory_SwapTotal_bytes"))
+    swap_free = _int(values.get("node_memory_SwapFree_bytes"))
+    return SystemMemory(
+        total_bytes=total,
+        available_bytes=_int(values.get("node_memory_MemAvailable_bytes")),
+        swap_used_bytes=swap_total - swap_free if swap_total is not None and swap_free is not None else None,
+        swap_total_bytes=swap_total,
+    )
+
+
+def dcgm_gpus(series: Iterable[Series]) -> tuple[list[GpuReading], list[str], str | None]:
+    """DCGM exporter series -> one reading per `gpu` index. A MIG GPU (series per GPU instance, GPU_I_ID)
+    whose whole-GPU series are absent has its instances' framebuffer figures summed."""
+    by_gpu: dict[int, dict[str, list[Series]]] = defaultdict(lambda: defaultdict(list))
+    driver: str | None = None
+    for s in series:
+        index = _index(s.labels.get("gpu"))
+        if index is not None:
+            by_gpu[index][s.labels["__name__"]].append(s)
+            driver = driver or s.labels.get("DCGM_FI_DRIVER_VERSION")
+    gpus: list[GpuReading] = []
+    notes: list[str] = []
+    for index in sorted(by_gpu):
+        fields = by_gpu[index]
+
+        def pick(name: str, fields: dict[str, list[Series]] = fields) -> list[Series]:
+            found = fields.get(name, [])
+            whole = [s for s in found if "GPU_I_ID" not in s.labels]
+            return whole or found
+
+        def one(name: str) -> float | None:
+            found = pick(name)
+            return _finite(found[0].value) if found else None
+
+        def mib(name: str, index: int = index) -> int | None:
+            found = pick(name)
+            if not found:
+                return None
+            values = [_finite(s.value) for s in found]
+            if None in values:
+                return None
+            if len(found) > 1:
+                note = f"GPU {index}: MIG, framebuffer figures summed over {len(found)} GPU instances"
+                if note not in notes:
+                    notes.append(note)
+            return round(sum(v for v in values if v is not None) * MIB)
+
+        used, free, reserved = mib("DCGM_FI_DEV_FB_USED"), mib("DCGM_FI_DEV_FB_FREE"), mib("DCGM_FI_DEV_FB_RESERVED")
+        labels = next(s for found in fields.values() for s in found).labels
+        gpus.append(
+            GpuReading(
+                index=index,
+                name=labels.get("modelName"),
+                uuid=labels.get("UUID"),
+                memory_total_bytes=used + free + (reserved or 0) if used is not None and free is not None else None,
+                memory_used_bytes=used,
+                utilization_pct=one("DCGM_FI_DEV_GPU_UTIL"),
+                temperature_c=one("DCGM_FI_DEV_GPU_TEMP"),
+                power_w=one("DCGM_FI_DEV_POWER_USAGE"),
+                power_limit_w=one("DCGM_FI_DEV_POWER_MGMT_LIMIT"),
+                memory_free_bytes=free,
+                memory_reserved_bytes=reserved,
+            )
+        )
+    return gpus, notes, driver
+
+
+def nvidia_smi_gpus(series: Iterable[Series]) -> tuple[list[GpuReading], str | None]:
+    """nvidia_gpu_exporter series (per `uuid`, which it writes without the GPU- prefix) -> readings. The
+    exporter drops fields nvidia-smi reports as [N/A], so a unified GPU's memory families are absent."""
+    by_uuid: dict[str, dict[str, Series]] = defaultdict(dict)
+    for s in series:
+        uuid = s.labels.get("uuid")
+        if uuid:
+            by_uuid[uuid].setdefault(s.labels["__name__"], s)
+    gpus: list[GpuReading] = []
+    driver: str | None = None
+    for uuid, fields in by_uuid.items():
+
+        def value(name: str, fields: dict[str, Series] = fields) -> float | None:
+            found = fields.get(name)
+            return _finite(found.value) if found is not None else None
+
+        info = fields.get("nvidia_smi_gpu_info")
+        labels = info.labels if info is not None else {}
+        driver = driver or labels.get("driver_version") or None
+        index = _index(labels.get("index"))
+        if index is None:
+            index = _int(value("nvidia_smi_index"))
+        ratio = value("nvidia_smi_utilization_gpu_ratio")
+        gpus.append(
+            GpuReading(
+                index=index,
+                name=labels.get("name"),
+                uuid=uuid if uuid.startswith(("GPU-", "MIG-")) else f"GPU-{uuid}",
+                memory_total_bytes=_int(value("nvidia_smi_memory_total_bytes")),
+                memory_used_bytes=_int(value("nvidia_smi_memory_used_bytes")),
+                utilization_pct=None if ratio is None else round(ratio * 100, 6),
+                temperature_c=value("nvidia_smi_temperature_gpu"),
+                power_w=value("nvidia_smi_power_draw_watts"),
+                power_limit_w=value("nvidia_smi_power_limit_watts"),
+                memory_free_bytes=_int(value("nvidia_smi_memory_free_bytes")),
+                memory_reserved_bytes=_int(value("nvidia_smi_memory_reserved_bytes")),
+            )
+        )
+    gpus.sort(key=lambda g: (g.index is None, g.index or 0))
+    return gpus, driver
+
+
+@dataclass
+class PrometheusHostPoller:
+    """Reads one host from the query API; the same `poll` as HostPoller, and `aclose` once at the end.
+    The host's SSH settings are left to its actions."""
+
+    host: Host
+    api: PrometheusAPI
+    engines: Sequence[Engine] = ()
+    clock: Callable[[], float] = time.time
+    where: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.api.acquire()
+        self.where = f"{{{host_matchers(self.host)}}}"
+        self.engines = [e for e in self.engines if e.host == self.host.name]
+
+    async def aclose(self) -> None:
+        await self.api.release()
+
+    async def close(self) -> None:
+        """HostPoller's name for it (the runtime's host loop calls either)."""
+        await self.aclose()
+
+    async def poll(self) -> HostSnapshot:
+        try:
+            answers = await asyncio.gather(
+                self.api.query(host_selection(self.host)),
+                self.api.query(host_scrape_times(self.host)),
+                self.api.query(recent_exporters(self.host)),
+            )
+            return await self._snapshot(*answers)
+        except Exception as exc:  # a collector never takes the console down
+            return self._unknown(
+                HostState.DEGRADED, f"internal error while reading this host from Prometheus: {exc!r}", time.time()
+            )
+
+    def _unknown(self, state: HostState, error: str, at: float, rtt_ms: float | None = None) -> HostSnapshot:
+        return HostSnapshot(
+            self.host.name,
+            self.host.address,
+            state,
+            error,
+            source=f"prometheus {self.api.where}",
+            memory_kind=self.host.memory_kind if self.host.memory_kind != "auto" else None,
+            rtt_ms=rtt_ms,
+            fetched_at=self.clock() - (time.time() - at),
+            notes=(f"read from Prometheus {self.api.source.url} by {self.where}",),
+        )
+
+    async def _stale(self, target: Target, exporter: str) -> str:
+        job, instance = target
+        said = await self.api.scrape_error({"job": job, "instance": instance})
+        return f"{exporter} ({job} {instance}) stale in Prometheus: its last scrape failed (up == 0)" + (
+            f": {said}" if said else ""
+        )
+
+    async def _snapshot(self, values: Answer, stamps: Answer, recent: Answer) -> HostSnapshot:
+        answers = (values, stamps, recent)
+        elapsed = [a.elapsed_s for a in answers if a.elapsed_s is not None]
+        rtt = round(max(elapsed) * 1000, 1) if elapsed else None
+        now = time.time()
+        for answer in answers:
+            if not answer.ok:
+                assert answer.state is not None and answer.error is not None
+                return self._unknown(STATES.get(answer.state, HostState.DEGRADED), answer.error, now, rtt)
+        ups = {_target(s.labels): s.value for s in values.series if s.labels.get("__name__") == "up"}
+        scraped = {_target(s.labels): s.value for s in stamps.series if math.isfinite(s.value)}
+        kinds: dict[Target, set[str]] = defaultdict(set)
+        fresh: dict[str, list[Series]] = defaultdict(list)
+        for s in values.series:
+            exporter = exporter_of(s.labels.get("__name__", ""))
+            if exporter is not None:
+                kinds[_target(s.labels)].add(exporter)
+                fresh[exporter].append(s)
+        for s in recent.series:
+            kinds[_target(s.labels)].add(s.labels.get("exporter", ""))
+        if not kinds:
+            there = ", ".join(f"{j} {i}" for j, i in sorted(ups)) or "none"
+            error = (
+                f"no node_exporter, DCGM exporter or nvidia_gpu_exporter series in Prometheus for {self.where} "
+                f"(targets there: {there}): Prometheus does not scrape them, or under other labels (give the host "
+                "a selector; `poolconsole prometheus-config` writes scrape configs)"
+            )
+            return self._unknown(HostState.UNREACHABLE, error, now, rtt)
+        with_series = {_target(s.labels) for found in fresh.values() for s in found}
+        down = sorted(t for t in kinds if ups.get(t) == 0 or (t not in ups and t not in with_series))
+        reasons = [
+            await self._stale(t, " and ".join(sorted(kinds[t])))
+            if t in ups
+            else f"{' and '.join(sorted(kinds[t]))} ({t[0]} {t[1]}) is no longer scraped by Prometheus"
+            for t in down
+        ]
+        live = [t for t in kinds if t not in down]
+        times = [scraped[t] for t in live if t in scraped]
+        if not live:
+            at = max((scraped[t] for t in down if t in scraped), default=now)
+            return self._unknown(HostState.UNREACHABLE, "; ".join(reasons), at, rtt)
+        at = min(times) if times else now
+        live_kinds = set().union(*(kinds[t] for t in live))
+        notes = [f"read from Prometheus {self.api.source.url} by {self.where}"]
+        notes += [f"{' and '.join(sorted(kinds[t]))}: {t[0]} {t[1]}" for t in sorted(live)]
+        problems = list(reasons)
+
+        memory = system_memory(fresh[NODE]) if NODE in live_kinds else None
+        if memory is None and not any(NODE in kinds[t] for t in down):
+            problems.append(f"no node_exporter series for {self.where}: system memory not read")
+        gpus: list[GpuReading] = []
+        driver: str | None = None
+        if DCGM in live_kinds and fresh[DCGM]:
+            gpus, mig_notes, driver = dcgm_gpus(fresh[DCGM])
+            notes += mig_notes
+            if NVSMI in live_kinds:
+                notes.append("GPUs from the DCGM exporter (nvidia_gpu_exporter's series there are not read)")
+        elif NVSMI in live_kinds and fresh[NVSMI]:
+            gpus, driver = nvidia_smi_gpus(fresh[NVSMI])
+        elif not any(kinds[t] & {DCGM, NVSMI} for t in down):
+            notes.append(f"no GPU exporter (DCGM exporter or nvidia_gpu_exporter) series for {self.where}")
+
+        no_memory = bool(gpus) and all(g.memory_total_bytes is None and g.memory_used_bytes is None for g in gpus)
+        kind = self.host.memory_kind if self.host.memory_kind != "auto" else ("unified" if no_memory else "dedicated")
+        if kind == "unified" and gpus:
+            gpus = [HostPoller._unified(g, memory) for g in gpus]
+            if no_memory:
+                notes.append("the GPU exporter reports no GPU memory (unified memory): memory from node_exporter")
+            if memory and memory.swap_used_bytes:
+                notes.append(f"swap in use on a unified-memory host: {units.gib(memory.swap_used_bytes, 1, ' GiB')}")
+        age = max(0.0, now - at)
+        notes.append(f"sample age {age:.1f} s")
+        state = HostState.DEGRADED if problems else HostState.OK
+        return HostSnapshot(
+            self.host.name,
+            self.host.address,
+            state,
+            "; ".join(problems) or None,
+            source=f"prometheus {self.api.where}",
+            memory_kind=kind,
+            gpus=tuple(gpus),
+            system_memory=memory,
+            rtt_ms=rtt,
+            fetched_at=self.clock() - (now - at),
+            driver=driver,
+            notes=tuple(notes),
+            engine_gpus={e.name: list(e.gpus) for e in self.engines if e.gpus},
+        )

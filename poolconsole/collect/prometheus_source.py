@@ -1,0 +1,371 @@
+"""Engines read from a Prometheus-compatible query API (Prometheus, Thanos Query, VictoriaMetrics, Mimir)
+instead of their own endpoints: the same EngineSnapshot the direct poller builds, from instant queries.
+
+One poll of an engine is two instant queries to /api/v1/query, concurrent:
+
+- the raw series of the metric families the direct collector reads (the engine spec's names) and the
+  target's `up`, selected by the engine's `instance` label (HOST:PORT of its url) or its `selector`;
+- the `timestamp()` of the target's `up`: when Prometheus scraped it, the sample's time.
+
+The series go through the same mapping as a /metrics page (aliases per version, ranks, histograms), so
+every field reads as it does when polled directly. Counters are read as counters, not through `rate()`:
+the model's reset-safe deltas between two scrapes then give tok/s, TTFT and ITL (histogram deltas),
+hit and acceptance rates, and they also see each restart (a counter that went down, a new process start
+time), which `rate()` would mend silently: the restart count, the restart-loop alert and the restart
+marks on the charts keep working, and the running totals stay monotonic. Prometheus' own reset rule is
+the model's (a decrease is a reset and the new value is the increase since it), and no `rate()` window
+has to be guessed against a scrape interval the console does not know.
+
+A poll between two scrapes sees the same sample again: it keeps the sample's time (fetched_at is the
+scrape's time, so the age of the sample shows as for a direct poll) and its monotonic stamp, so the pool
+state knows it has applied it already.
+
+Unknown keeps its reason: no series for the selection, a stale target (`up == 0`, with the scrape
+error Prometheus reports for it), a query error, an unreachable or refusing query API.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import math
+import os
+import ssl
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+from poolconsole.collect.engines.mapping import metrics_from_samples
+from poolconsole.collect.engines.poll import METRICS_HINT, SPEC, _llamacpp_cache_queries
+from poolconsole.collect.fetch import Failure, Fetched, fetch
+from poolconsole.collect.poll_client import PollClient
+from poolconsole.collect.prom import Sample
+from poolconsole.config.models import Engine, EngineKind, PrometheusSource, Settings
+from poolconsole.model.snapshots import COUNTERS, GAUGES, HISTOGRAMS, EngineSnapshot, EngineState
+
+ALL_METRICS = (*GAUGES, *COUNTERS, *HISTOGRAMS)
+LLAMACPP_KV = (
+    'llama.cpp has no KV metric: its estimate comes from /slots, which only a direct poll reads (read = "direct")'
+)
+
+
+@dataclass(frozen=True)
+class Series:
+    """One element of an instant vector: its labels (with __name__), value and the evaluation time."""
+
+    labels: dict[str, str]
+    value: float
+    at: float
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What one query gave: the vector, or an error in words and the state it puts an engine in."""
+
+    series: tuple[Series, ...] = ()
+    error: str | None = None
+    state: EngineState | None = None
+    elapsed_s: float | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def _query_error(fetched: Fetched) -> str | None:
+    """Prometheus' own words for a refused query ({"status": "error", "errorType", "error"})."""
+    try:
+        doc = json.loads(fetched.body)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if isinstance(doc, dict) and doc.get("status") == "error":
+        return f"{doc.get('errorType', 'error')}: {doc.get('error', '')}".strip()
+    return None
+
+
+def parse_vector(body: bytes) -> tuple[Series, ...]:
+    """An /api/v1/query answer of result type vector (or scalar) -> its series. Raises ValueError."""
+    doc = json.loads(body)
+    if not isinstance(doc, dict) or doc.get("status") != "success":
+        raise ValueError("not a successful Prometheus query answer")
+    data = doc.get("data") or {}
+    kind = data.get("resultType")
+    result = data.get("result")
+    if kind == "scalar" and isinstance(result, list):
+        return (Series({}, float(result[1]), float(result[0])),)
+    if kind != "vector" or not isinstance(result, list):
+        raise ValueError(f"expected an instant vector, got {kind!r}")
+    out = []
+    for item in result:
+        at, value = item["value"]
+        out.append(Series({str(k): str(v) for k, v in item["metric"].items()}, float(value), float(at)))
+    return tuple(out)
+
+
+class PrometheusAPI:
+    """The query API of `[prometheus]`: keep-alive GETs (one poll client), never raising. Shared by every
+    engine read from it; closed when the last of them closes (`acquire` / `release`)."""
+
+    def __init__(self, source: PrometheusSource, settings: Settings | None = None) -> None:
+        self.source = source
+        self.settings = settings or Settings()
+        tls = ssl.create_default_context(cafile=source.ca_file) if source.ca_file else None
+        self.client = PollClient(tls)
+        self.users = 0
+        parts = urlsplit(source.url)
+        self.where = parts.netloc.rpartition("@")[2]
+
+    def acquire(self) -> PrometheusAPI:
+        self.users += 1
+        return self
+
+    async def release(self) -> None:
+        self.users -= 1
+        if self.users <= 0:
+            await self.client.aclose()
+
+    def headers(self) -> tuple[dict[str, str] | None, str | None]:
+        """The credentials from the environment, or why they are missing."""
+        src = self.source
+        if src.api_key_env is not None:
+            token = os.environ.get(src.api_key_env)
+            if not token:
+                return None, f"environment variable {src.api_key_env} ([prometheus] api_key_env) is not set"
+            return {"Authorization": f"Bearer {token}"}, None
+        if src.username is not None and src.password_env is not None:
+            password = os.environ.get(src.password_env)
+            if password is None:
+                return None, f"environment variable {src.password_env} ([prometheus] password_env) is not set"
+            pair = base64.b64encode(f"{src.username}:{password}".encode()).decode()
+            return {"Authorization": f"Basic {pair}"}, None
+        return None, None
+
+    async def get(self, path: str) -> Fetched:
+        headers, _ = self.headers()
+        return await fetch(
+            self.client,
+            self.source.url + path,
+            timeout_s=self.settings.http_timeout_s,
+            max_bytes=self.settings.max_body_bytes,
+            headers=headers,
+        )
+
+    async def query(self, expr: str) -> Answer:
+        """One instant query (evaluated now)."""
+        fetched = await self.get("/api/v1/query?query=" + quote(expr, safe=""))
+        elapsed = fetched.elapsed_s
+        if fetched.failure in (Failure.REFUSED, Failure.TIMEOUT):
+            said = (fetched.error or "").split(" (is the engine")[0]  # fetch's hint is about engines
+            return Answer(error=f"Prometheus at {self.where}: {said}", state=EngineState.DOWN, elapsed_s=elapsed)
+        if fetched.failure is Failure.AUTH:
+            _, unset = self.headers()
+            hint = unset or "set [prometheus] api_key_env, or username and password_env"
+            return Answer(
+                error=f"Prometheus at {self.where} refused the query (HTTP {fetched.status}): {hint}",
+                state=EngineState.AUTH_FAILED,
+                elapsed_s=elapsed,
+            )
+        if not fetched.ok:
+            refused = _query_error(fetched)
+            if refused is not None:
+                return Answer(error=f"query error: {refused}", state=EngineState.DEGRADED, elapsed_s=elapsed)
+            if fetched.failure is Failure.NOT_FOUND:
+                error = f"{self.source.url}/api/v1/query answers 404: is [prometheus] url the query API's base URL?"
+            else:
+                error = f"Prometheus at {self.where}: {fetched.error}"
+            return Answer(error=error, state=EngineState.DEGRADED, elapsed_s=elapsed)
+        try:
+            return Answer(parse_vector(fetched.body), elapsed_s=elapsed)
+        except (ValueError, KeyError, TypeError, IndexError) as exc:
+            return Answer(
+                error=f"Prometheus at {self.where}: not a query API answer ({exc})",
+                state=EngineState.DEGRADED,
+                elapsed_s=elapsed,
+            )
+
+    async def scrape_error(self, labels: dict[str, str]) -> str | None:
+        """The last scrape error Prometheus reports for the target with these job / instance labels."""
+        fetched = await self.get("/api/v1/targets?state=active")
+        if not fetched.ok:
+            return None
+        try:
+            targets = json.loads(fetched.body)["data"]["activeTargets"]
+        except (ValueError, KeyError, TypeError):
+            return None
+        for target in targets:
+            mine = target.get("labels", {})
+            if all(mine.get(k) == labels.get(k) for k in ("job", "instance") if k in labels):
+                error = str(target.get("lastError") or "")
+                return error or None
+        return None
+
+
+def quoted(value: str) -> str:
+    """A PromQL string literal."""
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def matchers(engine: Engine) -> str:
+    """The engine's label matchers without braces: its selector's, else instance="HOST:PORT"."""
+    if engine.selector is not None:
+        return engine.selector.strip()[1:-1].strip().rstrip(",").strip()
+    return f"instance={quoted(engine.instance)}"
+
+
+def selection(engine: Engine) -> str:
+    """Every series this engine's mapping reads, and its target's `up`."""
+    spec = SPEC[engine.kind]
+    names = "|".join(sorted({*spec.wanted, "up"}))
+    return f'{{__name__=~"{names}", {matchers(engine)}}}'
+
+
+def scrape_time(engine: Engine) -> str:
+    """When Prometheus last scraped the engine: its target's `up`, else (a selector with labels `up` lacks)
+    its running-requests gauge. timestamp() drops the metric name, so one family at a time."""
+    sel = matchers(engine)
+    running = SPEC[engine.kind].gauges["requests_running"][0]
+    parts = [f"timestamp(up{{{sel}}})", *(f'timestamp({{__name__="{name}", {sel}}})' for name in running)]
+    return f"max({' or '.join(parts)})"
+
+
+@dataclass
+class _Seen:
+    """The last scrape a poller read: a poll before the next scrape sees the same sample again."""
+
+    at: float | None = None
+    monotonic: float = 0.0
+
+
+@dataclass
+class PrometheusEnginePoller:
+    """Reads one engine from the query API; the same interface as EnginePoller (`poll`, `aclose`)."""
+
+    engine: Engine
+    api: PrometheusAPI
+    clock: Callable[[], float] = time.time
+    seen: _Seen = field(default_factory=_Seen)
+
+    def __post_init__(self) -> None:
+        self.api.acquire()
+        self.where = f"{{{matchers(self.engine)}}}"
+
+    async def aclose(self) -> None:
+        await self.api.release()
+
+    async def poll(self) -> EngineSnapshot:
+        expr = selection(self.engine)
+        wall, mono = time.time(), time.monotonic()
+        try:
+            values, stamps = await asyncio.gather(self.api.query(expr), self.api.query(scrape_time(self.engine)))
+            return await self._snapshot(values, stamps)
+        except Exception as exc:  # a collector must never take the console down
+            return self._unknown(
+                EngineState.DEGRADED, f"internal error while reading this engine from Prometheus: {exc!r}", wall, mono
+            )
+
+    def _stamp(self, at: float) -> tuple[float, float]:
+        """(fetched_at on the poller's clock, monotonic) of a sample Prometheus took at `at` (epoch s)."""
+        if self.seen.at != at:
+            self.seen.at = at
+            self.seen.monotonic = time.monotonic() - (time.time() - at)
+        return self.clock() - (time.time() - at), self.seen.monotonic
+
+    def _unknown(
+        self,
+        state: EngineState,
+        error: str,
+        at: float,
+        monotonic: float,
+        reason: str | None = None,
+        latency_s: float | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> EngineSnapshot:
+        why = reason or error
+        return EngineSnapshot(
+            name=self.engine.name,
+            kind=self.engine.kind.value,
+            url=self.engine.url,
+            host=self.engine.host,
+            fetched_at=self.clock() - (time.time() - at),
+            monotonic=monotonic,
+            state=state,
+            error=error,
+            source=f"prometheus {self.api.where}",
+            latency_s=latency_s,
+            missing=MappingProxyType(dict.fromkeys(ALL_METRICS, why)),
+            extra=MappingProxyType(self._extra(extra)),
+        )
+
+    def _extra(self, more: dict[str, Any] | None = None) -> dict[str, Any]:
+        return {"read_from": "prometheus", "prometheus": self.api.source.url, "selector": self.where, **(more or {})}
+
+    async def _snapshot(self, values: Answer, stamps: Answer) -> EngineSnapshot:
+        kind = self.engine.kind
+        spec = SPEC[kind]
+        latency = max((a.elapsed_s for a in (values, stamps) if a.elapsed_s is not None), default=None)
+        now_wall, now_mono = time.time(), time.monotonic()
+        for answer in (values, stamps):
+            if not answer.ok:
+                assert answer.state is not None and answer.error is not None
+                return self._unknown(answer.state, answer.error, now_wall, now_mono, latency_s=latency)
+        ups = [s for s in values.series if s.labels.get("__name__") == "up"]
+        samples = [
+            Sample(s.labels["__name__"], tuple((k, v) for k, v in s.labels.items() if k != "__name__"), s.value)
+            for s in values.series
+            if s.labels.get("__name__") != "up"
+        ]
+        at = stamps.series[0].value if stamps.series and math.isfinite(stamps.series[0].value) else None
+        if at is None:
+            reason = f"no series in Prometheus for {self.where}"
+            error = (
+                f"{reason}: Prometheus does not scrape it, or under other labels (give a selector; "
+                "`poolconsole prometheus-config` writes scrape configs)"
+            )
+            return self._unknown(EngineState.DOWN, error, now_wall, now_mono, reason, latency)
+        fetched_at, monotonic = self._stamp(at)
+        age = max(0.0, time.time() - at)
+        targets = {(u.labels.get("job", ""), u.labels.get("instance", "")) for u in ups}
+        if len(targets) > 1:
+            names = ", ".join(f"{j}/{i}" for j, i in sorted(targets))
+            error = f"{self.where} matches {len(targets)} scrape targets ({names}): give a selector that picks one"
+            return self._unknown(EngineState.DEGRADED, error, at, monotonic, latency_s=latency)
+        down = [u for u in ups if u.value == 0]
+        if down:
+            said = await self.api.scrape_error(down[0].labels)
+            reason = "stale in Prometheus: its last scrape failed (up == 0)"
+            error = reason + (f": {said}" if said else "")
+            return self._unknown(
+                EngineState.DOWN, error, at, monotonic, reason, latency, {"scraped_at": at, "sample_age_s": age}
+            )
+        ours = [s for s in samples if s.name.startswith(spec.prefix)]
+        if not ours:
+            hint = "the engine runs with --disable-log-stats" if kind is EngineKind.VLLM else METRICS_HINT[kind]
+            reason = f"no {spec.prefix}* series in Prometheus for {self.where}"
+            return self._unknown(EngineState.DEGRADED, f"{reason} ({hint})", at, monotonic, reason, latency)
+        metrics, missing = metrics_from_samples(samples, spec)
+        if kind is EngineKind.LLAMACPP:
+            metrics, missing = _llamacpp_cache_queries(metrics, missing)
+            if metrics.get("kv_cache_usage") is None:
+                missing["kv_cache_usage"] = LLAMACPP_KV
+        start = metrics.get("process_start_time")
+        return EngineSnapshot(
+            name=self.engine.name,
+            kind=kind.value,
+            url=self.engine.url,
+            host=self.engine.host,
+            fetched_at=fetched_at,
+            monotonic=monotonic,
+            state=EngineState.OK,
+            error=None,
+            source=f"prometheus {self.api.where}",
+            latency_s=latency,
+            models=metrics.model_names,
+            metrics=metrics,
+            restart_marker=f"{start:.3f}" if start is not None else None,
+            missing=MappingProxyType(missing),
+            extra=MappingProxyType(self._extra({"scraped_at": at, "sample_age_s": round(age, 3)})),
+        )

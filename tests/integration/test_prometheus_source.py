@@ -1,0 +1,302 @@
+"""Engines read through a real Prometheus (Debian's package) scraping replayed real captures of vLLM,
+SGLang and llama.cpp on loopback, against the same engines polled directly: `status --json` agrees on
+running, waiting and KV, tok/s matches the counters' true growth both ways; a counter reset reads as a
+restart, never a negative rate; a target that goes down reads as stale with Prometheus' scrape error; and
+`--prometheus URL` alone discovers the engines (and opens the console read-only)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from poolconsole import cli
+from poolconsole.collect.prometheus_source import PrometheusAPI, PrometheusEnginePoller
+from poolconsole.config import PoolConfig, parse_config
+from poolconsole.config.models import Engine, EngineKind, PrometheusSource
+from poolconsole.model.pool_state import PoolState
+from poolconsole.model.snapshots import EngineSnapshot
+from poolconsole.model.view import engine_view
+from tests.conftest import REAL
+from tests.helpers.prometheus import Prometheus, eventually, running_prometheus
+from tests.helpers.rawhttp import RawHTTPServer, Reply
+
+VLLM = REAL / "vllm-0.32.0-cpu"
+LLAMACPP = REAL / "llamacpp-b1-0c1e570"
+SGLANG = REAL / "issue-samples" / "sglang-metrics-v0.5.1-issue13485.txt"
+RATE = 250.0
+"""Generation tokens per second of wall time that every replayed engine's counter grows by: the truth."""
+SCRAPE_S = 1.0
+SGLANG_LABELS = 'engine_type="unified",model_name="Qwen-32B"'
+
+
+def sglang_page() -> bytes:
+    """The SGLang 0.5.1 capture's complete lines (the issue cut the page short), with the queue gauge and the
+    generation counter in the capture's own label style."""
+    kept = [
+        line
+        for line in SGLANG.read_text().splitlines()
+        if line.startswith(("sglang:", "# HELP sglang:", "# TYPE sglang:")) and "[...]" not in line
+    ]
+    kept += [
+        "# TYPE sglang:num_queue_reqs gauge",
+        f'sglang:num_queue_reqs{{{SGLANG_LABELS},pp_rank="0",tp_rank="0"}} 3.0',
+        "# TYPE sglang:generation_tokens_total counter",
+        f"sglang:generation_tokens_total{{{SGLANG_LABELS}}} 1000.0",
+    ]
+    return ("\n".join(kept) + "\n").encode()
+
+
+class ReplayedEngine(RawHTTPServer):
+    """A real /metrics capture whose generation counter grows at RATE per second; `restart` sets it back
+    to zero (as a restarted engine does), `kill` drops every connection and stops listening."""
+
+    def __init__(self, kind: EngineKind, page: bytes, counter: bytes, routes: dict[str, Reply]) -> None:
+        super().__init__(routes)
+        self.kind = kind
+        at = page.index(b"\n" + counter) + 1 + len(counter)  # the sample line, not its HELP
+        self.head, self.tail = page[:at], page[page.index(b"\n", at) :]
+        self.base = float(page[at : page.index(b"\n", at)])
+        self.since = time.time()
+        self.writers: set[asyncio.StreamWriter] = set()
+
+    def counter(self) -> float:
+        return self.base + RATE * (time.time() - self.since)
+
+    def reply(self, path: str) -> Reply:
+        if path == "/metrics":
+            body = self.head + repr(self.counter()).encode() + self.tail
+            return Reply(200, body, {"Content-Type": "text/plain; version=0.0.4"})
+        return super().reply(path)
+
+    def restart(self) -> None:
+        self.base, self.since = 0.0, time.time()
+
+    async def kill(self) -> None:
+        for writer in list(self.writers):
+            writer.close()
+        await self.stop()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.writers.add(writer)
+        try:
+            await super()._handle(reader, writer)
+        finally:
+            self.writers.discard(writer)
+
+
+def replayed() -> dict[str, ReplayedEngine]:
+    sglang_models = Reply.json('{"object":"list","data":[{"id":"Qwen-32B","object":"model"}]}')
+    return {
+        "vllm": ReplayedEngine(
+            EngineKind.VLLM,
+            (VLLM / "metrics.load.txt").read_bytes(),
+            b'vllm:generation_tokens_total{engine="0",model_name="tiny"} ',
+            {"/v1/models": Reply.file(VLLM / "v1_models.json", "application/json")},
+        ),
+        "sglang": ReplayedEngine(
+            EngineKind.SGLANG,
+            sglang_page(),
+            f"sglang:generation_tokens_total{{{SGLANG_LABELS}}} ".encode(),
+            {"/v1/models": sglang_models},
+        ),
+        "llamacpp": ReplayedEngine(
+            EngineKind.LLAMACPP,
+            (LLAMACPP / "metrics-after-requests.txt").read_bytes(),
+            b"llamacpp:tokens_predicted_total ",
+            {
+                "/v1/models": Reply.file(LLAMACPP / "v1-models.json", "application/json"),
+                "/slots": Reply.file(LLAMACPP / "slots-after-requests.json", "application/json"),
+            },
+        ),
+    }
+
+
+@dataclass
+class Pool:
+    engines: dict[str, ReplayedEngine]
+    prom: Prometheus
+    directory: Path
+
+    def config(self, read: str) -> str:
+        text = f'[prometheus]\nurl = "{self.prom.url}"\n' if read == "prometheus" else ""
+        for name, engine in self.engines.items():
+            text += f'[[engines]]\nname = "{name}"\nkind = "{engine.kind}"\nurl = "{engine.url}"\nread = "{read}"\n'
+        return text
+
+    def config_file(self, read: str) -> Path:
+        path = self.directory / f"{read}.toml"
+        path.write_text(self.config(read))
+        return path
+
+
+async def scraped(prom: Prometheus, count: int) -> bool:
+    """Every target is up and Prometheus holds `count` scrapes of each."""
+    got = await prom.query("count_over_time(up[1m]) and on (instance) (up == 1)")
+    return len(got) == 3 and all(float(r["value"][1]) >= count for r in got)
+
+
+@pytest.fixture
+async def pool(tmp_path: Path) -> AsyncIterator[Pool]:
+    engines = replayed()
+    for engine in engines.values():
+        await engine.start()
+    jobs = "".join(
+        f"  - job_name: {name}\n    static_configs: [{{targets: ['127.0.0.1:{engine.port}']}}]\n"
+        for name, engine in engines.items()
+    )
+    try:
+        async with running_prometheus(tmp_path, jobs, f"{SCRAPE_S:g}s") as prom:
+            await eventually(lambda: scraped(prom, 3), 60, "three scrapes of every replayed engine")
+            yield Pool(engines, prom, tmp_path)
+    finally:
+        for engine in engines.values():
+            await engine.kill()
+
+
+async def status(*args: str) -> dict[str, Any]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "poolconsole",
+        "status",
+        "--json",
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 90)
+    assert proc.returncode in (0, 1), err.decode()
+    doc: dict[str, Any] = json.loads(out)
+    return doc
+
+
+def by_name(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {e["name"]: e for e in doc["engines"]}
+
+
+async def test_status_through_prometheus_equals_status_direct(pool: Pool) -> None:
+    # samples 4, 1.5 s apart: the Prometheus reading spans at least two 1 s scrapes
+    direct, through = await asyncio.gather(
+        status("--config", str(pool.config_file("direct")), "--samples", "4", "--interval", "1.5"),
+        status("--config", str(pool.config_file("prometheus")), "--samples", "4", "--interval", "1.5"),
+    )
+    d, p = by_name(direct), by_name(through)
+    assert set(d) == set(p) == {"vllm", "sglang", "llamacpp"}
+    for name in d:
+        assert d[name]["state"] == p[name]["state"] == "ok", (d[name]["error"], p[name]["error"])
+        assert p[name]["source"].startswith("prometheus 127.0.0.1:"), p[name]["source"]
+        assert d[name]["source"].startswith("GET /metrics")
+        assert p[name]["details"]["read_from"] == "prometheus"
+        assert 0 <= p[name]["details"]["sample_age_s"] <= 3 * SCRAPE_S
+        for field in ("requests_running", "requests_waiting"):
+            assert p[name][field] == d[name][field] is not None, (name, field)
+        # both read the counter's growth: RATE tok/s, to within the timing of a scrape
+        for doc in (d, p):
+            rate = doc[name]["generation_tokens_per_s"]
+            assert rate is not None and abs(rate - RATE) <= 0.05 * RATE, (name, rate, doc is p)
+        assert abs(p[name]["generation_tokens_per_s"] - d[name]["generation_tokens_per_s"]) <= 0.05 * RATE
+        assert p[name]["counter_resets"] == d[name]["counter_resets"] == 0
+    for name in ("vllm", "sglang"):
+        assert p[name]["kv_cache_usage"] == d[name]["kv_cache_usage"] is not None, name
+    assert (p["vllm"]["requests_running"], p["sglang"]["requests_waiting"]) == (8.0, 3.0)
+    # llama.cpp has no KV metric: the direct poll estimates it from /slots, which Prometheus never sees
+    assert d["llamacpp"]["kv_cache_usage"] is not None
+    assert p["llamacpp"]["kv_cache_usage"] is None
+    assert "/slots" in p["llamacpp"]["unknown"]["kv_cache_usage"]
+    # and the same families underneath: prefix-cache hits from llama.cpp's cached-token counter
+    assert p["llamacpp"]["prefix_cache_hit_rate"] == d["llamacpp"]["prefix_cache_hit_rate"] is not None
+
+
+def poller(pool: Pool, name: str) -> PrometheusEnginePoller:
+    engine = pool.engines[name]
+    api = PrometheusAPI(PrometheusSource(url=pool.prom.url))
+    return PrometheusEnginePoller(Engine(name=name, kind=engine.kind, url=engine.url, read="prometheus"), api)
+
+
+async def next_scrape(reader: PrometheusEnginePoller, after: EngineSnapshot | None) -> EngineSnapshot:
+    """The first poll that reads a scrape newer than `after`'s."""
+    deadline = time.monotonic() + 30
+    while True:
+        snap = await reader.poll()
+        if snap.metrics is not None and (after is None or snap.monotonic > after.monotonic):
+            return snap
+        assert time.monotonic() < deadline, f"no new scrape: {snap.error}"
+        await asyncio.sleep(0.2)
+
+
+async def test_a_counter_reset_is_a_restart_not_a_negative_rate(pool: Pool) -> None:
+    reader = poller(pool, "llamacpp")  # no process start time on its page: only the counters tell
+    config = parse_config(pool.config("prometheus"))
+    state = PoolState(config)
+    try:
+        first = await next_scrape(reader, None)
+        while (again := await reader.poll()).monotonic != first.monotonic:
+            first = again  # until two polls fall between the same two scrapes
+        applied = state.apply_engine(first)
+        assert state.apply_engine(again) is applied  # the same sample again changes nothing
+        before = first.metrics.get("generation_tokens_total") if first.metrics else None
+        pool.engines["llamacpp"].restart()
+        after = await next_scrape(reader, first)
+        while after.metrics is not None and (after.metrics.get("generation_tokens_total") or 0) >= (before or 0):
+            after = await next_scrape(reader, after)  # a scrape from before the restart, still
+        view = engine_view([first, after])
+        assert view.counter_resets == 1
+        assert view.generation_tokens_per_s is not None and view.generation_tokens_per_s >= 0
+        live = state.apply_engine(after)
+        assert live.counter_resets == 1 and live.generation_tokens_per_s is not None
+        assert live.generation_tokens_per_s >= 0
+        assert state.engines["llamacpp"].history.restarts
+    finally:
+        await reader.aclose()
+
+
+async def test_a_target_that_goes_down_is_stale_with_the_reason(pool: Pool) -> None:
+    reader = poller(pool, "sglang")
+    try:
+        ok = await next_scrape(reader, None)
+        assert ok.state == "ok"
+        await pool.engines["sglang"].kill()
+        deadline = time.monotonic() + 30
+        while (snap := await reader.poll()).state == "ok":
+            assert time.monotonic() < deadline, "Prometheus never marked the target down"
+            await asyncio.sleep(0.3)
+        assert snap.state == "down"
+        assert snap.error is not None and "stale in Prometheus" in snap.error and "up == 0" in snap.error
+        assert "connection refused" in snap.error, snap.error  # Prometheus' own scrape error
+        view = engine_view([ok, snap])
+        assert view.requests_running is None and "up == 0" in view.unknown["requests_running"]
+        assert view.last_ok_at == ok.fetched_at and view.polled_at is not None and view.polled_at > ok.fetched_at
+    finally:
+        await reader.aclose()
+
+
+async def test_prometheus_alone_discovers_the_replayed_engines(pool: Pool, monkeypatch: pytest.MonkeyPatch) -> None:
+    doc = await status("--prometheus", pool.prom.url, "--samples", "2", "--interval", "1.5")
+    found = {e["kind"]: e for e in doc["engines"]}
+    assert set(found) == {"vllm", "sglang", "llamacpp"}
+    for kind, engine in pool.engines.items():
+        assert found[kind]["name"] == f"127.0.0.1-{engine.port}"
+        assert found[kind]["state"] == "ok", found[kind]["error"]
+        assert found[kind]["source"].startswith("prometheus ")
+    assert (found["vllm"]["requests_running"], found["sglang"]["requests_waiting"]) == (8.0, 3.0)
+
+    opened: list[tuple[PoolConfig, bool]] = []
+
+    def console(config: PoolConfig, read_only: bool, subtitle: str, *args: Any, **kwargs: Any) -> int:
+        opened.append((config, read_only))
+        return 0
+
+    monkeypatch.setattr(cli, "open_console", console)
+    assert await asyncio.to_thread(cli.main, ["--prometheus", pool.prom.url]) == 0
+    [(config, read_only)] = opened
+    assert read_only
+    assert {e.kind.value for e in config.engines} == {"vllm", "sglang", "llamacpp"}
+    assert all(e.read == "prometheus" and e.control is None for e in config.engines)
