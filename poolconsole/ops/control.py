@@ -4,12 +4,12 @@ argv lists, rendered with every argument shell-quoted. Nothing from config reach
 from __future__ import annotations
 
 import os
-import re
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from poolconsole.config.models import Control, Engine, EnvRef, Profile
+from poolconsole.model.redaction import redact as redact  # re-exported: audit and lifecycle use it from here
 
 
 def restart_argv(control: Control) -> list[str]:
@@ -98,22 +98,3 @@ def write_file_command(path: str, size: int) -> str:
 
 def read_file_argv(path: str) -> str:
     return f"cat {shlex.quote(path)}"
-
-
-SECRET_ASSIGNMENT = re.compile(
-    r"(?<![A-Za-z0-9_])([A-Za-z0-9_]*(?:KEY|TOKEN|SECRET|PASSWORD)[A-Za-z0-9_]*)=('[^']*'|\"[^\"]*\"|\S+)", re.I
-)
-SECRET_FLAG = re.compile(r"(--?[A-Za-z0-9-]*(?:key|token|secret|password)[A-Za-z0-9-]*)([ =])('[^']*'|\S+)", re.I)
-BEARER = re.compile(r"(Bearer\s+)\S+", re.I)
-
-
-def redact(text: str, values: tuple[str, ...] = ()) -> str:
-    """For the audit log and progress: the given secret values, the values of secret-looking assignments
-    (`HF_TOKEN=...`, anywhere in a line), secret-looking flags (`--api-key X`) and Bearer tokens never land
-    on disk or screen."""
-    for value in sorted(values, key=len, reverse=True):
-        if len(value) >= 4:
-            text = text.replace(value, "<redacted>")
-    text = SECRET_ASSIGNMENT.sub(r"\1=<redacted>", text)
-    text = SECRET_FLAG.sub(r"\1\2<redacted>", text)
-    return BEARER.sub(r"\1<redacted>", text)

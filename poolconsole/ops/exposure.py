@@ -1,0 +1,439 @@
+"""The exposure audit: for every engine and gateway, does it answer without a key (the models list, a
+one-token completion, /metrics), is CORS open to any web page, is llama.cpp's /slots open (its entries
+carry the prompts and outputs of live requests), is a LiteLLM gateway running without a master key, and
+does it listen on every interface or a public address rather than loopback or the tailnet (`ss -ltn` on
+its host over SSH).
+
+Never destructive: it sends a models list, a one-token completion (`--no-completion` skips it), and GETs
+of /metrics and /slots, all without a key; the configured key is used only to learn a model name for the
+completion. Response bodies are never shown, logged or stored: only status codes, headers the checks
+need, model names and the number of /slots entries are kept.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import ipaddress
+import json
+import sys
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+
+from poolconsole.collect.auth import auth_headers
+from poolconsole.collect.ssh import SSHFailure, SSHPool
+from poolconsole.config.models import Engine, EngineKind, Host, PoolConfig
+from poolconsole.ops.smoke.stream import failed_request
+
+PROBE_ORIGIN = "https://exposure-probe.poolconsole.invalid"
+LISTEN_COMMAND = "ss -ltnH"
+TAILNET_V4 = ipaddress.ip_network("100.64.0.0/10")
+TAILNET_V6 = ipaddress.ip_network("fd7a:115c:a1e0::/48")
+METRICS_KINDS = (EngineKind.VLLM, EngineKind.SGLANG, EngineKind.LLAMACPP, EngineKind.LITELLM)
+BIND_FLAG = {
+    EngineKind.VLLM: "--host 127.0.0.1 (or the tailnet address)",
+    EngineKind.SGLANG: "--host 127.0.0.1 (or the tailnet address)",
+    EngineKind.LLAMACPP: "--host 127.0.0.1 (or the tailnet address)",
+    EngineKind.OLLAMA: "OLLAMA_HOST=127.0.0.1:11434 (or the tailnet address)",
+    EngineKind.LITELLM: "--host 127.0.0.1 (or the tailnet address)",
+    EngineKind.OPENAI: "its listen address set to 127.0.0.1 or the tailnet address",
+}
+KEY_FIX = {
+    EngineKind.VLLM: "start vLLM with --api-key (or VLLM_API_KEY) and set api_key_env for it in hosts.toml",
+    EngineKind.SGLANG: "start SGLang with --api-key and set api_key_env for it in hosts.toml",
+    EngineKind.LLAMACPP: "start llama-server with --api-key (or --api-key-file) and set api_key_env in hosts.toml",
+    EngineKind.OLLAMA: "Ollama has no keys: bind it to loopback or the tailnet address and let callers in only "
+    "through the gateway",
+    EngineKind.LITELLM: "set general_settings.master_key (or LITELLM_MASTER_KEY) and give callers virtual keys",
+    EngineKind.OPENAI: "require a key at the server or a proxy in front of it",
+}
+
+
+@dataclass(frozen=True)
+class Finding:
+    check: str
+    found: str
+    fix: str
+    exposed: bool
+    """True when it makes the pool someone else's free API or leaks callers' data (exit 1); False for what
+    is worth knowing but contained (a key-less engine reachable only on loopback or the tailnet)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"check": self.check, "found": self.found, "fix": self.fix, "exposed": self.exposed}
+
+
+@dataclass(frozen=True)
+class Listener:
+    address: str
+    port: int
+    process: str | None
+
+    def scope(self) -> str:
+        """all (every interface), public, lan, tailnet or loopback."""
+        if self.address in ("*", "0.0.0.0", "::"):
+            return "all"
+        try:
+            ip = ipaddress.ip_address(self.address)
+        except ValueError:
+            return "public"
+        if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+            ip = ip.ipv4_mapped
+        if ip.is_unspecified:
+            return "all"
+        if ip.is_loopback:
+            return "loopback"
+        if ip in TAILNET_V4 or ip in TAILNET_V6:
+            return "tailnet"
+        if ip.is_private or ip.is_link_local:
+            return "lan"
+        return "public"
+
+    def text(self) -> str:
+        host = f"[{self.address}]" if ":" in self.address else self.address
+        return f"{host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class EngineExposure:
+    name: str
+    kind: str
+    url: str
+    unauthenticated: bool | None
+    listen: tuple[str, ...] | None
+    findings: tuple[Finding, ...]
+    unchecked: tuple[str, ...] = ()
+    """Checks that could not run, in words."""
+
+    @property
+    def exposed(self) -> bool:
+        return any(f.exposed for f in self.findings)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "url": self.url,
+            "unauthenticated": self.unauthenticated,
+            "listen": list(self.listen) if self.listen is not None else None,
+            "exposed": self.exposed,
+            "findings": [f.to_json() for f in self.findings],
+            "unchecked": list(self.unchecked),
+        }
+
+
+def parse_ss(text: str) -> list[Listener]:
+    """`ss -ltnH` (with or without -p) as listeners: local address and port, and the process where shown."""
+    out: list[Listener] = []
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) < 4 or parts[0] != "LISTEN":
+            continue
+        local = parts[3]
+        address, _, port = local.rpartition(":")
+        if not port.isdigit():
+            continue
+        address = address.strip("[]").split("%", 1)[0]
+        process = None
+        rest = " ".join(parts[5:])
+        if 'users:(("' in rest:
+            process = rest.split('users:(("', 1)[1].split('"', 1)[0]
+        out.append(Listener(address, int(port), process))
+    return out
+
+
+def engine_port(engine: Engine) -> int:
+    parts = urlsplit(engine.url)
+    return parts.port or (443 if parts.scheme == "https" else 80)
+
+
+async def read_listeners(pool: SSHPool, host: Host) -> tuple[list[Listener] | None, str | None]:
+    """The host's listening TCP sockets over SSH, or (None, why not)."""
+    try:
+        result = await pool[host.name].run(LISTEN_COMMAND)
+    except SSHFailure as exc:
+        return None, f"listening addresses not read: {exc.message}"
+    if result.exit_status != 0:
+        return (
+            None,
+            f"listening addresses not read: `ss` exited {result.exit_status} on {host.name} (is iproute2 installed?)",
+        )
+    return parse_ss(result.stdout), None
+
+
+def listen_findings(engine: Engine, listeners: list[Listener]) -> list[Finding]:
+    findings: list[Finding] = []
+    for sock in listeners:
+        scope = sock.scope()
+        via = f" (by {sock.process})" if sock.process else ""
+        container = sock.process in ("docker-proxy", "rootlessport", "conmon", "pasta", "slirp4netns")
+        bind = (
+            f"publish the port on 127.0.0.1 or the tailnet address only (-p 127.0.0.1:{sock.port}:{sock.port})"
+            if container
+            else f"bind it with {BIND_FLAG[engine.kind]}"
+        )
+        if scope == "all":
+            findings.append(
+                Finding(
+                    "listen_all_interfaces",
+                    f"listens on {sock.text()}{via}: every interface, so every network the host is on reaches it",
+                    f"{bind}, and reach it over the tailnet or through the gateway; or firewall port {sock.port}",
+                    True,
+                )
+            )
+        elif scope == "public":
+            findings.append(
+                Finding(
+                    "listen_public",
+                    f"listens on the public address {sock.text()}{via}",
+                    f"{bind}, or firewall port {sock.port} from the internet",
+                    True,
+                )
+            )
+        elif scope == "lan":
+            findings.append(
+                Finding(
+                    "listen_lan",
+                    f"listens on the LAN address {sock.text()}{via}: everyone on that network reaches it",
+                    f"{bind} if the LAN is not trusted",
+                    False,
+                )
+            )
+    return findings
+
+
+@dataclass
+class Probe:
+    """What the key-less requests answered (status codes; never a body)."""
+
+    models_status: int | None = None
+    models: tuple[str, ...] = ()
+    cors: str | None = None
+    completion_status: int | None = None
+    metrics_status: int | None = None
+    slots_status: int | None = None
+    slots_entries: int | None = None
+    errors: tuple[str, ...] = ()
+
+
+def _names(response: httpx.Response) -> tuple[str, ...]:
+    try:
+        doc = response.json()
+    except ValueError:
+        return ()
+    data = doc.get("data") if isinstance(doc, dict) else None
+    if not isinstance(data, list):
+        return ()
+    return tuple(str(e["id"]) for e in data if isinstance(e, dict) and "id" in e)[:50]
+
+
+async def probe(client: httpx.AsyncClient, engine: Engine, completion: bool) -> Probe:
+    base = engine.url
+    errors: list[str] = []
+    result = Probe()
+    try:
+        listed = await client.get(base + "/v1/models", headers={"Origin": PROBE_ORIGIN})
+        result.models_status = listed.status_code
+        result.cors = listed.headers.get("access-control-allow-origin")
+        if listed.status_code == 200:
+            result.models = _names(listed)
+    except httpx.HTTPError as exc:
+        errors.append(failed_request(base + "/v1/models", exc))
+        result.errors = tuple(errors)
+        return result  # the engine does not answer: nothing else to learn
+    model = result.models[0] if result.models else None
+    if completion:
+        if model is None and auth_headers(engine):
+            try:  # the configured key only learns a model name; the completion itself goes without it
+                keyed = await client.get(base + "/v1/models", headers=auth_headers(engine))
+                names = _names(keyed) if keyed.status_code == 200 else ()
+                model = names[0] if names else None
+            except httpx.HTTPError:
+                pass
+        body = {"model": model or "poolconsole-exposure-probe", "prompt": "Hi", "max_tokens": 1, "temperature": 0}
+        try:
+            answer = await client.post(base + "/v1/completions", json=body)
+            result.completion_status = answer.status_code
+        except httpx.HTTPError as exc:
+            errors.append(failed_request(base + "/v1/completions", exc))
+    if engine.kind in METRICS_KINDS:
+        try:
+            result.metrics_status = (await client.get(base + "/metrics")).status_code
+        except httpx.HTTPError as exc:
+            errors.append(failed_request(base + "/metrics", exc))
+    if engine.kind is EngineKind.LLAMACPP:
+        try:
+            slots = await client.get(base + "/slots")
+            result.slots_status = slots.status_code
+            if slots.status_code == 200:
+                try:
+                    doc = slots.json()  # counted, then dropped: entries carry callers' prompts and outputs
+                    result.slots_entries = len(doc) if isinstance(doc, list) else None
+                    del doc
+                except ValueError:
+                    result.slots_entries = None
+        except httpx.HTTPError as exc:
+            errors.append(failed_request(base + "/slots", exc))
+    result.errors = tuple(errors)
+    return result
+
+
+def _verdict(status: int | None) -> bool | None:
+    """Did a key-less request get served (True), refused for want of a key (False), or can't tell (None)?"""
+    if status is None:
+        return None
+    if 200 <= status < 300:
+        return True
+    if status in (401, 403):
+        return False
+    return None
+
+
+def judge(engine: Engine, got: Probe, listeners: list[Listener] | None, listen_why: str | None) -> EngineExposure:
+    """The findings from what the probes answered and where the engine listens."""
+    findings: list[Finding] = []
+    unchecked = list(got.errors)
+    if listen_why:
+        unchecked.append(listen_why)
+    mine = [s for s in listeners if s.port == engine_port(engine)] if listeners is not None else None
+    if mine is not None and not mine:
+        unchecked.append(
+            f"nothing listens on port {engine_port(engine)} on its host as `ss` sees it (another network namespace?)"
+        )
+    contained = bool(mine) and all(s.scope() in ("loopback", "tailnet") for s in mine or [])
+    where = "" if not contained else " (it listens on loopback or the tailnet only: any tailnet peer can use it)"
+    models_open = _verdict(got.models_status)
+    completion_open = _verdict(got.completion_status)
+    gateway = engine.kind is EngineKind.LITELLM
+    unauthenticated = completion_open if completion_open is not None else models_open
+    key_fix = KEY_FIX[engine.kind]
+    if completion_open:
+        who = "the gateway accepts a caller without a key" if gateway else "it generates for a caller without a key"
+        findings.append(
+            Finding(
+                "completion_without_key",
+                f"{who}: a one-token completion answered HTTP {got.completion_status}{where}",
+                key_fix,
+                not contained,
+            )
+        )
+    if models_open:
+        exposed_list = not contained and completion_open is not False
+        findings.append(
+            Finding(
+                "models_without_key",
+                f"/v1/models answers without a key (HTTP {got.models_status}, {len(got.models)} model(s)){where}",
+                key_fix,
+                exposed_list,
+            )
+        )
+    if gateway and models_open:
+        findings.append(
+            Finding(
+                "litellm_master_key",
+                "no master key is set: LiteLLM without general_settings.master_key lets every caller in",
+                KEY_FIX[EngineKind.LITELLM],
+                not contained,
+            )
+        )
+    if got.cors in ("*", PROBE_ORIGIN):
+        findings.append(
+            Finding(
+                "cors_open",
+                f"CORS is open (Access-Control-Allow-Origin: {got.cors}): any web page a pool user opens can call it "
+                "from their browser" + (" without a key" if unauthenticated else ""),
+                "allow only the origins that need it (vLLM --allowed-origins, LiteLLM's CORS settings; llama-server "
+                "allows every origin: keep its key on and its address private), or strip the header at a proxy",
+                bool(unauthenticated),
+            )
+        )
+    if got.metrics_status == 200:
+        findings.append(
+            Finding(
+                "metrics_without_key",
+                f"/metrics answers without a key{where}: load, models and request counts for anyone who reaches it",
+                "let only the Prometheus scraper reach it: bind the engine to loopback or the tailnet, or serve "
+                "/metrics through a proxy with auth",
+                False,
+            )
+        )
+    if got.slots_status == 200:
+        entries = f"{got.slots_entries} slot(s)" if got.slots_entries is not None else "its slots"
+        findings.append(
+            Finding(
+                "slots_open",
+                f"llama.cpp's /slots answers without a key ({entries}): its entries carry the prompts and generated "
+                "text of live requests, so it leaks callers' data (poolconsole never reads that text)",
+                "start llama-server with --no-slots, or with --api-key so /slots needs the key too",
+                True,
+            )
+        )
+    if mine:
+        findings += listen_findings(engine, mine)
+    return EngineExposure(
+        engine.name,
+        str(engine.kind),
+        engine.url,
+        unauthenticated,
+        tuple(s.text() for s in mine) if mine is not None else None,
+        tuple(findings),
+        tuple(unchecked),
+    )
+
+
+async def audit(config: PoolConfig, completion: bool = True) -> list[EngineExposure]:
+    """Every engine and gateway of the config, in its order."""
+    hosts = {e.host for e in config.engines if e.host}
+    known = [h for h in config.hosts if h.name in hosts]
+    pool = SSHPool(known, config.settings.ssh_timeout_s, config.settings.ssh_concurrency)
+    timeout = httpx.Timeout(config.settings.http_timeout_s)
+    try:
+        async with httpx.AsyncClient(timeout=timeout, trust_env=False) as client:
+            reads = await asyncio.gather(*(read_listeners(pool, h) for h in known))
+            by_host = dict(zip((h.name for h in known), reads, strict=True))
+            probes = await asyncio.gather(*(probe(client, e, completion) for e in config.engines))
+    finally:
+        await pool.close()
+    out: list[EngineExposure] = []
+    for engine, got in zip(config.engines, probes, strict=True):
+        listeners, why = by_host.get(engine.host or "", (None, None))
+        if engine.host is None:
+            why = "listening addresses not read: the engine names no host"
+        elif engine.host not in by_host:
+            why = f"listening addresses not read: host {engine.host} has no [[hosts]] entry"
+        out.append(judge(engine, got, listeners, why))
+    return out
+
+
+def document(results: list[EngineExposure], completion: bool) -> dict[str, Any]:
+    return {
+        "exposed": any(r.exposed for r in results),
+        "completion_probe": completion,
+        "engines": [r.to_json() for r in results],
+    }
+
+
+def cli(config: PoolConfig, args: argparse.Namespace) -> int:
+    """Exit 0 nothing exposed, 1 something exposed (each with the fix), 2 no engine to check."""
+    if not config.engines:
+        print("poolconsole exposure: the config has no [[engines]] to check", file=sys.stderr)
+        return 2
+    completion = not args.no_completion
+    results = asyncio.run(audit(config, completion))
+    if args.json:
+        print(json.dumps(document(results, completion), indent=2))
+    else:
+        for r in results:
+            state = {True: "answers without a key", False: "requires a key", None: "key not checked"}[r.unauthenticated]
+            mark = "EXPOSED" if r.exposed else "ok"
+            listen = ", ".join(r.listen) if r.listen else "listen n/a"
+            print(f"{mark:8s} {r.name} ({r.kind}, {r.url}): {state}; {listen}")
+            for f in r.findings:
+                print(f"  {'!!' if f.exposed else '--'} {f.found}\n     fix: {f.fix}")
+            for why in r.unchecked:
+                print(f"  ?? {why}")
+        exposed = sum(r.exposed for r in results)
+        print(f"{exposed} of {len(results)} exposed" if exposed else f"nothing exposed ({len(results)} checked)")
+    return 1 if any(r.exposed for r in results) else 0

@@ -1,0 +1,70 @@
+"""Ollama residency in the console on the demo pool: the detail screen lists each resident model (size,
+share in VRAM, context, expiry) with the server's keep-alive and parallelism and the client's override;
+`U` unloads a model (picked, confirmed with the exact request, audited) and it leaves /api/ps; the actions
+are hidden and refused read-only."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import httpx
+
+from poolconsole.config import parse_config
+from poolconsole.ops import audit
+from poolconsole.ui import registry
+from poolconsole.ui.app import PoolApp
+from poolconsole.ui.screens.action import ActionScreen, ConfirmAction, ProfilePicker
+from poolconsole.ui.screens.detail import engine_text
+from tests.ui.test_console import action_outcome, demo_pool, select_row
+
+ENGINE = "embeddings"
+NOMIC = "nomic-embed-text:latest"
+
+
+async def test_residency_shown_and_unload_from_the_console(tmp_path: Path) -> None:
+    async with demo_pool(31, tmp_path / "keys") as pool:
+        app = PoolApp(parse_config(pool.config_toml()), theme_state=tmp_path / "ui.json")
+        app.audit_path = tmp_path / "audit.sqlite3"
+        async with app.run_test(size=(160, 45)) as pilot:
+            await select_row(pilot, app, f"engine:{ENGINE}")
+            track = app.state.engines[ENGINE]
+            for _ in range(40):
+                if track.ollama_server is not None and track.residency is not None:
+                    break
+                await asyncio.sleep(0.25)
+            shown = engine_text(track).plain
+            assert "OLLAMA_KEEP_ALIVE 5m00s  OLLAMA_NUM_PARALLEL 4" in shown
+            assert f"{NOMIC}  0.50 GiB  100% in VRAM  ctx 8192  expires in " in shown
+            assert "keep-alive override: kept forever: a client sent keep_alive -1" in shown
+
+            await pilot.press("U")
+            await pilot.pause()
+            assert isinstance(app.screen, ProfilePicker) and NOMIC in app.screen.profiles
+            app.screen.dismiss(NOMIC)
+            await pilot.pause()
+            assert isinstance(app.screen, ConfirmAction)
+            assert f'/api/generate {{"model": "{NOMIC}", "keep_alive": 0, "stream": false}}' in "\n".join(
+                app.screen.lines
+            )
+            await pilot.press("y")
+            await pilot.pause()
+            assert isinstance(app.screen, ActionScreen)
+            assert await action_outcome(app, 80) == "ok"
+            async with httpx.AsyncClient(trust_env=False) as client:
+                listed = (await client.get(pool.engines[ENGINE].url + "/api/ps")).json()["models"]
+            assert NOMIC not in {m["name"] for m in listed}
+            for _ in range(20):  # the next poll shows it gone, and says it left before its expiry
+                if track.residency is not None and NOMIC not in {m.name for m in track.residency.models}:
+                    break
+                await asyncio.sleep(0.25)
+            assert f"{NOMIC} unloaded" in engine_text(track).plain
+        (entry,) = audit.entries(tmp_path / "audit.sqlite3")
+        assert (entry.action, entry.target, entry.outcome) == ("ollama unload", ENGINE, "ok")
+
+
+def test_residency_actions_are_mutating_and_hidden_read_only() -> None:
+    ids = {a.id for a in registry.visible(read_only=True)}
+    assert "ollama_unload" not in ids and "ollama_preload" not in ids
+    assert {"ollama_unload", "ollama_preload"} <= {a.id for a in registry.visible(read_only=False)}
+    assert {"ollama_unload", "ollama_preload"} <= registry.MUTATING

@@ -1,0 +1,180 @@
+"""The log commands (every backend, quoting, bounds, redaction) and the exposure audit's parts (a real
+`ss -ltnpH` capture, address scopes, the verdicts, /slots text never kept) without a network."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+import httpx
+import pytest
+from pydantic import ValidationError
+
+from poolconsole.collect import engine_logs as logs
+from poolconsole.config.models import Engine
+from poolconsole.ops import exposure
+from poolconsole.ops.exposure import Listener, Probe, judge, parse_ss
+
+FIXTURES = Path(__file__).parents[1] / "fixtures"
+
+
+def engine(**extra: object) -> Engine:
+    return Engine.model_validate({"name": "e", "kind": "vllm", "url": "http://gpu:8000", **extra})
+
+
+@pytest.mark.parametrize(
+    ("table", "since", "argv"),
+    [
+        ({"control": {"backend": "docker", "name": "vllm-q"}}, 600,
+         ["docker", "logs", "--tail", "50", "--since", "600s", "vllm-q"]),
+        ({"control": {"backend": "podman", "name": "vllm-q", "binary": "/usr/bin/podman"}}, None,
+         ["/usr/bin/podman", "logs", "--tail", "50", "vllm-q"]),
+        ({"control": {"backend": "compose", "name": "vllm", "compose_dir": "/srv/pool"}}, 60,
+         ["docker", "compose", "--project-directory", "/srv/pool", "logs", "--no-color", "--tail", "50",
+          "--since", "60s", "vllm"]),
+        ({"control": {"backend": "systemd", "name": "llama.service", "user_unit": True}}, 3600,
+         ["journalctl", "--user", "-u", "llama.service", "--no-pager", "-o", "short-iso", "-n", "50",
+          "--since", "-3600s"]),
+        ({"control": {"backend": "supervisor", "name": "llama", "supervisor_conf": "/etc/sv.conf"}}, 60,
+         ["supervisorctl", "-c", "/etc/sv.conf", "tail", "-4096", "llama"]),
+        ({"logs": {"source": "file", "path": "/var/log/engine@a=b.log"}}, None,
+         ["tail", "-n", "50", "--", "/var/log/engine@a=b.log"]),
+        ({"logs": {"source": "journald", "name": "ollama.service"},
+          "control": {"backend": "command", "name": "x", "command": ["true"]}}, None,
+         ["journalctl", "-u", "ollama.service", "--no-pager", "-o", "short-iso", "-n", "50"]),
+    ],
+)  # fmt: skip
+def test_each_backend_reads_its_log_with_every_argument_quoted(
+    table: dict[str, object], since: int | None, argv: list[str]
+) -> None:
+    plan = logs.log_plan(engine(**table), since, 50, 4096)
+    assert list(plan.argv) == argv
+    command = logs.read_command(plan, 4096)
+    words = shlex.split(command)
+    assert words[1 : 1 + len(argv)] == argv, "the argv survives the shell intact"
+    assert command.endswith(f"| tail -c {4096 + 64}")
+
+
+def test_a_hostile_name_that_slipped_past_validation_is_still_one_quoted_word() -> None:
+    from poolconsole.config.models import LogSource
+
+    hostile = LogSource.model_construct(source="file", path="/tmp/x; touch /tmp/pwned", name=None, binary=None)
+    plan = logs.log_plan(engine().model_copy(update={"logs": hostile}), None, 5, 100)
+    words = shlex.split(logs.read_command(plan, 100))
+    assert "/tmp/x; touch /tmp/pwned" in words and "touch" not in words
+
+
+def test_follow_and_bounds() -> None:
+    plan = logs.log_plan(engine(control={"backend": "docker", "name": "c"}), None, 10**9, 4096, follow=True)
+    assert plan.argv == ("docker", "logs", "--tail", str(logs.MAX_LINES), "--follow", "c")
+    assert logs.follow_command(plan) == "docker logs --tail 100000 --follow c 2>&1"
+
+
+def test_no_source_says_what_to_declare() -> None:
+    with pytest.raises(logs.LogsUnavailable, match=r"\[engines.logs\]"):
+        logs.log_plan(engine(), None, 10, 100)
+    with pytest.raises(logs.LogsUnavailable, match="custom command"):
+        logs.log_plan(engine(control={"backend": "command", "name": "x", "command": ["true"]}), None, 10, 100)
+
+
+def test_names_and_paths_that_could_reach_a_shell_are_refused() -> None:
+    for table in ({"source": "docker", "name": "c; rm -rf /"}, {"source": "file", "path": "/tmp/$(id)"},
+                  {"source": "file", "path": "/var/log/../../etc/shadow"}, {"source": "docker"}):  # fmt: skip
+        with pytest.raises(ValidationError):
+            engine(logs=table)
+
+
+def test_since() -> None:
+    assert [logs.parse_since(t) for t in ("30s", "10m", "2h", "1d", "5min")] == [30, 600, 7200, 86400, 300]
+    for bad in ("10", "-5m", "1w", "10m; id"):
+        with pytest.raises(ValueError):
+            logs.parse_since(bad)
+
+
+def test_parse_read_status_truncation_and_cleaning() -> None:
+    out = "one\ntwo HF_TOKEN=hf_abcdefgh\n\x1b[31mred\x1b[0m\x07\n\npoolconsole-log-exit:0\n"
+    lines, status, truncated = logs.parse_read(out, 10_000)
+    assert (status, truncated) == (0, False)
+    assert lines == ["one", "two HF_TOKEN=<redacted>", "red"]
+    unterminated = "last line without newline\npoolconsole-log-exit:1\n"
+    assert logs.parse_read(unterminated, 10_000) == (["last line without newline"], 1, False)
+    cut = "ial line\nwhole\n\npoolconsole-log-exit:0\n"
+    lines, _, truncated = logs.parse_read(cut, len(cut.encode()) - 64)
+    assert truncated and lines == ["whole"]
+    assert len(logs.clean("x" * 100_000)) == logs.MAX_LINE_CHARS
+
+
+def test_a_log_line_that_forges_the_exit_mark_does_not_hide_the_real_status() -> None:
+    out = "poolconsole-log-exit:0\nError: No such container: vllm\n\npoolconsole-log-exit:1\n"
+    lines, status, _ = logs.parse_read(out, 10_000)
+    assert status == 1 and lines[-1] == "Error: No such container: vllm"
+
+
+def test_ss_capture_and_scopes() -> None:
+    listeners = parse_ss((FIXTURES / "exposure/ss-ltnpH-iproute2-6.1.0.txt").read_text())
+    scopes = {s.port: (s.text(), s.scope(), s.process) for s in listeners}
+    assert scopes == {
+        8080: ("0.0.0.0:8080", "all", "llama-server"),
+        8081: ("127.0.0.1:8081", "loopback", "llama-server"),
+        8082: ("100.101.102.103:8082", "tailnet", "llama-server"),
+        8083: ("192.168.5.7:8083", "lan", "llama-server"),
+        8084: ("*:8084", "all", "llama-server"),
+    }
+    assert Listener("::ffff:127.0.0.1", 1, None).scope() == "loopback"
+    assert Listener("8.8.8.8", 1, None).scope() == "public"
+    assert Listener("fd7a:115c:a1e0::1", 1, None).scope() == "tailnet"
+    assert Listener("::1", 1, None).text() == "[::1]:1"
+
+
+def llama(**extra: object) -> Engine:
+    return Engine.model_validate({"name": "l", "kind": "llamacpp", "url": "http://gpu:8080", "host": "h", **extra})
+
+
+def test_a_keyless_engine_only_on_loopback_or_the_tailnet_is_noted_not_exposed() -> None:
+    got = Probe(models_status=200, models=("m",), completion_status=200, metrics_status=200)
+    contained = judge(llama(), got, [Listener("100.101.102.103", 8080, None)], None)
+    assert contained.unauthenticated is True and not contained.exposed
+    assert "tailnet" in contained.findings[0].found
+    everywhere = judge(llama(), got, [Listener("0.0.0.0", 8080, "docker-proxy")], None)
+    assert everywhere.exposed and everywhere.listen == ("0.0.0.0:8080",)
+    [listen] = [f for f in everywhere.findings if f.check == "listen_all_interfaces"]
+    assert "-p 127.0.0.1:8080:8080" in listen.fix
+    unknown = judge(llama(), got, None, "listening addresses not read: no host")
+    assert unknown.exposed and unknown.listen is None and unknown.unchecked
+
+
+def test_verdicts_refused_unknown_and_litellm_master_key() -> None:
+    refused = judge(llama(), Probe(models_status=401, completion_status=401, slots_status=401), [], None)
+    assert refused.unauthenticated is False and not refused.exposed
+    silent = judge(llama(), Probe(errors=("http://gpu:8080/v1/models: connection refused",)), None, None)
+    assert silent.unauthenticated is None and not silent.findings
+    gateway = Engine.model_validate({"name": "gw", "kind": "litellm", "url": "http://gw:4000"})
+    open_gw = judge(gateway, Probe(models_status=200, completion_status=200), None, None)
+    checks = {f.check for f in open_gw.findings if f.exposed}
+    assert {"litellm_master_key", "completion_without_key"} <= checks
+    assert any("accepts a caller without a key" in f.found for f in open_gw.findings)
+
+
+async def test_slots_text_is_counted_never_kept() -> None:
+    secret = "PROMPT-OF-A-CALLER-3141"
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        cors = {"access-control-allow-origin": request.headers.get("origin", "")}
+        if request.url.path == "/slots":
+            return httpx.Response(200, json=[{"id": 0, "prompt": secret, "next_token": {"text": secret}}])
+        if request.url.path == "/v1/models":
+            return httpx.Response(200, json={"data": [{"id": "tiny"}]}, headers=cors)
+        if request.url.path == "/v1/completions":
+            assert "authorization" not in request.headers
+            assert json.loads(request.content)["max_tokens"] == 1
+            return httpx.Response(200, json={"choices": [{"text": secret}]})
+        return httpx.Response(200, text=f"llamacpp:prompt_tokens_total 1\n# {secret}")
+
+    async with httpx.AsyncClient(transport=httpx.MockTransport(answer)) as client:
+        got = await exposure.probe(client, llama(), completion=True)
+    result = judge(llama(), got, [Listener("127.0.0.1", 8080, None)], None)
+    text = json.dumps(exposure.document([result], True))
+    assert secret not in text and secret not in repr(got)
+    assert got.slots_entries == 1 and "slots_open" in {f.check for f in result.findings}
+    assert "cors_open" in {f.check for f in result.findings}
