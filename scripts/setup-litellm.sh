@@ -6,11 +6,19 @@ set -euo pipefail
 VERSION="${LITELLM_VERSION:-1.108.7}"
 CACHE="${POOLCONSOLE_CACHE:-$HOME/.cache/poolconsole}"
 VENV="$CACHE/litellm-$VERSION"
-if [[ -f "$VENV/.ready" ]]; then echo "$VENV/bin/litellm"; exit 0; fi
+# The `prometheus` callback (per-route and per-caller-key counters on /metrics, no license needed in this
+# version) imports prometheus_client, which only the heavy `proxy-runtime` extra pulls in: installed alone.
+PROM="prometheus-client>=0.20.0,<1.0"
+if [[ -f "$VENV/.ready" ]]; then
+  [[ -f "$VENV/.prometheus" ]] || { "$VENV/bin/pip" install -q "$PROM" >&2 && touch "$VENV/.prometheus"; }
+  echo "$VENV/bin/litellm"; exit 0
+fi
 PY="${PYTHON:-python3}"
 rm -rf "$VENV"
 "$PY" -m venv "$VENV"
 "$VENV/bin/pip" install -q -U pip >&2
 "$VENV/bin/pip" install -q "litellm[proxy]==$VERSION" >&2
+"$VENV/bin/pip" install -q "$PROM" >&2
+touch "$VENV/.prometheus"
 touch "$VENV/.ready"
 echo "$VENV/bin/litellm"

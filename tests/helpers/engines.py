@@ -194,21 +194,37 @@ def vllm_server(tmp: Path) -> Iterator[str]:
 
 
 @contextmanager
-def litellm_proxy(tmp: Path, backends: dict[str, str], master_key: str = "sk-poolconsole-test") -> Iterator[str]:
-    """The real LiteLLM proxy (its own virtualenv) routing `model -> llama-server URL`, with a master key."""
+def litellm_proxy(
+    tmp: Path,
+    backends: dict[str, str],
+    master_key: str = "sk-poolconsole-test",
+    *,
+    backend_models: dict[str, str] | None = None,
+    callbacks: list[str] | None = None,
+    custom_auth: str | None = None,
+) -> Iterator[str]:
+    """The real LiteLLM proxy (its own virtualenv) routing `model -> llama-server URL`, with a master key.
+    `backend_models` names the model a route asks its backend for (default: the route's name); `callbacks`
+    go to litellm_settings (["prometheus"] serves the per-route, per-key counters on /metrics/);
+    `custom_auth` is `module.function` of a module in `tmp` (caller keys without a database)."""
     port = free_port()
     lines = ["model_list:"]
     for model, url in backends.items():
         lines += [
             f"  - model_name: {model}",
             "    litellm_params:",
-            f"      model: openai/{model}",
+            f"      model: openai/{(backend_models or {}).get(model, model)}",
             f'      api_base: "{url}/v1"',
             '      api_key: "none"',
         ]
+    listed = ", ".join(f'"{c}"' for c in callbacks or ())
     lines += [
-        "litellm_settings: {telemetry: false, drop_params: true}",
-        f"general_settings: {{master_key: {master_key}}}",
+        "litellm_settings: {telemetry: false, drop_params: true"
+        + (f", callbacks: [{listed}]" if callbacks else "")
+        + "}",
+        f"general_settings: {{master_key: {master_key}"
+        + (f", custom_auth: {custom_auth}" if custom_auth else "")
+        + "}",
     ]
     config = tmp / f"litellm-{port}.yaml"
     config.write_text("\n".join(lines) + "\n")
@@ -218,6 +234,8 @@ def litellm_proxy(tmp: Path, backends: dict[str, str], master_key: str = "sk-poo
         "LITELLM_TELEMETRY": "False",
         "NO_PROXY": "127.0.0.1,localhost",
     }
+    if custom_auth:
+        env["PYTHONPATH"] = str(tmp)
     cmd = [litellm_binary(), "--config", str(config), "--host", "127.0.0.1", "--port", str(port)]
     with running(cmd, "/health/liveliness", port, tmp / f"litellm-{port}.log", 120, env) as url:
         yield url

@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from poolconsole.collect.engines.litellm_usage import WANTED
 from poolconsole.collect.engines.poll import EnginePoller
 from poolconsole.collect.poll_client import PollClient
 from poolconsole.config.models import Engine, EngineKind, Settings
@@ -136,6 +137,35 @@ async def test_litellm_with_key_lists_models(
     _, snap = await poll(client, server.url, EngineKind.LITELLM, api_key_env="TEST_LITELLM_KEY")
     assert snap.models == ("tiny",)  # type: ignore[attr-defined]
     assert "sk-test-master" not in json.dumps(engine_view([snap]).to_json())  # type: ignore[list-item]
+    assert "callbacks" in engine_view([snap]).details["gateway_usage_unknown"]  # type: ignore[list-item]
+
+
+async def test_litellm_gateway_usage_from_its_prometheus_page(
+    server: RawHTTPServer, client: PollClient, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The real 1.108.7 page of two caller keys on two routes lands in details.gateway_usage for the ledger;
+    the gateway stays ok either way."""
+    monkeypatch.setenv("TEST_LITELLM_KEY", "sk-test-master")
+    whole = Path(__file__).resolve().parents[1] / "fixtures" / "litellm-prometheus" / "metrics-prometheus-two-keys.txt"
+    page = tmp_path / "restricted.txt"  # what its `name[]` query returns: those samples only
+    page.write_text("".join(line for line in whole.read_text().splitlines(True) if line.startswith(WANTED)))
+    server.routes = {
+        "/health/liveliness": Reply.file(LIT / "health-liveliness.json", "application/json"),
+        "/health/readiness": Reply.file(LIT / "health-readiness.json", "application/json"),
+        "/v1/models": Reply.file(LIT / "v1-models.json", "application/json"),
+        "/metrics/": Reply.file(page, "text/plain; version=0.0.4"),
+    }
+    _, snap = await poll(client, server.url, EngineKind.LITELLM, api_key_env="TEST_LITELLM_KEY")
+    view = engine_view([snap])  # type: ignore[list-item]
+    assert view.state == "ok", view.error
+    usage = view.details["gateway_usage"]
+    assert {(c["route"], c["caller"], c["requests"]) for c in usage["callers"]} == {
+        ("tiny", "alpha", 3),
+        ("tiny", "beta", 2),
+        ("tiny-b", "alpha", 2),
+        ("tiny-b", "beta", 2),
+    }
+    assert "gateway_usage_unknown" not in view.details
 
 
 async def test_ollama(server: RawHTTPServer, client: PollClient) -> None:

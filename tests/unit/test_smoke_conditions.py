@@ -17,6 +17,14 @@ name = "awq"
 format = "awq"
 bits = 4
 weights_gib = 40
+env = { HF_TOKEN = "secret" }
+
+[[engines.profiles]]
+name = "fp8-long"
+format = "fp8"
+weights_gib = 80
+max_model_len = 65536
+args = ["--max-model-len", "65536"]
 
 [[engines]]
 name = "coder"
@@ -28,5 +36,30 @@ url = "http://127.0.0.1:8080"
 def test_conditions_name_the_active_profile_and_its_quantization() -> None:
     config = parse_config(CONFIG)
     got = conditions(config, {"qwen": "0.11.2"})
-    assert got["qwen"] == {"kind": "vllm", "profile": "awq", "quantization": "awq 4-bit", "version": "0.11.2"}
-    assert got["coder"] == {"kind": "llamacpp", "profile": None, "quantization": None, "version": None}
+    assert got["qwen"] | {"args": None} == {
+        "kind": "vllm",
+        "profile": "awq",
+        "quantization": "awq 4-bit",
+        "version": "0.11.2",
+        "profile_source": "hosts.toml",
+        "host": None,
+        "kv_dtype": "fp16",
+        "max_model_len": 8192,
+        "max_num_seqs": 16,
+        "tp_size": 1,
+        "args": None,
+        "env_names": ["HF_TOKEN"],
+        "gpu_model": None,
+        "gpu_driver": None,
+    }
+    assert "secret" not in str(got)  # the environment's names, never its values
+    coder = got["coder"]
+    assert (coder["kind"], coder["profile"], coder["quantization"], coder["version"]) == ("llamacpp", None, None, None)
+
+
+def test_the_profile_promoted_by_a_rollover_wins_over_the_one_hosts_toml_names() -> None:
+    config = parse_config(CONFIG)
+    got = conditions(config, {}, {"qwen": "fp8-long", "coder": None})
+    assert got["qwen"]["profile"] == "fp8-long" and got["qwen"]["profile_source"] == "audit log"
+    assert got["qwen"]["quantization"] == "fp8" and got["qwen"]["max_model_len"] == 65536
+    assert got["qwen"]["args"] == ["--max-model-len", "65536"]

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from poolconsole.collect.engines import jsonparse, specs
+from poolconsole.collect.engines import jsonparse, litellm_usage, specs
 from poolconsole.collect.engines.mapping import MetricSpec, parse_metrics
 from poolconsole.collect.engines.page_memo import PageMemo
 from poolconsole.collect.fetch import Failure, Fetched, fetch
@@ -356,8 +356,9 @@ class EnginePoller:
     # -- LiteLLM ------------------------------------------------------------------------------------
     async def _poll_litellm(self, poll: _Poll) -> None:
         headers = self._headers(poll)
-        paths = ["/health/liveliness", "/health/readiness", "/v1/models"]
+        paths = ["/health/liveliness", "/health/readiness", "/v1/models", litellm_usage.METRICS_PATH]
         got = await self._gather(paths, headers)
+        self._read_gateway_usage(poll, got[litellm_usage.METRICS_PATH])
         live = got["/health/liveliness"]
         if not live.ok:
             poll.worse(_failure_state(live), f"/health/liveliness: {live.error}")
@@ -388,6 +389,24 @@ class EnginePoller:
             # A proxy with a master key refuses anonymous calls (LiteLLM 1.108 answers 500 or 400 without a DB).
             poll.extra["models_unknown"] = f"set api_key_env to list the gateway's models ({models.error})"
         poll.all_missing("LiteLLM is a gateway: per-engine metrics come from the engines")
+
+    @staticmethod
+    def _read_gateway_usage(poll: _Poll, fetched: Fetched) -> None:
+        """The gateway's own per-route, per-caller counters (its `prometheus` callback), for the ledger; a
+        gateway without them is still a healthy gateway, so a failure here is a reason, not a state."""
+        if not fetched.ok:
+            if fetched.failure is Failure.NOT_FOUND:
+                why = 'no /metrics: add `callbacks: ["prometheus"]` to the proxy\'s litellm_settings'
+            elif fetched.failure is Failure.AUTH:
+                why = f"/metrics refused ({fetched.error}): set api_key_env to the proxy's master key"
+            else:
+                why = f"/metrics: {fetched.error}"
+            poll.extra["gateway_usage_unknown"] = why
+            return
+        try:
+            poll.extra["gateway_usage"] = litellm_usage.parse_usage(fetched.body)
+        except ParseError as exc:
+            poll.extra["gateway_usage_unknown"] = f"/metrics: {exc}"
 
     async def deep_health(self) -> dict[str, Any]:
         """LiteLLM `/health`: makes a real call to every deployment (spends tokens), so only on demand."""

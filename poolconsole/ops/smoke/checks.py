@@ -50,9 +50,19 @@ class CheckResult:
     prompt_tokens: int | None = None
     output_tokens: int | None = None
     details: dict[str, Any] = field(default_factory=dict)
+    workload: str | None = None
+    """The workload a workload run (`smoke --workload`) measured; such a result also carries
+    `spec_decode_acceptance_rate` (None with the reason in details["spec_decode"]["reason"])."""
+    spec_decode_acceptance_rate: float | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        if self.workload is None:  # only a workload run's results carry these two
+            del out["workload"], out["spec_decode_acceptance_rate"]
+        elif self.spec_decode_acceptance_rate is None:  # null with the reason, as status --json says it
+            reason = (self.details.get("spec_decode") or {}).get("reason") or "not measured"
+            out["unknown"] = {"spec_decode_acceptance_rate": reason}
+        return out
 
 
 @dataclass(frozen=True)
@@ -341,24 +351,20 @@ class Checker:
             return self.result(model, "anthropic_messages", False, "not an Anthropic Messages answer")
         return self.result(model, "anthropic_messages", bool(text), "answered" if text else "no text content")
 
-    async def chat_stream(self, model: str, settings: SmokeSettings, concurrency: int, requests: int) -> CheckResult:
+    async def timed(
+        self, bodies: list[dict[str, Any]], concurrency: int, path: str = "/v1/chat/completions"
+    ) -> tuple[list[StreamResult], float]:
+        """Stream every body to `path`, `concurrency` at a time, each event timestamped on arrival; the
+        results in order and the wall time of the whole level."""
         gate = asyncio.Semaphore(concurrency)
         starting = asyncio.Semaphore(STARTING_AT_ONCE)
         clients = self._clients(concurrency)
 
-        async def one(index: int) -> StreamResult:
-            body = {
-                "model": model,
-                "messages": [{"role": "user", "content": self.prompts.chat()}],
-                "max_tokens": settings.max_tokens,
-                "temperature": 0.7,
-                "stream": True,
-                "stream_options": {"include_usage": True},
-            }
+        async def one(index: int, body: dict[str, Any]) -> StreamResult:
             async with gate:
                 result = await stream_chat(
                     clients[index % len(clients)],
-                    self.target.base_url + "/v1/chat/completions",
+                    self.target.base_url + path,
                     body,
                     self.headers,
                     self.stall_s,
@@ -369,8 +375,22 @@ class Checker:
             return result
 
         started = time.perf_counter()
-        results = await asyncio.gather(*(one(i) for i in range(requests)))
-        wall = time.perf_counter() - started
+        results = await asyncio.gather(*(one(i, b) for i, b in enumerate(bodies)))
+        return list(results), time.perf_counter() - started
+
+    async def chat_stream(self, model: str, settings: SmokeSettings, concurrency: int, requests: int) -> CheckResult:
+        bodies = [
+            {
+                "model": model,
+                "messages": [{"role": "user", "content": self.prompts.chat()}],
+                "max_tokens": settings.max_tokens,
+                "temperature": 0.7,
+                "stream": True,
+                "stream_options": {"include_usage": True},
+            }
+            for _ in range(requests)
+        ]
+        results, wall = await self.timed(bodies, concurrency)
         stats = level_stats(results, wall)
         failures = [r.reason for r in results if not r.ok]
         reasons: list[str] = []

@@ -7,12 +7,17 @@ import contextlib
 import random
 import sys
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from poolconsole.collect.engines.poll import EnginePoller
 from poolconsole.config.models import EngineKind, PoolConfig
+from poolconsole.model.hosts import HostSnapshot
 from poolconsole.ops.smoke.checks import Activity, Checker, CheckResult, Prompts, Target, api_key, is_embedding_model
+
+if TYPE_CHECKING:  # the console starts without httpx: a measurement run imports it when it runs
+    from poolconsole.ops.smoke.workloads import Workload
 
 
 @dataclass(frozen=True)
@@ -24,6 +29,47 @@ class SmokeOptions:
     seed: int | None = None
     stall_s: float = 15.0
     total_s: float = 120.0
+    workloads: tuple[Workload, ...] = ()
+    """`--workload`: instead of the suite, each workload timed with the speculative-decoding counters read
+    around it (ops/smoke/workloads.py)."""
+    context: tuple[int | None, ...] = ()
+    """`--context`: instead of the suite, each context length (None: the advertised one) at the first
+    concurrency level (ops/smoke/context.py)."""
+    profiles: Mapping[str, str | None] = field(default_factory=dict)
+    """The profile active per engine where the audit log says (after a rollover): its max_model_len is the
+    one the context verdict names."""
+
+
+def profile_max_model_len(target: Target, active: Mapping[str, str | None]) -> int | None:
+    """The active profile's max_model_len, where the profile declares one."""
+    name = active.get(target.engine.name) or target.engine.profile
+    profile = next((p for p in target.engine.profiles if p.name == name), None)
+    return profile.max_model_len if profile is not None and "max_model_len" in profile.model_fields_set else None
+
+
+async def measure_target(
+    checker: Checker, models: list[str], options: SmokeOptions, add: Callable[[CheckResult], None]
+) -> None:
+    """A measurement run (`--workload`, `--context`) of each generation model behind the target."""
+    from poolconsole.ops.smoke.context import run_context
+    from poolconsole.ops.smoke.workloads import run_workload
+
+    target, now = checker.target, checker.activity
+    for model in models:
+        if is_embedding_model(model, target.engine.smoke):
+            continue
+        for level in options.concurrency:
+            requests = max(options.requests, level)
+            for workload in options.workloads:
+                now.start(f"{target.name} {model} workload {workload.name} c={level}", requests)
+                add(await run_workload(checker, model, workload, level, requests))
+        if options.context:
+            found, verdict = await run_context(
+                checker, model, options.context, options.concurrency[0], profile_max_model_len(target, options.profiles)
+            )
+            for result in found:
+                result.details["context_verdict"] = verdict
+                add(result)
 
 
 def choose_targets(config: PoolConfig, options: SmokeOptions) -> list[Target]:
@@ -67,6 +113,9 @@ async def smoke_target(
         add(listed)
         if settings.models is not None:
             models = [m for m in models if m in settings.models] or list(settings.models)
+        if options.workloads or options.context:
+            await measure_target(checker, models, options, add)
+            models = []
         for model in models:
             if is_embedding_model(model, settings):
                 await check(f"{model} embeddings", checker.embeddings(model))
@@ -104,22 +153,52 @@ async def run_smoke(
     return results, seed
 
 
-def conditions(config: PoolConfig, versions: Mapping[str, str | None]) -> dict[str, dict[str, str | None]]:
-    """What a stored run was measured on, per engine: kind, engine version, the active profile and its
-    quantization (the profile's format and bits, from `[[engines.profiles]]`)."""
-    out: dict[str, dict[str, str | None]] = {}
+def conditions(
+    config: PoolConfig,
+    versions: Mapping[str, str | None],
+    active: Mapping[str, str | None] | None = None,
+    hosts: Mapping[str, HostSnapshot] | None = None,
+) -> dict[str, dict[str, Any]]:
+    """What a stored run was measured on, per engine: kind and version, the host, the profile really active
+    (`active`: the audit log's, promoted by the last rollover, else the one hosts.toml names; where it came
+    from in `profile_source`) with its quantization, KV dtype, max context, max sequences, tensor-parallel
+    size, args and environment names (never their values), and the engine's GPUs' model and driver from a
+    host poll (`hosts`) where one was read."""
+    out: dict[str, dict[str, Any]] = {}
     for engine in config.engines:
-        active = next((p for p in engine.profiles if p.name == engine.profile), None)
+        promoted = (active or {}).get(engine.name)
+        name = promoted or engine.profile
+        profile = next((p for p in engine.profiles if p.name == name), None)
         quantization = None
-        if active is not None:
-            quantization = active.format + (f" {active.bits:g}-bit" if active.bits else "")
+        if profile is not None:
+            quantization = profile.format + (f" {profile.bits:g}-bit" if profile.bits else "")
+        snapshot = (hosts or {}).get(engine.host or "")
+        gpus = [g for g in snapshot.gpus if engine.gpus is None or g.index in engine.gpus] if snapshot else []
         out[engine.name] = {
             "kind": engine.kind.value,
-            "profile": engine.profile,
+            "profile": name,
             "quantization": quantization,
             "version": versions.get(engine.name),
+            "profile_source": ("audit log" if promoted else "hosts.toml") if name else None,
+            "host": engine.host,
+            "kv_dtype": profile.kv_dtype if profile else None,
+            "max_model_len": profile.max_model_len if profile else None,
+            "max_num_seqs": profile.max_num_seqs if profile else None,
+            "tp_size": profile.tp_size if profile else None,
+            "args": list(profile.args) if profile else [],
+            "env_names": sorted(profile.env) if profile else [],
+            "gpu_model": ", ".join(sorted({g.name for g in gpus if g.name})) or None,
+            "gpu_driver": snapshot.driver if snapshot else None,
         }
     return out
+
+
+def active_profiles(config: PoolConfig, audit_path: Path) -> dict[str, str | None]:
+    """Each engine's profile as the last promoted rollover left it (the audit log), None where none was
+    (blocking: a SQLite read)."""
+    from poolconsole.ops import audit
+
+    return {e.name: audit.active_profile(audit_path, e.name) if e.profiles else None for e in config.engines}
 
 
 async def engine_versions(config: PoolConfig, targets: list[Target]) -> dict[str, str | None]:
@@ -135,6 +214,18 @@ async def engine_versions(config: PoolConfig, targets: list[Target]) -> dict[str
     return dict(await asyncio.gather(*(one(t) for t in targets)))
 
 
+async def read_conditions(
+    config: PoolConfig, targets: list[Target]
+) -> tuple[dict[str, str | None], dict[str, HostSnapshot]]:
+    """What `conditions` needs from the pool, read at once: each target's version (one poll) and a poll of
+    the targets' hosts (GPU model, driver)."""
+    from poolconsole.ops.planning import poll_hosts
+
+    names = {t.engine.host for t in targets if t.engine.host}
+    versions, hosts = await asyncio.gather(engine_versions(config, targets), poll_hosts(config, names))
+    return versions, hosts
+
+
 def document(results: list[CheckResult], seed: int, extra: dict[str, Any] | None = None) -> dict[str, Any]:
     return {
         "passed": bool(results) and all(r.passed for r in results),
@@ -142,6 +233,37 @@ def document(results: list[CheckResult], seed: int, extra: dict[str, Any] | None
         "results": [r.to_json() for r in results],
         **(extra or {}),
     }
+
+
+def summaries(results: list[CheckResult]) -> dict[str, list[dict[str, Any]]]:
+    """The verdicts of a measurement run, per target and model: `spec_decode` (the workloads) and
+    `context` (the servable context); empty lists for a plain smoke run."""
+    from poolconsole.ops.smoke.workloads import verdict
+
+    spec: list[dict[str, Any]] = []
+    context: list[dict[str, Any]] = []
+    keys = dict.fromkeys((r.target, r.model) for r in results)
+    for target, model in keys:
+        mine = [r for r in results if (r.target, r.model) == (target, model)]
+        if any(r.workload is not None for r in mine):
+            spec.append({"target": target, "model": model, **verdict(mine)})
+        told = next((r.details["context_verdict"] for r in mine if "context_verdict" in r.details), None)
+        if told is not None:
+            context.append({"target": target, "model": model, **told})
+    return {"spec_decode": spec, "context": context}
+
+
+def with_measurements(
+    measured_on: Mapping[str, Mapping[str, Any]], found: Mapping[str, list[dict[str, Any]]]
+) -> dict[str, dict[str, Any]]:
+    """The conditions to store, each target's with the verdicts measured on it (`workloads`, `context`)."""
+    out = {name: dict(c) for name, c in measured_on.items()}
+    for key, stored in (("spec_decode", "workloads"), ("context", "context")):
+        for entry in found.get(key, []):
+            out.setdefault(entry["target"], {}).setdefault(stored, []).append(
+                {k: v for k, v in entry.items() if k != "target"}
+            )
+    return out
 
 
 def smoke_gate(config: PoolConfig, engine: str) -> Callable[[], Awaitable[object]]:

@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import sqlite3
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +36,10 @@ CREATE TABLE IF NOT EXISTS results (
     doc TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS results_key ON results(target, model, check_name, concurrency, passed);
+CREATE TABLE IF NOT EXISTS conditions (
+    run_id INTEGER NOT NULL REFERENCES runs(id), target TEXT NOT NULL, doc TEXT NOT NULL,
+    PRIMARY KEY (run_id, target)
+);
 """
 
 
@@ -55,8 +61,9 @@ def save_run(
     passed: bool,
     command: str,
     results: list[dict[str, Any]],
-    conditions: dict[str, dict[str, str | None]],
+    conditions: Mapping[str, Mapping[str, Any]],
 ) -> int:
+    """The run, its results, and the conditions of every target it measured (what `runs` lists)."""
     with connect(path) as db:
         run = db.execute(
             "INSERT INTO runs (started_at, seed, passed, command) VALUES (?, ?, ?, ?)",
@@ -92,6 +99,10 @@ def save_run(
                     _get(r["output_tokens_per_s"], "aggregate"),
                     json.dumps(r),
                 ),
+            )
+        for target in dict.fromkeys(r["target"] for r in results):
+            db.execute(
+                "INSERT INTO conditions VALUES (?, ?, ?)", (run, target, json.dumps(dict(conditions.get(target, {}))))
             )
         return run
 
@@ -162,3 +173,119 @@ def compare(path: Path, run_id: int, threshold: float = 0.10) -> list[Change]:
                     )
                 )
     return changes
+
+
+# -- condition-logged runs: `poolconsole runs` ---------------------------------------------------------
+RESULT_FIGURES = ("ttft_p50", "ttft_p95", "itl_p95", "tps_per_stream", "tps_aggregate")
+"""The timed figures `runs` shows and `runs --compare` sets side by side."""
+_OLD_CONDITIONS = {
+    "kind": "engine_kind",
+    "version": "engine_version",
+    "profile": "profile",
+    "quantization": "quantization",
+}
+"""A run stored before its conditions had a table of their own: what its results' columns held."""
+
+
+def _measured(doc: str) -> dict[str, Any]:
+    """A workload run's result keeps its workload and acceptance (`smoke --workload`)."""
+    full = json.loads(doc)
+    return {k: full[k] for k in ("workload", "spec_decode_acceptance_rate") if k in full}
+
+
+def _run_doc(db: sqlite3.Connection, row: sqlite3.Row) -> dict[str, Any]:
+    results = db.execute("SELECT * FROM results WHERE run_id = ? ORDER BY rowid", (row["id"],)).fetchall()
+    stored = {
+        t: json.loads(d) for t, d in db.execute("SELECT target, doc FROM conditions WHERE run_id = ?", (row["id"],))
+    }
+    targets: dict[str, dict[str, Any]] = {}
+    for r in results:
+        if r["target"] not in targets:
+            targets[r["target"]] = stored.get(r["target"]) or {k: r[c] for k, c in _OLD_CONDITIONS.items()}
+    return {
+        "run_id": row["id"],
+        "started_at": dt.datetime.fromtimestamp(row["started_at"], dt.UTC).isoformat(timespec="seconds"),
+        "passed": bool(row["passed"]),
+        "seed": row["seed"],
+        "command": row["command"],
+        "conditions": targets,
+        "results": [
+            {
+                "target": r["target"],
+                "model": r["model"],
+                "check": r["check_name"],
+                "concurrency": r["concurrency"],
+                "passed": bool(r["passed"]),
+                "reason": r["reason"],
+                **{f: r[f] for f in RESULT_FIGURES},
+                **_measured(r["doc"]),
+            }
+            for r in results
+        ],
+    }
+
+
+def list_runs(path: Path, target: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+    """The newest runs first, each with the conditions of every target it measured and its results;
+    `target` keeps the runs that measured it (and only its part of them)."""
+    if not path.exists():
+        return []
+    with connect(path) as db:
+        db.row_factory = sqlite3.Row
+        if target is None:
+            rows = db.execute("SELECT * FROM runs ORDER BY id DESC LIMIT ?", (limit,)).fetchall()
+        else:
+            rows = db.execute(
+                "SELECT * FROM runs WHERE id IN (SELECT run_id FROM results WHERE target = ?) ORDER BY id DESC LIMIT ?",
+                (target, limit),
+            ).fetchall()
+        docs = [_run_doc(db, row) for row in rows]
+    if target is not None:
+        for doc in docs:
+            doc["conditions"] = {t: c for t, c in doc["conditions"].items() if t == target}
+            doc["results"] = [r for r in doc["results"] if r["target"] == target]
+    return docs
+
+
+def get_run(path: Path, run_id: int) -> dict[str, Any] | None:
+    if not path.exists():
+        return None
+    with connect(path) as db:
+        db.row_factory = sqlite3.Row
+        row = db.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+        return None if row is None else _run_doc(db, row)
+
+
+def compare_runs(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """Two runs side by side: per target the conditions that differ, per result (target, model, check,
+    concurrency) the outcome and timed figures that differ, and what only one of them measured."""
+    conditions = []
+    for target in dict.fromkeys([*a["conditions"], *b["conditions"]]):
+        ca, cb = a["conditions"].get(target), b["conditions"].get(target)
+        if ca is None or cb is None:
+            conditions.append({"target": target, "only_in": a["run_id"] if cb is None else b["run_id"]})
+            continue
+        for key in dict.fromkeys([*ca, *cb]):
+            if ca.get(key) != cb.get(key):
+                conditions.append({"target": target, "condition": key, "a": ca.get(key), "b": cb.get(key)})
+
+    def result_key(r: dict[str, Any]) -> tuple[str, str, str, int | None]:
+        return (r["target"], r["model"], r["check"], r["concurrency"])
+
+    ra, rb = {result_key(r): r for r in a["results"]}, {result_key(r): r for r in b["results"]}
+    results = []
+    for k in dict.fromkeys([*ra, *rb]):
+        x, y = ra.get(k), rb.get(k)
+        where = {"target": k[0], "model": k[1], "check": k[2], "concurrency": k[3]}
+        if x is None or y is None:
+            results.append({**where, "only_in": a["run_id"] if y is None else b["run_id"]})
+            continue
+        if x["passed"] != y["passed"]:
+            results.append({**where, "figure": "passed", "a": x["passed"], "b": y["passed"]})
+        for figure in RESULT_FIGURES:
+            before, now = x[figure], y[figure]
+            if before == now:
+                continue
+            change = round((now - before) / before * 100, 1) if before and now is not None else None
+            results.append({**where, "figure": figure, "a": before, "b": now, "change_pct": change})
+    return {"a": a["run_id"], "b": b["run_id"], "conditions": conditions, "results": results}

@@ -1,0 +1,192 @@
+"""The counters a measured window reads before and after (speculative decoding per workload, the servable
+context): an engine's speculative-decoding counters and gauges, and the traffic counters that say whether
+other requests shared the window.
+
+Names per engine (shared/reference/telemetry-formats.md 1.3, 2.1, 3.1; checked against the real captures):
+vLLM `vllm:spec_decode_num_{draft_tokens,accepted_tokens,drafts}_total` (only with --speculative-config);
+llama.cpp the same names under `llamacpp:` (0 while speculative decoding is off); SGLang only gauges,
+`sglang:spec_accept_rate` and `sglang:spec_accept_length`, over its last log interval.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+import httpx
+
+from poolconsole.collect.engines.mapping import MetricSpec, parse_metrics
+from poolconsole.collect.prom import ParseError
+from poolconsole.model.snapshots import EMPTY
+
+WINDOW: dict[str, MetricSpec] = {
+    "vllm": MetricSpec(
+        kind="vllm",
+        prefix="vllm:",
+        gauges={
+            "requests_running": (("vllm:num_requests_running",), "sum"),
+            "requests_waiting": (("vllm:num_requests_waiting",), "sum"),
+            "kv_cache_usage": (("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"), "max"),
+        },
+        counters={
+            "draft_tokens": ("vllm:spec_decode_num_draft_tokens_total",),
+            "accepted_tokens": ("vllm:spec_decode_num_accepted_tokens_total",),
+            "drafts": ("vllm:spec_decode_num_drafts_total",),
+            "requests": ("vllm:request_success_total",),
+            "prompt_tokens": ("vllm:prompt_tokens_total",),
+            "generation_tokens": ("vllm:generation_tokens_total",),
+            "preemptions": ("vllm:num_preemptions_total",),
+        },
+        histograms={},
+    ),
+    "sglang": MetricSpec(
+        kind="sglang",
+        prefix="sglang:",
+        skip=lambda s: (s.label("tp_rank") or "0") != "0",
+        gauges={
+            "requests_running": (("sglang:num_running_reqs",), "sum"),
+            "requests_waiting": (("sglang:num_queue_reqs",), "sum"),
+            "kv_cache_usage": (("sglang:token_usage",), "max"),
+            "accept_rate": (("sglang:spec_accept_rate",), "mean"),
+            "accept_length": (("sglang:spec_accept_length",), "mean"),
+        },
+        counters={
+            "requests": ("sglang:num_requests_total",),
+            "prompt_tokens": ("sglang:prompt_tokens_total",),
+            "generation_tokens": ("sglang:generation_tokens_total",),
+            "preemptions": ("sglang:num_retracted_requests_total",),
+        },
+        histograms={},
+    ),
+    "llamacpp": MetricSpec(
+        kind="llamacpp",
+        prefix="llamacpp:",
+        model_labels=(),
+        gauges={
+            "requests_running": (("llamacpp:requests_processing",), "sum"),
+            "requests_waiting": (("llamacpp:requests_deferred",), "sum"),
+        },
+        counters={
+            "draft_tokens": ("llamacpp:spec_decode_num_draft_tokens_total",),
+            "accepted_tokens": ("llamacpp:spec_decode_num_accepted_tokens_total",),
+            "drafts": ("llamacpp:spec_decode_num_drafts_total",),
+            # prompt_tokens_total leaves out cached tokens: both together are what was sent
+            "prompt_tokens": ("llamacpp:prompt_tokens_total",),
+            "prompt_tokens_cached": ("llamacpp:prompt_tokens_cached_total",),
+            "generation_tokens": ("llamacpp:tokens_predicted_total",),
+        },
+        histograms={},
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One read of an engine's window counters; `error` says why there is none."""
+
+    kind: str
+    values: MappingProxyType[str, float] = field(default_factory=lambda: EMPTY)
+    error: str | None = None
+
+    def get(self, name: str) -> float | None:
+        value = self.values.get(name)
+        return value if value is not None and math.isfinite(value) else None
+
+
+def parse_window(kind: str, body: bytes | str) -> Reading:
+    """A /metrics page -> the window's counters (pure)."""
+    spec = WINDOW.get(kind)
+    if spec is None:
+        return Reading(kind, error=f"{kind} serves no speculative-decoding or request counters")
+    try:
+        metrics, _, _ = parse_metrics(body, spec)
+    except ParseError as exc:
+        return Reading(kind, error=f"/metrics could not be read: {exc}")
+    return Reading(kind, MappingProxyType(dict(metrics.values)))
+
+
+async def read_window(client: httpx.AsyncClient, base_url: str, kind: str, headers: dict[str, str]) -> Reading:
+    """GET /metrics and read the window's counters; never raises for network or HTTP problems."""
+    if kind not in WINDOW:
+        return parse_window(kind, "")
+    try:
+        response = await client.get(base_url + "/metrics", headers=headers)
+    except httpx.HTTPError as exc:
+        return Reading(kind, error=f"/metrics did not answer: {type(exc).__name__}: {exc}")
+    if response.status_code != 200:
+        return Reading(kind, error=f"/metrics answered HTTP {response.status_code}")
+    return parse_window(kind, response.content)
+
+
+def delta(before: Reading, after: Reading, name: str) -> float | None:
+    """Growth of a counter over the window; a counter that fell (a restart in the window) is None."""
+    a, b = before.get(name), after.get(name)
+    if a is None or b is None or b < a:
+        return None
+    return b - a
+
+
+def spec_figures(before: Reading, after: Reading) -> dict[str, Any]:
+    """Acceptance rate and mean accepted length over the window, with where they came from, or a reason.
+
+    Counters (vLLM, llama.cpp): rate = Δaccepted / Δdraft tokens, mean accepted length = 1 + Δaccepted /
+    Δdrafts (vLLM's own formulas, vllm/v1/spec_decode/metrics.py). SGLang: its gauges read after the run."""
+    out: dict[str, Any] = {
+        "acceptance_rate": None,
+        "mean_accepted_length": None,
+        "draft_tokens": None,
+        "accepted_tokens": None,
+        "drafts": None,
+        "source": None,
+        "reason": None,
+    }
+    if before.error or after.error:
+        out["reason"] = after.error or before.error
+        return out
+    if after.kind == "sglang":
+        rate, length = after.get("accept_rate"), after.get("accept_length")
+        if rate is None or not rate:
+            out["reason"] = "no speculative decoding: sglang:spec_accept_rate is absent or 0"
+            return out
+        out.update(
+            acceptance_rate=rate,
+            mean_accepted_length=length,
+            source="sglang:spec_accept_rate / spec_accept_length gauges after the run (its last log interval)",
+        )
+        return out
+    if after.get("draft_tokens") is None:
+        out["reason"] = f"no speculative decoding: {after.kind} /metrics has no spec_decode counters"
+        return out
+    drafted, accepted, drafts = (
+        delta(before, after, "draft_tokens"),
+        delta(before, after, "accepted_tokens"),
+        delta(before, after, "drafts"),
+    )
+    out.update(draft_tokens=drafted, accepted_tokens=accepted, drafts=drafts)
+    if drafted is None or accepted is None:
+        out["reason"] = "the spec_decode counters went back during the run (an engine restart)"
+        return out
+    if drafted == 0:
+        out["reason"] = "no speculative decoding: no draft token was proposed during the run"
+        return out
+    out["acceptance_rate"] = accepted / drafted
+    out["mean_accepted_length"] = 1 + accepted / drafts if drafts else None
+    out["source"] = f"{after.kind} spec_decode counters: Δaccepted / Δdraft tokens"
+    return out
+
+
+def shared_window(before: Reading, after: Reading, requests: int, output_tokens: int) -> str | None:
+    """Words when other traffic shared the window: the engine counted more finished requests (or generated
+    tokens, where it counts no requests) than the run sent; None when it did not, or cannot be told."""
+    done = delta(before, after, "requests")
+    if done is not None and done > requests:
+        return f"other traffic shared the window: the engine finished {done:.0f} requests, the run sent {requests}"
+    generated = delta(before, after, "generation_tokens")
+    if generated is not None and generated > output_tokens * 1.05 + 8:
+        return (
+            f"other traffic shared the window: the engine generated {generated:.0f} tokens, "
+            f"the run received {output_tokens}"
+        )
+    return None

@@ -1,0 +1,578 @@
+"""The capacity ledger: per engine and UTC day, what the pool produced (prompt and output tokens, requests),
+how long it was busy or idle, its latency (TTFT p50/p95), the GPU energy it burned, and the decision of
+seed 002's "pragmatic decision line": does the pool pay off, or is it an on-prem compliance backup?
+
+Pure: it reads stored history rows (the history store's engine rows carry an engine's `status --json`
+fields with its per-poll reset-safe `increase` and running `totals`; host rows carry each GPU's power) and
+computes; the store, the command line and the console's screen are its clients.
+
+How each figure is counted (the README says the same):
+- Tokens and requests: per engine, each row adds its counter's growth since the engine's previous stored
+  reading: the poll's reset-safe `increase` (a restart counts the new value, never a negative step), or,
+  where the raw counter grew more than that (the first poll of a new recorder session, whose increase is
+  empty, or polls lost in between), the raw growth; a raw counter lower than before with no increase is a
+  restart across the gap and counts its new value. The first reading ever counts nothing (what an engine
+  served before it was watched is not the pool's ledger). Requests are `requests_finished_total` (vLLM
+  `request_success_total`, SGLang `num_requests_total`); an engine without such a counter has null.
+- busy_s / idle_s: the time between two stored rows of an engine (at most `MAX_GAP_S` apart; a longer gap
+  is unknown time, neither) is busy when the later row has requests running > 0, idle when it has 0, and
+  unknown when the engine was down or exposes no running gauge.
+- TTFT p50 / p95: the median of the per-poll window p50s and the 95th percentile of the per-poll window p95s
+  over the polls in which requests finished (the store keeps each poll's window quantiles, not its
+  histogram, so this is an estimate of the day's quantiles, not an exact merge).
+- Energy: each host GPU's power, held over the time since the host's previous row (at most `MAX_GAP_S`),
+  goes to the engines on that GPU: the engines configured on it (`gpus`, as the host row's `engine_gpus`
+  says) and the host's engines with no `gpus` (they may use any of its GPUs), split equally between them.
+  A GPU with no engine is the host's unattributed energy. Idle burn is the share spent while the engine
+  had nothing running. No power reading for an engine's GPUs in a day: energy null, never 0.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import statistics
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+from poolconsole.config.models import LedgerSettings
+
+DECISION_DAYS = 14
+"""The seed's two weeks: with fewer days of data the ledger does not decide."""
+MAX_GAP_S = 300.0
+"""Two rows further apart than this are a gap: the time between is neither busy nor idle and burns no
+counted energy (a recorder that was not running knows nothing of it)."""
+LOOKBACK_S = 3600.0
+"""Rows this long before the window are read only as the first rows' predecessors."""
+GATEWAY_KINDS = frozenset({"litellm"})
+"""Engines that route to other engines: listed, but left out of the pool's totals (their tokens are the
+engines' tokens, counted there)."""
+
+COUNTERS = {
+    "prompt_tokens": "prompt_tokens_total",
+    "output_tokens": "generation_tokens_total",
+    "requests": "requests_finished_total",
+}
+
+
+class StoredRow(Protocol):
+    """What the ledger needs of a history store row (runtime.store.Row)."""
+
+    @property
+    def at(self) -> float: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def values(self) -> dict[str, Any]: ...
+
+
+def utc_date(at: float) -> str:
+    return dt.datetime.fromtimestamp(at, dt.UTC).date().isoformat()
+
+
+def day_start(date: str) -> float:
+    return dt.datetime.fromisoformat(date).replace(tzinfo=dt.UTC).timestamp()
+
+
+def window_start(now: float, days: int) -> float:
+    """Midnight UTC `days - 1` days before today's: the window is today and the days before it."""
+    today = dt.datetime.fromtimestamp(now, dt.UTC).date()
+    return day_start((today - dt.timedelta(days=days - 1)).isoformat())
+
+
+@dataclass
+class Day:
+    """One engine's UTC day. Null (None) is unknown, never 0; `unknown` says why."""
+
+    date: str
+    engine: str
+    kind: str | None = None
+    host: str | None = None
+    models: list[str] = field(default_factory=list)
+    prompt_tokens: int | None = None
+    output_tokens: int | None = None
+    requests: int | None = None
+    busy_s: float | None = None
+    idle_s: float | None = None
+    ttft_p50_s: float | None = None
+    ttft_p95_s: float | None = None
+    energy_kwh: float | None = None
+    idle_energy_kwh: float | None = None
+    restarts: int = 0
+    value: float | None = None
+    """API-equivalent value of the output tokens (with a price in `[ledger]`)."""
+    energy_cost: float | None = None
+    unknown: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        doc = asdict(self)
+        for key in ("busy_s", "idle_s", "ttft_p50_s", "ttft_p95_s"):
+            if doc[key] is not None:
+                doc[key] = round(doc[key], 3)
+        for key in ("energy_kwh", "idle_energy_kwh", "value", "energy_cost"):
+            if doc[key] is not None:
+                doc[key] = round(doc[key], 6)
+        return doc
+
+
+@dataclass
+class _Acc:
+    """One engine-day being summed."""
+
+    kind: str | None = None
+    host: str | None = None
+    models: dict[str, None] = field(default_factory=dict)
+    counters: dict[str, float] = field(default_factory=dict)
+    """Growth per counter name; a name is present once the counter was read that day."""
+    busy_s: float = 0.0
+    idle_s: float = 0.0
+    timed: bool = False
+    p50s: list[float] = field(default_factory=list)
+    p95s: list[float] = field(default_factory=list)
+    energy_j: float = 0.0
+    idle_energy_j: float = 0.0
+    powered: bool = False
+    restarts: int = 0
+    reasons: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class _Engine:
+    """What the previous stored row of an engine said."""
+
+    at: float | None = None
+    raw: dict[str, float] = field(default_factory=dict)
+    running: float | None = None
+    host: str | None = None
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def _tree(values: dict[str, Any], key: str) -> dict[str, Any]:
+    found = values.get(key)
+    return found if isinstance(found, dict) else {}
+
+
+def _raw(values: dict[str, Any], name: str) -> float | None:
+    """A counter's value at the poll: the `status --json` field where there is one, else the running total
+    (a request counter is only stored there)."""
+    if name in values:
+        return _number(values.get(name))
+    return _number(_tree(values, "totals").get(name))
+
+
+def growth(raw: float, previous: float | None, increase: float | None) -> float:
+    """A counter's growth at one row: the reset-safe increase of the poll, or the raw growth since the
+    previous stored reading where that is larger (polls or a recorder restart in between); a raw value
+    below the previous one with no increase is a restart in the gap, which counts the new value."""
+    if previous is None:
+        return max(0.0, increase or 0.0)
+    step = raw - previous
+    if increase is None:
+        return step if step >= 0 else raw
+    return max(increase, step)
+
+
+def _quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
+
+
+class Ledger:
+    """Feed stored rows in time order (`add`), then read `days()`. Rows before `start` only serve as the
+    predecessors of the first rows in the window."""
+
+    def __init__(self, start: float = -math.inf, end: float = math.inf) -> None:
+        self.start = start
+        self.end = end
+        self._acc: dict[tuple[str, str], _Acc] = {}
+        self._engines: dict[str, _Engine] = {}
+        self._hosts: dict[str, float] = {}
+        self.unattributed_j: dict[tuple[str, str], float] = {}
+        """(date, host) -> GPU energy of GPUs no engine is configured on."""
+        from poolconsole.model.gateway_ledger import GatewayLedger  # it builds on this module
+
+        self.gateways = GatewayLedger(start, end)
+        """The gateways' own accounting per route and caller (poolconsole.model.gateway_ledger)."""
+
+    def _day(self, date: str, engine: str) -> _Acc:
+        acc = self._acc.get((date, engine))
+        if acc is None:
+            acc = self._acc[(date, engine)] = _Acc()
+        return acc
+
+    def add(self, row: StoredRow) -> None:
+        if row.kind == "engine":
+            self._engine(row)
+            if row.values.get("kind") in GATEWAY_KINDS:
+                self.gateways.gateway(row)
+            else:
+                self.gateways.engine(row)
+        elif row.kind == "host":
+            self._host(row)
+
+    def _engine(self, row: StoredRow) -> None:
+        v = row.values
+        seen = self._engines.setdefault(row.name, _Engine())
+        counting = self.start <= row.at < self.end
+        acc = self._day(utc_date(row.at), row.name) if counting else None
+        increase = _tree(v, "increase")
+        for name in COUNTERS.values():
+            raw = _raw(v, name)
+            if raw is None:
+                continue
+            grew = growth(raw, seen.raw.get(name), _number(increase.get(name)))
+            seen.raw[name] = raw
+            if acc is not None:
+                acc.counters[name] = acc.counters.get(name, 0.0) + grew
+        running = _number(v.get("requests_running"))
+        if acc is not None:
+            acc.kind = v.get("kind") or acc.kind
+            acc.host = v.get("host") or acc.host
+            for model in v.get("models") or ():
+                acc.models[str(model)] = None
+            acc.restarts += int(_number(v.get("counter_resets")) or 0)
+            unknown = _tree(v, "unknown")
+            for name in COUNTERS.values():
+                if name in unknown:
+                    acc.reasons.setdefault(name, str(unknown[name]))
+            if "requests_running" in unknown:
+                acc.reasons.setdefault("requests_running", str(unknown["requests_running"]))
+            if seen.at is not None and 0 < row.at - seen.at <= MAX_GAP_S and running is not None:
+                acc.timed = True
+                if running > 0:
+                    acc.busy_s += row.at - seen.at
+                else:
+                    acc.idle_s += row.at - seen.at
+            if v.get("ttft_window") == "window":
+                p50, p95 = _number(v.get("ttft_p50_s")), _number(v.get("ttft_p95_s"))
+                if p50 is not None:
+                    acc.p50s.append(p50)
+                if p95 is not None:
+                    acc.p95s.append(p95)
+        seen.at, seen.running = row.at, running
+        seen.host = v.get("host") or seen.host
+
+    def _host(self, row: StoredRow) -> None:
+        v = row.values
+        previous = self._hosts.get(row.name)
+        self._hosts[row.name] = row.at
+        if previous is None or not 0 < row.at - previous <= MAX_GAP_S or not self.start <= row.at < self.end:
+            return
+        seconds = row.at - previous
+        date = utc_date(row.at)
+        pinned = _tree(v, "engine_gpus")
+        here = [name for name, e in self._engines.items() if e.host == row.name]
+        anywhere = [name for name in here if name not in pinned]
+        for gpu in v.get("gpus") or ():
+            power = _number(gpu.get("power_w")) if isinstance(gpu, dict) else None
+            if power is None:
+                continue
+            index = gpu.get("index")
+            owners = [name for name, gpus in pinned.items() if isinstance(gpus, list) and index in gpus] + anywhere
+            joules = power * seconds
+            if not owners:
+                key = (date, row.name)
+                self.unattributed_j[key] = self.unattributed_j.get(key, 0.0) + joules
+                continue
+            share = joules / len(owners)
+            for name in owners:
+                acc = self._day(date, name)
+                acc.powered = True
+                acc.energy_j += share
+                engine = self._engines.get(name)
+                if (
+                    engine is not None
+                    and engine.running == 0
+                    and engine.at is not None
+                    and row.at - engine.at <= MAX_GAP_S
+                ):
+                    acc.idle_energy_j += share
+
+    def days(self) -> list[Day]:
+        """One entry per UTC day and engine, by date then engine."""
+        out = []
+        for (date, engine), acc in sorted(self._acc.items()):
+            day = Day(date, engine, acc.kind, acc.host, list(acc.models), restarts=acc.restarts)
+            for field_name, counter in COUNTERS.items():
+                if counter in acc.counters:
+                    setattr(day, field_name, round(acc.counters[counter]))
+                elif counter in acc.reasons:
+                    day.unknown[field_name] = acc.reasons[counter]
+                elif counter == "requests_finished_total":
+                    day.unknown[field_name] = f"no finished-request counter read from this engine ({acc.kind})"
+                else:
+                    day.unknown[field_name] = "no counter reading this day"
+            if acc.timed:
+                day.busy_s, day.idle_s = acc.busy_s, acc.idle_s
+            else:
+                why = acc.reasons.get("requests_running", "no running-requests reading while the engine answered")
+                day.unknown["busy_s"] = day.unknown["idle_s"] = why
+            if acc.p50s:
+                day.ttft_p50_s = statistics.median(acc.p50s)
+            if acc.p95s:
+                day.ttft_p95_s = _quantile(acc.p95s, 0.95)
+            if not acc.p50s and not acc.p95s:
+                day.unknown["ttft_p50_s"] = "no request finished in a polled window (or no TTFT histogram)"
+            if acc.powered:
+                day.energy_kwh = acc.energy_j / 3.6e6
+                day.idle_energy_kwh = acc.idle_energy_j / 3.6e6
+            else:
+                day.unknown["energy_kwh"] = (
+                    f"no GPU power reading from host {acc.host}" if acc.host else "the engine names no host"
+                )
+            out.append(day)
+        return out
+
+
+# -- prices and the decision -------------------------------------------------------------------------------
+def short(tokens: float) -> str:
+    """412k, 38k, 3.4k, 950, 1.2M."""
+    if tokens >= 1e6:
+        return f"{tokens / 1e6:.1f}M"
+    if tokens >= 10_000:
+        return f"{tokens / 1000:.0f}k"
+    if tokens >= 1000:
+        return f"{tokens / 1000:.1f}k"
+    return f"{tokens:.0f}"
+
+
+def price_of(day: Day, settings: LedgerSettings) -> float | None:
+    """The API-equivalent price per million output tokens: by engine name, else by its first priced model,
+    else "*"."""
+    prices = settings.api_price_per_mtok
+    if day.engine in prices:
+        return prices[day.engine]
+    for model in day.models:
+        if model in prices:
+            return prices[model]
+    return prices.get("*")
+
+
+def pool_per_day(days: list[Day]) -> dict[str, int]:
+    """Output tokens of the whole pool per date (gateways left out), for the dates with a reading."""
+    out: dict[str, int] = {}
+    for day in days:
+        if day.kind in GATEWAY_KINDS or day.output_tokens is None:
+            continue
+        out[day.date] = out.get(day.date, 0) + day.output_tokens
+    return out
+
+
+def decide(days: list[Day], settings: LedgerSettings) -> dict[str, Any]:
+    """The median day's output tokens against the threshold; no verdict with under DECISION_DAYS days."""
+    per_day = pool_per_day(days)
+    threshold = settings.threshold_output_tokens_per_day
+    line = f"threshold {short(threshold)}"
+    if not per_day:
+        return {
+            "output_tokens_per_day": None,
+            "days_of_data": 0,
+            "threshold": threshold,
+            "pays_off": None,
+            "reason": f"no output tokens recorded yet ({line}): too early to decide",
+        }
+    median = statistics.median(per_day.values())
+    count = len(per_day)
+    days_text = f"{count} day{'s' if count != 1 else ''}"
+    pays: bool | None
+    if count < DECISION_DAYS:
+        pays = None
+        reason = (
+            f"{short(median)} output tokens/day over {days_text} ({line}): only {days_text} of data, under "
+            f"{DECISION_DAYS}: too early to decide"
+        )
+    elif median >= threshold:
+        pays = True
+        reason = f"{short(median)} output tokens/day over {days_text} ({line}): pooling pays off"
+    else:
+        pays = False
+        reason = (
+            f"{short(median)} output tokens/day over {days_text} ({line}): "
+            "treat the pool as an on-prem compliance backup"
+        )
+    return {
+        "output_tokens_per_day": round(median),
+        "days_of_data": count,
+        "threshold": threshold,
+        "pays_off": pays,
+        "reason": reason,
+    }
+
+
+def costs(days: list[Day], settings: LedgerSettings, unattributed_kwh: float) -> dict[str, Any]:
+    """Value produced, energy cost, idle burn, depreciation and payback over the window; each entry gets
+    its `value` and `energy_cost` where the prices allow. Amounts are in `settings.currency`."""
+    electricity = settings.electricity_per_kwh
+    value = energy_cost = 0.0
+    priced = False
+    kwh = idle_kwh = 0.0
+    for day in days:
+        if day.kind in GATEWAY_KINDS:
+            continue
+        price = price_of(day, settings)
+        if price is not None and day.output_tokens is not None:
+            day.value = day.output_tokens / 1e6 * price
+            value += day.value
+            priced = True
+        if day.energy_kwh is not None:
+            kwh += day.energy_kwh
+            idle_kwh += day.idle_energy_kwh or 0.0
+            if electricity is not None:
+                day.energy_cost = day.energy_kwh * settings.pue * electricity
+                energy_cost += day.energy_cost
+    wall_kwh = (kwh + unattributed_kwh) * settings.pue
+    if electricity is not None:
+        energy_cost += unattributed_kwh * settings.pue * electricity
+    count = len({d.date for d in days}) or 1
+    depreciation = (
+        settings.hardware_cost / (settings.hardware_lifetime_years * 365.25) if settings.hardware_cost else None
+    )
+    doc: dict[str, Any] = {
+        "currency": settings.currency,
+        "gpu_energy_kwh": round(kwh + unattributed_kwh, 6),
+        "unattributed_energy_kwh": round(unattributed_kwh, 6),
+        "wall_energy_kwh": round(wall_kwh, 6),
+        "idle_energy_kwh": round(idle_kwh, 6),
+        "value": round(value, 4) if priced else None,
+        "energy_cost": round(energy_cost, 4) if electricity is not None else None,
+        "idle_cost": round(idle_kwh * settings.pue * electricity, 4) if electricity is not None else None,
+        "depreciation_per_day": round(depreciation, 4) if depreciation is not None else None,
+        "net_per_day": None,
+        "payback_days": None,
+        "unknown": {},
+    }
+    unknown: dict[str, str] = doc["unknown"]
+    if not priced:
+        unknown["value"] = "no api_price_per_mtok in [ledger] for these engines' models"
+    if electricity is None:
+        unknown["energy_cost"] = unknown["idle_cost"] = "no electricity_per_kwh in [ledger]"
+    if depreciation is None:
+        unknown["depreciation_per_day"] = unknown["payback_days"] = "no hardware_cost in [ledger]"
+    if not priced:
+        unknown["net_per_day"] = "no value without api_price_per_mtok"
+    if priced:
+        margin = (value - (energy_cost if electricity is not None else 0.0)) / count
+        doc["net_per_day"] = round(margin - (depreciation or 0.0), 4)
+        if settings.hardware_cost:
+            if margin > 0:
+                doc["payback_days"] = round(settings.hardware_cost / margin, 1)
+            else:
+                unknown["payback_days"] = "never at this rate: the energy costs more than the tokens are worth"
+    elif settings.hardware_cost:
+        unknown["payback_days"] = unknown["value"]
+    return doc
+
+
+def ledger_doc(
+    ledger: Ledger, settings: LedgerSettings, *, start: float, end: float, store: str, config: str | None
+) -> dict[str, Any]:
+    """The whole `ledger --json` document."""
+    days = ledger.days()
+    unattributed = [
+        {"date": date, "host": host, "energy_kwh": round(j / 3.6e6, 6)}
+        for (date, host), j in sorted(ledger.unattributed_j.items())
+    ]
+    money = costs(days, settings, sum(j for j in ledger.unattributed_j.values()) / 3.6e6)
+    entries = [d.to_json() for d in days]
+    from poolconsole.model.gateway_ledger import compare
+
+    gateway = ledger.gateways.entries()
+    beside = compare(gateway, [e for e in entries if e["kind"] not in GATEWAY_KINDS])
+    return {
+        "store": store,
+        "config": config,
+        "from": utc_date(start),
+        "to": utc_date(end),
+        "entries": entries,
+        "unattributed_energy": unattributed,
+        "costs": money,
+        "decision": decide(days, settings),
+        "gateway": gateway,
+        "gateway_unknown": ledger.gateways.unknown_entries(),
+        "gateway_vs_engines": beside,
+        "mismatches": [c for c in beside if c["mismatch"]],
+        "callers_now": ledger.gateways.callers_now(),
+    }
+
+
+def build(
+    rows: Iterable[StoredRow], settings: LedgerSettings, *, start: float, end: float, store: str, config: str | None
+) -> dict[str, Any]:
+    ledger = Ledger(start, end)
+    for row in rows:
+        ledger.add(row)
+    return ledger_doc(ledger, settings, start=start, end=end, store=store, config=config)
+
+
+# -- text ----------------------------------------------------------------------------------------------
+def _cell(value: Any, kind: str = "") -> str:
+    if value is None:
+        return "n/a"
+    if kind == "tok":
+        return short(value)
+    if kind == "h":
+        return f"{value:.0f}s" if value < 60 else f"{value / 60:.0f}m" if value < 3600 else f"{value / 3600:.1f}h"
+    if kind == "s":
+        return f"{value:.2f}s"
+    if kind == "kwh":
+        return f"{value * 1000:.1f} Wh" if value < 1 else f"{value:.2f} kWh"
+    return str(value)
+
+
+def text(doc: dict[str, Any]) -> str:
+    """The table `poolconsole ledger` prints without --json."""
+    header = ["DATE", "ENGINE", "PROMPT", "OUTPUT", "REQS", "BUSY", "IDLE", "TTFT p50", "p95", "ENERGY", "IDLE BURN"]
+    rows = [header]
+    for e in doc["entries"]:
+        rows.append(
+            [
+                e["date"],
+                e["engine"] + (" (gateway)" if e["kind"] in GATEWAY_KINDS else ""),
+                _cell(e["prompt_tokens"], "tok"),
+                _cell(e["output_tokens"], "tok"),
+                _cell(e["requests"]),
+                _cell(e["busy_s"], "h"),
+                _cell(e["idle_s"], "h"),
+                _cell(e["ttft_p50_s"], "s"),
+                _cell(e["ttft_p95_s"], "s"),
+                _cell(e["energy_kwh"], "kwh"),
+                _cell(e["idle_energy_kwh"], "kwh"),
+            ]
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    if not doc["entries"]:
+        lines.append(f"no engine rows in {doc['store']} from {doc['from']} to {doc['to']}")
+    c = doc["costs"]
+    money = c["currency"] + " " if c["currency"] else ""
+    lines.append("")
+    lines.append(
+        f"energy: {c['gpu_energy_kwh']:.3f} kWh of GPUs ({c['wall_energy_kwh']:.3f} kWh at the wall), "
+        f"idle burn {c['idle_energy_kwh']:.3f} kWh"
+    )
+    for key, label in (
+        ("value", "value produced (API-equivalent)"),
+        ("energy_cost", "energy cost"),
+        ("idle_cost", "idle burn cost"),
+        ("depreciation_per_day", "depreciation per day"),
+        ("net_per_day", "net per day"),
+    ):
+        shown = f"{money}{c[key]:.2f}" if c[key] is not None else f"n/a ({c['unknown'].get(key, 'unknown')})"
+        lines.append(f"{label}: {shown}")
+    if c["payback_days"] is not None:
+        lines.append(f"payback: {c['payback_days']:.0f} days")
+    elif "payback_days" in c["unknown"]:
+        lines.append(f"payback: n/a ({c['unknown']['payback_days']})")
+    lines.append(f"decision: {doc['decision']['reason']}")
+    from poolconsole.model.gateway_ledger import text_lines
+
+    lines += text_lines(doc)
+    return "\n".join(lines)

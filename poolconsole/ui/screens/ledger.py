@@ -1,0 +1,137 @@
+"""The capacity ledger: output tokens per day per engine as a chart, the day-by-engine table, the costs
+and the decision. It reads the history store in a thread (poolconsole.runtime.ledger) and only draws;
+nothing here changes the pool, so it is the same in --read-only and in a replay (on the recording's clock)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any, cast
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Header, Static
+from textual_plotext import PlotextPlot
+
+from poolconsole.config.models import LedgerSettings
+from poolconsole.model.ledger import GATEWAY_KINDS, short
+from poolconsole.model.units import NA
+
+DAYS = 14
+"""The window the screen shows: the decision's two weeks."""
+
+
+def _tokens(value: float | None) -> str:
+    return NA if value is None else short(value)
+
+
+def _hours(value: float | None) -> str:
+    return NA if value is None else f"{value / 3600:.1f} h" if value >= 3600 else f"{value / 60:.0f} min"
+
+
+def _kwh(value: float | None) -> str:
+    return NA if value is None else f"{value:.3f}"
+
+
+class LedgerScreen(Screen[None]):
+    CSS_PATH = Path(__file__).with_suffix(".tcss")
+
+    def __init__(self, store: Path, now: float, settings: LedgerSettings, days: int = DAYS) -> None:
+        super().__init__()
+        self.store = store
+        self.now = now
+        self.settings = settings
+        self.days = days
+        self.doc: dict[str, Any] | None = None
+        """The ledger once read (the `ledger --json` document)."""
+        self.problem: str | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static(f"reading the ledger from {self.store} ...", id="ledger-decision", markup=False)
+        yield PlotextPlot(id="ledger-chart")
+        yield DataTable(id="ledger-table", cursor_type="row")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one("#ledger-table", DataTable)
+        for key, label in (
+            ("date", "Date (UTC)"),
+            ("engine", "Engine"),
+            ("prompt", "Prompt"),
+            ("output", "Output"),
+            ("requests", "Requests"),
+            ("busy", "Busy"),
+            ("idle", "Idle"),
+            ("ttft", "TTFT p50/p95"),
+            ("kwh", "kWh"),
+            ("idle_kwh", "Idle kWh"),
+        ):
+            table.add_column(label, key=key)
+        self._read()
+
+    @work(group="ledger", exclusive=True, exit_on_error=False)
+    async def _read(self) -> None:
+        from poolconsole.runtime.ledger import read_ledger
+        from poolconsole.runtime.store import StoreProblem
+
+        try:
+            doc = await asyncio.to_thread(read_ledger, self.store, self.days, self.now, self.settings)
+        except StoreProblem as exc:
+            self.problem = str(exc)
+            self.query_one("#ledger-decision", Static).update(f"no ledger: {exc}")
+            return
+        self.show(doc)
+
+    def show(self, doc: dict[str, Any]) -> None:
+        self.doc = doc
+        entries = doc["entries"]
+        table = self.query_one("#ledger-table", DataTable)
+        table.clear()
+        for e in entries:
+            p50, p95 = e["ttft_p50_s"], e["ttft_p95_s"]
+            ttft = NA if p50 is None and p95 is None else f"{p50 or 0:.2f}/{p95 or 0:.2f} s"
+            cells = (
+                e["date"],
+                e["engine"] + (" (gateway)" if e["kind"] in GATEWAY_KINDS else ""),
+                _tokens(e["prompt_tokens"]),
+                _tokens(e["output_tokens"]),
+                NA if e["requests"] is None else str(e["requests"]),
+                _hours(e["busy_s"]),
+                _hours(e["idle_s"]),
+                ttft,
+                _kwh(e["energy_kwh"]),
+                _kwh(e["idle_energy_kwh"]),
+            )
+            table.add_row(*(Text(c) for c in cells), key=f"{e['date']}/{e['engine']}")
+        c = doc["costs"]
+        money = f" {c['currency']}" if c["currency"] else ""
+        figures = [f"GPU energy {c['gpu_energy_kwh']:.3f} kWh, idle burn {c['idle_energy_kwh']:.3f} kWh"]
+        for key, label in (("value", "value"), ("energy_cost", "energy cost"), ("payback_days", "payback")):
+            if c[key] is not None:
+                figures.append(
+                    f"{label} {c[key]:.1f} days" if key == "payback_days" else f"{label} {c[key]:.2f}{money}"
+                )
+        gateway = [f"gateway mismatch: {m['reason']}" for m in doc.get("mismatches") or ()]
+        if doc.get("gateway"):  # the gateway's own accounting (a LiteLLM gateway with its prometheus callback)
+            gateway.append(f"callers now: {doc['callers_now']['reason']}")
+        self.query_one("#ledger-decision", Static).update(
+            f"{doc['decision']['reason']}\n{'; '.join(figures)}  ({doc['from']} .. {doc['to']}, {doc['store']})"
+            + "".join("\n" + line for line in gateway)
+        )
+        self._chart(entries)
+
+    def _chart(self, entries: list[dict[str, Any]]) -> None:
+        widget = self.query_one("#ledger-chart", PlotextPlot)
+        plt = widget.plt
+        plt.clear_figure()
+        plt.title("output tokens per day, per engine")
+        dates = sorted({e["date"] for e in entries})
+        engines = sorted({e["engine"] for e in entries if e["output_tokens"] and e["kind"] not in GATEWAY_KINDS})
+        got = {(e["date"], e["engine"]): e["output_tokens"] or 0 for e in entries}
+        if dates and engines:
+            series = [[got.get((d, name), 0) for d in dates] for name in engines]
+            cast(Any, plt).multiple_bar([d[5:] for d in dates], series, labels=engines)
+        widget.refresh()

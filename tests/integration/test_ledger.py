@@ -1,0 +1,137 @@
+"""The capacity ledger on a real recording (issue 15): `poolconsole record` on the demo pool for a few
+seconds, then `ledger --json` holds each engine's output tokens of the day equal to the reset-safe counter
+growth `export` gives over the same rows, energy from the hosts' GPU power, and a decision with its reason.
+
+The demo pool runs as a subprocess (`poolconsole demo --serve-only`), `record` as another, as in
+test_store.py."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from poolconsole import cli
+from poolconsole.config import load_config
+from poolconsole.runtime.store import Reader
+
+ROOT = Path(__file__).resolve().parents[2]
+RECORD_S = 12.0
+
+
+@pytest.fixture(scope="module")
+def recording(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path]]:
+    """The demo pool recorded for RECORD_S seconds: (its hosts.toml, the store)."""
+    folder = tmp_path_factory.mktemp("ledger")
+    config, store = folder / "demo.toml", folder / "history.sqlite3"
+    demo = subprocess.Popen(
+        [sys.executable, "-m", "poolconsole", "demo", "--serve-only", "--config-out", str(config), "--seed", "7"],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not config.is_file():
+            assert demo.poll() is None, demo.stderr.read().decode() if demo.stderr else "demo pool died"
+            assert time.monotonic() < deadline, "the demo pool did not come up"
+            time.sleep(0.2)
+        record = subprocess.Popen(
+            [sys.executable, "-m", "poolconsole", "record", "--config", str(config), "--store", str(store)],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert record.stdout is not None
+        assert record.stdout.readline().startswith("recording "), record.stderr.read() if record.stderr else ""
+        time.sleep(RECORD_S)
+        record.send_signal(signal.SIGTERM)
+        assert record.wait(30) == 0
+        yield config, store
+    finally:
+        demo.send_signal(signal.SIGINT)
+        try:
+            demo.wait(20)
+        except subprocess.TimeoutExpired:
+            demo.kill()
+            demo.wait()
+
+
+def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> Any:
+    capsys.readouterr()
+    assert cli.main(list(argv)) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_ledger_output_tokens_equal_the_counter_growth_in_export(
+    recording: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    config_path, store = recording
+    config = load_config(config_path)
+    doc = run_json(capsys, "ledger", "--store", str(store), "--config", str(config_path), "--json")
+
+    capsys.readouterr()
+    assert cli.main(["export", "--store", str(store)]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    growth: dict[tuple[str, str], float] = {}
+    first: dict[tuple[str, str], float] = {}
+    last: dict[tuple[str, str], float] = {}
+    for row in rows:
+        if row["target_type"] != "engine":
+            continue
+        key = (row["taken_at"][:10], row["name"])
+        counted = row["increase"].get("generation_tokens_total")
+        if counted is not None:
+            growth[key] = growth.get(key, 0.0) + counted
+        total = row["totals"].get("generation_tokens_total")
+        if total is not None:
+            first.setdefault(key, total)
+            last[key] = total
+    entries = {(e["date"], e["engine"]): e for e in doc["entries"]}
+    assert {name for _, name in entries} == {e.name for e in config.engines}
+    produced = {k: e["output_tokens"] for k, e in entries.items() if e["output_tokens"] is not None}
+    assert produced == {k: round(v) for k, v in growth.items()}  # every engine with a counter, to the token
+    assert produced == {k: round(last[k] - first[k]) for k in produced}  # = the running totals' growth
+    assert sum(produced.values()) > 0, "the demo's load produced no tokens while recorded"
+
+    by_name = {e.name: e for e in config.engines}
+    for (_, name), e in entries.items():
+        if by_name[name].kind.value == "litellm":
+            assert e["output_tokens"] is None and e["energy_kwh"] is None
+        if by_name[name].kind.value == "llamacpp":
+            assert e["requests"] is None and e["unknown"]["requests"]
+        if by_name[name].kind.value in ("vllm", "sglang"):
+            assert e["requests"] is not None and e["busy_s"] is not None
+            assert e["busy_s"] + e["idle_s"] <= RECORD_S + 5
+    powered = [e for e in entries.values() if e["energy_kwh"]]
+    assert powered and all(e["energy_kwh"] < 1.0 for e in powered)  # watts over seconds: well under a kWh
+
+    decision = doc["decision"]
+    today = {k: v for k, v in produced.items() if by_name[k[1]].kind.value != "litellm"}
+    assert decision["output_tokens_per_day"] == sum(today.values())  # one day: the median is that day
+    assert decision["pays_off"] is None
+    assert "1 day of data" in decision["reason"] and "too early" in decision["reason"]
+    assert {"date", "engine", "prompt_tokens", "output_tokens", "requests", "busy_s", "energy_kwh"} <= set(
+        doc["entries"][0]
+    )
+
+
+def test_ledger_text_and_its_errors(recording: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    config_path, store = recording
+    capsys.readouterr()
+    assert cli.main(["ledger", "--store", str(store), "--config", str(config_path), "--days", "3"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].split()[:4] == ["DATE", "ENGINE", "PROMPT", "OUTPUT"]
+    assert "decision: " in out and "too early" in out
+    with Reader(store):  # the store is intact and still readable
+        pass
+    assert cli.main(["ledger", "--store", str(store.with_name("missing.sqlite3")), "--config", str(config_path)]) == 2
+    assert "no history store" in capsys.readouterr().err
