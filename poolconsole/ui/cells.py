@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from rich.text import Text
@@ -11,10 +11,12 @@ from poolconsole.model.hosts import GpuProcess, GpuReading, HostSnapshot, HostSt
 from poolconsole.model.pool_state import EngineTrack, HostTrack, PoolState, binned, sparkline
 from poolconsole.model.snapshots import EngineState
 from poolconsole.model.units import NA, gib, num, pct, seconds
+from poolconsole.ui.grid import Column, ColumnSpec, fit_columns
 
 BAR = " ▁▂▃▄▅▆▇█"
 SPARK_POINTS = 180
-"""The tok/s trend: the last 180 polls (3 minutes at the default 1 s) in 12 bins, each a mean."""
+"""The tok/s trend: the last 180 polls (3 minutes at the default 1 s), one bin (a mean) per cell of the
+column (more polls when the column is wider than that)."""
 
 
 @dataclass(frozen=True)
@@ -71,8 +73,9 @@ def level(fraction: float | None, c: Colors, warn: float = 0.8, bad: float = 0.9
     return c.bad if fraction >= bad else c.warn if fraction >= warn else c.ok
 
 
-def gpu_bars(host: HostSnapshot | None, gpus: list[int] | None, c: Colors) -> Text:
-    """One bar per GPU (a TP node shows all of its cards); unified memory drawn as ◆ with its share."""
+def gpu_bars(host: HostSnapshot | None, gpus: list[int] | None, c: Colors, width: int | None = None) -> Text:
+    """One bar per GPU (a TP node shows all of its cards), then used/total when it fits `width` whole;
+    unified memory drawn as ◆ with its share (swap flagged before the share is)."""
     if host is None or not host.gpus:
         return Text(NA, style=c.dim)
     chosen = [g for g in host.gpus if gpus is None or g.index in gpus] or list(host.gpus)
@@ -81,10 +84,12 @@ def gpu_bars(host: HostSnapshot | None, gpus: list[int] | None, c: Colors) -> Te
         used_bytes, total_bytes = g.memory_used_bytes, g.memory_total_bytes
         frac = used_bytes / total_bytes if used_bytes is not None and total_bytes else None
         text = Text("◆ ", style=c.unified)
-        text.append(f"{pct(frac)} uni", style=level(frac, c))
         swap = host.system_memory.swap_used_bytes if host.system_memory else None
+        share = f"{pct(frac)}" if swap else f"{pct(frac)} uni"
+        if width is None or len(text) + len(share) + (6 if swap else 0) <= width:
+            text.append(share, style=level(frac, c))
         if swap:
-            text.append(" swap!", style=f"bold {c.bad}")
+            text.append(" swap!" if len(text) > 2 else "swap!", style=f"bold {c.bad}")
         return text
     text = Text()
     for g in chosen:
@@ -96,10 +101,139 @@ def gpu_bars(host: HostSnapshot | None, gpus: list[int] | None, c: Colors) -> Te
     used = [g.memory_used_bytes for g in chosen if g.memory_used_bytes is not None]
     total = [g.memory_total_bytes for g in chosen if g.memory_total_bytes]
     if len(used) == len(total) == len(chosen):
-        text.append(f" {sum(used) / 2**30:.0f}/{sum(total) / 2**30:.0f}G", style=c.dim)
+        figure = f" {sum(used) / 2**30:.0f}/{sum(total) / 2**30:.0f}G"
     else:  # a card did not report: a sum over the others would read as a smaller number, complete
-        text.append(f" {NA}", style=c.dim)
+        figure = f" {NA}"
+    if width is None or len(text) + len(figure) <= width:  # whole or not at all: "83/5" would be a lie
+        text.append(figure, style=c.dim)
     return text
+
+
+EIGHTHS = " ▏▎▍▌▋▊▉█"
+
+
+def meter(fraction: float, width: int) -> str:
+    """A horizontal bar `width` cells wide filled to `fraction` (in eighths of a cell)."""
+    eighths = round(max(0.0, min(1.0, fraction)) * width * 8)
+    full, part = divmod(eighths, 8)
+    return ("█" * full + (EIGHTHS[part] if part else "")).ljust(width)
+
+
+def _card(name: str | None) -> str:
+    """A GPU's name in a word or two ("NVIDIA H200" -> "H200", "NVIDIA GeForce RTX 3090" -> "RTX 3090")."""
+    if not name:
+        return "GPU"
+    words = [w for w in name.replace("NVIDIA", "").replace("GeForce", "").split() if w]
+    return " ".join(words[-2:]) if words else name
+
+
+def engine_memory(
+    host: HostSnapshot | None, name: str, gpus: list[int] | None, c: Colors, width: int | None, shared: bool
+) -> Text:
+    """An engine's own GPU memory: a bar per card of what its processes hold (HostSnapshot.processes
+    mapped to it), then own/total. Where its processes are not known: the cards' memory when the engine
+    is alone on them, else "shared" (the host line has the cards' use; repeating it would be a lie)."""
+    if host is None or not host.gpus:
+        return Text(NA, style=c.dim)
+    on = gpus if gpus is not None else host.engine_gpus.get(name)
+    chosen = [g for g in host.gpus if on is None or g.index in on] or list(host.gpus)
+    procs = [p for p in host.processes if p.engine == name]
+    if not procs:
+        return gpu_bars(host, on, c, width) if not shared else Text("shared", style=c.dim)
+    unified = host.memory_kind == "unified"
+    text = Text("◆ " if unified else "", style=c.unified)
+    own_total: int | None = 0
+    for g in chosen if not unified else chosen[:1]:
+        mine = [p.used_memory_bytes for p in procs if unified or p.gpu_uuid is None or p.gpu_uuid == g.uuid]
+        if not g.memory_total_bytes or any(m is None for m in mine):
+            text.append("?", style=c.dim)
+            own_total = None
+            continue
+        own = sum(m for m in mine if m is not None)
+        own_total = None if own_total is None else own_total + own
+        frac = own / g.memory_total_bytes
+        if unified:
+            text.append(f"{pct(frac)} own", style=level(frac, c))
+        else:
+            text.append(BAR[min(len(BAR) - 1, max(1, round(frac * (len(BAR) - 1))))], style=level(frac, c))
+    total = sum(g.memory_total_bytes or 0 for g in chosen[: 1 if unified else None])
+    figure = f" {own_total / 2**30:.0f}/{total / 2**30:.0f}G" if own_total is not None and total else f" {NA}"
+    if not unified and (width is None or len(text) + len(figure) <= width):
+        text.append(figure, style=c.dim)
+    return text
+
+
+def host_line(state: PoolState, track: HostTrack, c: Colors, width: int, why: str | None = None) -> Text:
+    """A host's line over its engines: its name and state, then each GPU as a bar of its own (a 4-GPU
+    tensor-parallel node shows four), unified memory drawn apart (◆, the theme's `unified` colour), swap
+    on it flagged; the used/total memory, the power draw and what needs attention when they fit `width`."""
+    snap = track.snapshot
+    text = Text()
+    text.append(track.config.name, style="bold")
+    if snap is None:
+        text.append("  polling", style=c.dim)
+        return text
+    text.append("  ")
+    text.append_text(state_text(snap.state, c))
+    if not snap.state.answering:
+        text.append(f"  {why or (snap.error or 'no reason given')}", style=c.bad)
+        return text
+    gpus = list(snap.gpus)
+    tail = Text()
+    if why:
+        tail.append(f"  {why}", style=c.bad)
+    if not gpus:
+        mem = snap.system_memory
+        text.append(f"  no GPUs · {system_memory(mem)}", style=c.dim)
+        text.append_text(tail)
+        return text
+    used = [g.memory_used_bytes for g in gpus]
+    total = [g.memory_total_bytes for g in gpus]
+    figure = (
+        f" {sum(u or 0 for u in used) / 2**30:.0f}/{sum(t or 0 for t in total) / 2**30:.0f}G"
+        if None not in used and all(total)
+        else f" {NA}"
+    )
+    power = [g.power_w for g in gpus]
+    watts = f"  {sum(w or 0 for w in power):.0f} W" if None not in power else ""
+    label = f"  {len(gpus)}× {_card(gpus[0].name)}" if len(gpus) > 1 else f"  {_card(gpus[0].name)}"
+    if snap.memory_kind == "unified":
+        label += " unified"
+    swap = snap.system_memory.swap_used_bytes if snap.system_memory else None
+    flag = f"  swap {swap / 2**30:.1f}G!" if snap.memory_kind == "unified" and swap else ""
+    fixed = len(text) + len(label) + len(figure) + len(watts) + len(flag) + len(tail)
+    per_card = (width - fixed) // len(gpus) - 6  # each card: " ▕bar▏NN%"
+    bars = Text()
+    for g in gpus:
+        known = g.memory_used_bytes is not None and g.memory_total_bytes
+        frac = (g.memory_used_bytes or 0) / (g.memory_total_bytes or 1) if known else None
+        colour = c.unified if snap.memory_kind == "unified" else level(frac, c)
+        if per_card >= 3:
+            bar = min(per_card, 12)
+            bars.append(" ▕")
+            bars.append(meter(frac, bar) if frac is not None else "?".center(bar), style=colour)
+            bars.append("▏")
+            bars.append(pct(frac).rjust(4), style=level(frac, c))
+        else:  # too narrow for a bar each: a block per card, still one per card
+            block = BAR[min(len(BAR) - 1, max(1, round(frac * (len(BAR) - 1))))] if frac is not None else "?"
+            bars.append(block if bars else f" {block}", style=colour)
+    if snap.memory_kind == "unified":
+        text.append("  ◆ ", style=c.unified)
+        text.append(label[2:], style=c.unified)
+    elif len(text) + len(label) + len(bars) + len(figure) <= width:
+        text.append(label, style=c.dim)
+    text.append_text(bars)
+    text.append(figure, style=c.dim)
+    if flag:
+        text.append(flag, style=f"bold {c.bad}")
+    if len(text) + len(watts) + len(tail) <= width:
+        text.append(watts, style=c.dim)
+    text.append_text(tail)
+    return text
+
+
+STATE_WORDS = {"auth_failed": "auth failed", "host_key_unknown": "key unknown", "host_key_changed": "key changed"}
+"""States as the State column shows them: every one within its 11 cells, never cut."""
 
 
 def state_text(state: EngineState | HostState | None, c: Colors) -> Text:
@@ -108,57 +242,120 @@ def state_text(state: EngineState | HostState | None, c: Colors) -> Text:
         return Text("polling", style=c.dim)
     ok = state in (EngineState.OK, HostState.OK)
     style = c.ok if ok else c.warn if state in (EngineState.DEGRADED, HostState.DEGRADED) else c.bad
-    return Text(state.value, style=style if ok else f"bold {style}")
+    return Text(STATE_WORDS.get(state.value, state.value), style=style if ok else f"bold {style}")
 
 
-# (key, label, width): fixed widths, so an update never re-measures a whole column.
-COLUMNS: tuple[tuple[str, str, int], ...] = (
-    ("host", "Host", 9), ("engine", "Engine", 19), ("kind", "Kind", 15), ("model", "Model", 22),
-    ("profile", "Profile", 13), ("vram", "GPU mem", 15), ("kv", "KV", 4), ("queue", "Run/Wait", 8),
-    ("tps", "tok/s", 6), ("spark", "tok/s trend", 12), ("ttft", "TTFT p50", 8), ("state", "State", 11),
-    ("age", "Age", 5), ("source", "Source", 22),
-)  # fmt: skip
+PAD = (1, 0)
+"""The overview's cells: one blank before each, so columns are one cell apart."""
+SPECS: tuple[ColumnSpec, ...] = (
+    ColumnSpec("host", "Host", 7, 9, fold=6, ellipsis=True),
+    ColumnSpec("engine", "Engine", 16, 20, fold=12, ellipsis=True),
+    ColumnSpec("kind", "Kind", 8, 19, fold=2),
+    ColumnSpec("model", "Model", 8, 24, fold=1, ellipsis=True),
+    ColumnSpec("vram", "GPU mem", 9, 18, fold=4),
+    ColumnSpec("kv", "KV", 4, 4, fold=10),
+    ColumnSpec("queue", "Run/Wait", 8, 8, fold=11),
+    ColumnSpec("tps", "tok/s", 5, 6, fold=9),
+    ColumnSpec("spark", "tok/s trend", 6, 6, fold=3, grow=True, short="trend"),
+    ColumnSpec("ttft", "TTFT p50", 5, 8, fold=5, short="TTFT"),
+    ColumnSpec("state", "State", 11, 11),
+    ColumnSpec("age", "Age", 5, 5, fold=7),
+    ColumnSpec("why", "Why", 12, 24, fold=8, ellipsis=True),
+)
+"""Every column of the overview, at its narrowest and widest. 13 columns at their narrowest take 117
+cells, so at 120 every one shows. Narrower, they fold away in this order: Model, Kind, the trend, GPU mem,
+TTFT, Host, Age, Why, tok/s, KV, Run/Wait, Engine; State never folds."""
+WIDEN = ("engine", "vram", "kind", "why", "ttft", "tps", "host", "model")
+"""Where spare width goes first (each column up to its widest): the engine's name whole, the GPU figures,
+then Kind, so a version shows whole; what is left after these goes to the tok/s trend."""
+FOLD_ORDER = tuple(s.key for s in sorted((s for s in SPECS if s.fold is not None), key=lambda s: s.fold or 0))
 
 
-def engine_row(state: PoolState, track: EngineTrack, c: Colors) -> dict[str, Text | str]:
+def overview_columns(width: int) -> list[Column]:
+    """The overview's columns for a content width of `width` cells."""
+    return fit_columns(SPECS, width, sum(PAD), WIDEN)
+
+
+def kind_text(kind: str, version: str | None, width: int) -> str:
+    """The engine kind and its version when the whole version fits (a version is never cut)."""
+    full = f"{kind} {version}" if version else kind
+    return full if len(full) <= width else kind
+
+
+def trend(values: Sequence[float | None], width: int) -> str:
+    """The tok/s trend exactly `width` cells wide: one bin per cell, the newest on the right; a history
+    shorter than the column is padded on the left with blanks (nothing known there, not zeros)."""
+    if width <= 0:
+        return ""
+    line = sparkline(binned(list(values), width), width)
+    return " " * (width - len(line)) + line
+
+
+def engine_row(
+    state: PoolState,
+    track: EngineTrack,
+    c: Colors,
+    widths: Mapping[str, int] | None = None,
+    why: str | None = None,
+) -> dict[str, Text | str]:
+    """One engine's cells; `widths` (column key -> cells) sizes the trend and the kind, `why` says what
+    needs attention (empty for a row that needs none)."""
+    widths = widths or {s.key: s.min for s in SPECS}
     v = track.view
     cfg = track.config
     host = state.hosts.get(cfg.host or "")
     snap = host.snapshot if host else None
     models = ", ".join(v.models[:2]) if v and v.models else (cfg.model or "")
+    if cfg.profile:
+        models = f"{models} · {cfg.profile}" if models else cfg.profile
     running = num(v.requests_running) if v else NA
     waiting = num(v.requests_waiting) if v else NA
     queue = Text(f"{running}/{waiting}")
     if v and v.requests_waiting and v.requests_waiting >= state.config.alerts.waiting:
         queue.stylize(f"bold {c.bad}")
     kv = v.kv_cache_usage if v else None
+    spark = widths.get("spark", 0)
     return {
         "host": cfg.host or "-",
         "engine": cfg.name,
-        "kind": f"{cfg.kind.value} {v.version or ''}".strip() if v else cfg.kind.value,
-        "model": models[:28],
-        "profile": cfg.profile or "-",
-        "vram": gpu_bars(snap, cfg.gpus, c),
+        "kind": kind_text(cfg.kind.value, v.version if v else None, widths.get("kind", 0)),
+        "model": models,
+        "vram": engine_memory(snap, cfg.name, cfg.gpus, c, widths.get("vram"), shares_gpus(state, cfg.name)),
         "kv": Text(pct(kv), style=level(kv, c, 0.75, state.config.alerts.kv_usage)),
         "queue": queue,
         "tps": num(v.generation_tokens_per_s) if v else NA,
-        "spark": sparkline(binned(track.history.tokens_per_s.tail(SPARK_POINTS), 12), 12),
+        "spark": trend(track.history.tokens_per_s.tail(max(SPARK_POINTS, spark)), spark) if spark else "",
         "ttft": seconds(v.ttft_p50_s) if v else NA,
         "state": state_text(v.state if v else None, c),
         "age": age(state.age_s(track.last_ok_at)),
-        "source": (v.source.removeprefix("GET ") if v and v.source else "-")[:24],
+        "why": Text(why, style=c.bad) if why else "",
     }
 
 
-def host_row(state: PoolState, track: HostTrack, c: Colors) -> dict[str, Text | str]:
+def host_row(
+    state: PoolState, track: HostTrack, c: Colors, widths: Mapping[str, int] | None = None, why: str | None = None
+) -> dict[str, Text | str]:
     snap = track.snapshot
     return {
         "host": track.config.name, "engine": "-", "kind": snap.source or "-" if snap else "-",
-        "model": (track.config.description or "")[:28], "profile": "-",
-        "vram": gpu_bars(snap, None, c), "kv": NA, "queue": NA, "tps": NA, "spark": "", "ttft": NA,
+        "model": track.config.description or "",
+        "vram": gpu_bars(snap, None, c, (widths or {}).get("vram")),
+        "kv": NA, "queue": NA, "tps": NA, "spark": "", "ttft": NA,
         "state": state_text(snap.state if snap else None, c),
-        "age": age(state.age_s(track.last_ok_at)), "source": (snap.source or "-") if snap else "-",
+        "age": age(state.age_s(track.last_ok_at)), "why": Text(why, style=c.bad) if why else "",
     }  # fmt: skip
+
+
+def shares_gpus(state: PoolState, name: str) -> bool:
+    """Whether another engine runs on the same host's cards (no `gpus` list: all of them)."""
+    me = state.engines[name].config
+    if not me.host:
+        return False
+    for other in state.config.engines:
+        overlap = me.gpus is None or other.gpus is None or bool(set(me.gpus) & set(other.gpus))
+        if other.name != name and other.host == me.host and overlap:
+            return True
+    return False
 
 
 def host_of_row(state: PoolState, key: str) -> str | None:

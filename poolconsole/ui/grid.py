@@ -10,7 +10,7 @@ style, and only the lines of changed rows are redrawn.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -26,6 +26,8 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 PAD = 1  # blank cells either side of a column's content
+SPAN = "line"
+"""The one cell of a row drawn across every column (get_cell, update_cells)."""
 
 
 @dataclass(frozen=True)
@@ -33,12 +35,64 @@ class Column:
     key: str
     label: str
     width: int
-    """Content width; the column takes width + 2 * PAD cells."""
+    """Content width; the column takes width + its grid's padding."""
+    ellipsis: bool = False
+    """Text longer than the width ends in "…" (prose); otherwise it is cropped."""
+
+
+@dataclass(frozen=True)
+class ColumnSpec:
+    """A column that fits its width to the screen: `fit_columns` folds or widens it."""
+
+    key: str
+    label: str
+    min: int
+    max: int
+    """Widest it grows before the spare width goes on; `grow` columns take what is left after all."""
+    fold: int | None = None
+    """Fold order when the screen is too narrow (1 folds first); None: never folds."""
+    grow: bool = False
+    ellipsis: bool = False
+    short: str | None = None
+    """The label when the column is narrower than `label`."""
+
+
+def fit_columns(specs: Sequence[ColumnSpec], width: int, pad: int, widen: Sequence[str] = ()) -> list[Column]:
+    """The columns that fit `width` cells (each column costs its width + `pad`): every column at its
+    minimum, folding in fold order until they fit, then the spare width to the columns named in `widen`
+    (in that order, each up to its max), and what is left after that to the `grow` columns. A column
+    that never folds stays, even when the screen is narrower than it."""
+    shown = list(specs)
+    folding = sorted((s for s in specs if s.fold is not None), key=lambda s: s.fold or 0)
+    while sum(s.min + pad for s in shown) > width and folding:
+        shown.remove(folding.pop(0))
+    widths = {s.key: s.min for s in shown}
+    spare = width - sum(s.min + pad for s in shown)
+    by_key = {s.key: s for s in shown}
+    for key in widen:
+        if spare <= 0:
+            break
+        if key in by_key:
+            add = min(spare, by_key[key].max - widths[key])
+            widths[key] += max(0, add)
+            spare -= max(0, add)
+    growing = [s for s in shown if s.grow]
+    for index, s in enumerate(growing):
+        add = spare // (len(growing) - index) if spare > 0 else 0
+        widths[s.key] += add
+        spare -= add
+
+    def label(s: ColumnSpec) -> str:
+        return s.short if s.short is not None and len(s.label) > widths[s.key] else s.label
+
+    return [Column(s.key, label(s), widths[s.key], s.ellipsis) for s in shown]
 
 
 @dataclass
 class Row:
     cells: list[Text]
+    span: bool = False
+    """One line across every column (a host line over its engines): `cells` holds that one Text."""
     styled: dict[int, list[list[Segment] | None]] = field(default_factory=dict)
     """Per style variant (odd, even, cursor), each cell's segments in that style; None: not built yet.
     Built when first drawn, so rows scrolled out of sight cost nothing but their Text."""
@@ -52,17 +106,24 @@ class Row:
         self.strips.clear()
 
 
-def cell_segments(text: Text, width: int, console: Console, column: Style) -> list[Segment]:
-    """A cell's content cut or padded to `width`, with its padding, in its own styles. `column` (meta
-    naming the column) keeps neighbouring cells apart in exported screenshots, whose SVG would
-    otherwise run same-styled cells together into one stretched text run."""
+def cell_segments(
+    text: Text,
+    width: int,
+    console: Console,
+    column: Style,
+    pad: tuple[int, int] = (PAD, PAD),
+    ellipsis: bool = False,
+) -> list[Segment]:
+    """A cell's content cut or padded to `width`, with its padding (left, right), in its own styles.
+    `column` (meta naming the column) keeps neighbouring cells apart in exported screenshots, whose SVG
+    would otherwise run same-styled cells together into one stretched text run."""
     if text.cell_len > width:
         text = text.copy()
-        text.truncate(width, overflow="crop")
+        text.truncate(width, overflow="ellipsis" if ellipsis else "crop")
     rendered: Iterable[Segment] = text.render(console)
     if text.style:  # Text.render leaves the text's own style out when it has no spans
         rendered = Segment.apply_style(rendered, console.get_style(text.style))
-    segments = [Segment(" " * PAD), *rendered, Segment(" " * (width - text.cell_len + PAD))]
+    segments = [Segment(" " * pad[0]), *rendered, Segment(" " * (width - text.cell_len + pad[1]))]
     return list(Segment.apply_style(segments, column))
 
 
@@ -121,11 +182,44 @@ class PoolGrid(ScrollView, can_focus=True):
         def control(self) -> PoolGrid:
             return self.grid
 
-    def __init__(self, columns: Sequence[Column], *, id: str | None = None) -> None:
+    class HeaderClicked(Message):
+        """A column's header was clicked (the owner sorts by it)."""
+
+        def __init__(self, grid: PoolGrid, column: str) -> None:
+            super().__init__()
+            self.grid = grid
+            self.column = column
+
+        @property
+        def control(self) -> PoolGrid:
+            return self.grid
+
+    class ColumnsChanged(Message):
+        """`fit` gave other columns for a new width: the rows' cells must be given again, in their order."""
+
+        def __init__(self, grid: PoolGrid) -> None:
+            super().__init__()
+            self.grid = grid
+
+        @property
+        def control(self) -> PoolGrid:
+            return self.grid
+
+    def __init__(
+        self,
+        columns: Sequence[Column],
+        *,
+        id: str | None = None,
+        pad: tuple[int, int] = (PAD, PAD),
+        fit: Callable[[int], Sequence[Column]] | None = None,
+    ) -> None:
         super().__init__(id=id)
-        self.columns = tuple(columns)
-        self._column_index = {column.key: index for index, column in enumerate(self.columns)}
-        self._column_meta = [Style.from_meta({"column": index}) for index in range(len(self.columns))]
+        self.pad = pad
+        self.fit = fit
+        """Columns for a content width (folding, widening): asked again whenever the width changes."""
+        self._fitted_for = -1
+        self.columns: tuple[Column, ...] = ()
+        self._set_columns(columns)
         self.order: list[str] = []
         self.position: dict[str, int] = {}
         self.rows: dict[str, Row] = {}
@@ -145,15 +239,67 @@ class PoolGrid(ScrollView, can_focus=True):
         return self.order[self.cursor_row] if self.order else None
 
     def get_cell(self, key: str, column: str) -> Text:
-        return self.rows[key].cells[self._column_index[column]]
+        """A cell's text; a spanning row's one line is its cell "line"."""
+        row = self.rows[key]
+        if row.span:
+            if column != SPAN:
+                raise KeyError(f"{key} is one line across the columns: its cell is {SPAN!r}")
+            return row.cells[0]
+        return row.cells[self._column_index[column]]
 
-    def set_rows(self, order: Iterable[str], cells: dict[str, list[Text]]) -> None:
-        """Replace every row (a new order, rows added or gone); the cursor stays on its row's key."""
+    def is_span(self, key: str) -> bool:
+        return self.rows[key].span
+
+    @property
+    def row_width(self) -> int:
+        """The cells the columns take, padding included (a spanning row is drawn this wide)."""
+        return sum(c.width + sum(self.pad) for c in self.columns)
+
+    @property
+    def column_keys(self) -> list[str]:
+        """The shown columns' keys, in order (set_rows takes each row's cells in this order)."""
+        return [c.key for c in self.columns]
+
+    def _set_columns(self, columns: Sequence[Column]) -> None:
+        self.columns = tuple(columns)
+        self._column_index = {column.key: index for index, column in enumerate(self.columns)}
+        self._column_meta = [Style.from_meta({"column": index}) for index in range(len(self.columns))]
+
+    def content_width(self) -> int:
+        """The width the columns may take: the widget's, less the vertical scrollbar when rows overflow."""
+        overflow = len(self.order) + 1 > self.size.height
+        return self.size.width - (self.styles.scrollbar_size_vertical if overflow else 0)
+
+    def refit(self) -> None:
+        """Ask `fit` for the columns of the current width; when they change, the rows are emptied and
+        ColumnsChanged asks for them again."""
+        width = self.content_width()
+        if self.fit is None or width <= 0 or width == self._fitted_for:
+            return
+        self._fitted_for = width
+        columns = tuple(self.fit(width))
+        if columns != self.columns:
+            self._set_columns(columns)
+            self._header = None
+            blank = [Text() for _ in columns]  # until the owner gives the cells again (the cursor stays)
+            spans = {key for key, row in self.rows.items() if row.span}
+            self.rows = {key: Row([Text()], True) if key in spans else Row(list(blank)) for key in self.order}
+            self._resize()
+            self.refresh()
+            self.post_message(self.ColumnsChanged(self))
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.refit()
+
+    def set_rows(self, order: Iterable[str], cells: dict[str, list[Text]], spans: Collection[str] = ()) -> None:
+        """Replace every row (a new order, rows added or gone); the cursor stays on its row's key. The rows
+        named in `spans` are one line across the columns (their cells: that one Text)."""
         keep = self.cursor_key
         self.order = list(order)
         self.position = {key: line for line, key in enumerate(self.order)}
-        self.rows = {key: Row(list(cells[key])) for key in self.order}
+        self.rows = {key: Row(list(cells[key]), key in spans) for key in self.order}
         self._resize()
+        self.refit()  # rows past the height bring a scrollbar: a narrower content width
         self.move_cursor(self.position[keep] if keep in self.rows else min(self.cursor_row, len(self.order) - 1))
         self.refresh()
 
@@ -161,7 +307,8 @@ class PoolGrid(ScrollView, can_focus=True):
         """Several cells at once; only the lines of rows that changed are drawn again."""
         changed: set[str] = set()
         for key, column, text in changes:
-            self.rows[key].change(self._column_index[column], text)
+            row = self.rows[key]
+            row.change(0 if row.span else self._column_index[column], text)
             changed.add(key)
         if changed:
             lines = sorted(self.position[key] for key in changed)
@@ -169,7 +316,7 @@ class PoolGrid(ScrollView, can_focus=True):
             self.refresh_lines(top + 1, lines[-1] - top + 1)  # +1: the header's line
 
     def _resize(self) -> None:
-        self.virtual_size = Size(sum(c.width + 2 * PAD for c in self.columns), len(self.order) + 1)
+        self.virtual_size = Size(sum(c.width + sum(self.pad) for c in self.columns), len(self.order) + 1)
 
     # -- cursor --------------------------------------------------------------------------------------
     def move_cursor(self, row: int) -> None:
@@ -193,6 +340,14 @@ class PoolGrid(ScrollView, can_focus=True):
         self.move_cursor(row if row >= 0 else len(self.order) - 1)
 
     async def _on_click(self, event: events.Click) -> None:
+        if event.y == 0:  # the header: the column under the pointer
+            x, at = 0, event.x + int(self.scroll_x)
+            for column in self.columns:
+                x += column.width + sum(self.pad)
+                if at < x:
+                    self.post_message(self.HeaderClicked(self, column.key))
+                    return
+            return
         line = event.y + int(self.scroll_y) - 1
         if event.y >= 1 and 0 <= line < len(self.order):
             self.move_cursor(line)
@@ -242,6 +397,8 @@ class PoolGrid(ScrollView, can_focus=True):
         """The visible part of a row: whole cells as built (each styled once per change), the cells cut by
         the edges cropped, blank fill past the last column."""
         style, post = self._variant(variant)
+        if row.span:
+            return self._span_strip(row, variant, style, post, scroll_x, width)
         styled = row.styled.get(variant)
         if styled is None:
             styled = row.styled[variant] = [None] * len(self.columns)
@@ -250,11 +407,13 @@ class PoolGrid(ScrollView, can_focus=True):
         segments: list[Segment] = []
         x = 0
         for index, column in enumerate(self.columns):
-            span = column.width + 2 * PAD
+            span = column.width + sum(self.pad)
             if x + span > scroll_x and x < end:
                 cell = styled[index]
                 if cell is None:
-                    plain = cell_segments(row.cells[index], column.width, console, self._column_meta[index])
+                    plain = cell_segments(
+                        row.cells[index], column.width, console, self._column_meta[index], self.pad, column.ellipsis
+                    )
                     cell = styled[index] = list(Segment.apply_style(plain, style, post))
                 if x < scroll_x or x + span > end:
                     cell = list(Strip(cell, span).crop(max(0, scroll_x - x), min(span, end - x)))
@@ -265,6 +424,17 @@ class PoolGrid(ScrollView, can_focus=True):
             segments.append(Segment(" " * (width - shown), style))
         return Strip(segments, width)
 
+    def _span_strip(self, row: Row, variant: int, style: Style, post: Style | None, scroll_x: int, width: int) -> Strip:
+        """A spanning row: its one Text across the columns' width (ending in "…" past it), padded."""
+        styled = row.styled.get(variant)
+        if styled is None or styled[0] is None:
+            console, inner = self.app.console, max(0, self.row_width - self.pad[0])
+            plain = cell_segments(row.cells[0], inner, console, Style(), (self.pad[0], 0), True)
+            styled = row.styled[variant] = [list(Segment.apply_style(plain, style, post))]
+        cells = styled[0]
+        assert cells is not None
+        return Strip(cells).crop_extend(scroll_x, scroll_x + width, style)
+
     def _header_strip(self, scroll_x: int, width: int) -> Strip:
         if self._header is None or self._header_at != (scroll_x, width):
             console = self.app.console
@@ -272,7 +442,7 @@ class PoolGrid(ScrollView, can_focus=True):
             segments = [
                 s
                 for i, c in enumerate(self.columns)
-                for s in cell_segments(Text(c.label), c.width, console, self._column_meta[i])
+                for s in cell_segments(Text(c.label), c.width, console, self._column_meta[i], self.pad, c.ellipsis)
             ]
             self._header = Strip(Segment.apply_style(segments, style)).crop_extend(scroll_x, scroll_x + width, style)
             self._header_at = (scroll_x, width)

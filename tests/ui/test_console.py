@@ -78,7 +78,7 @@ async def test_overview_rows_filter_sort_and_cursor(tmp_path: Path) -> None:
         await settle(pilot, app)
         assert isinstance(app.screen, OverviewScreen)
         rows = table_rows(app)
-        assert len(rows) == 8 and "engine:qwen3-next-80b" in rows
+        assert len(rows) == 15 and "engine:qwen3-next-80b" in rows  # 8 engines under their 7 host lines
         table = app.screen.query_one("#pool", PoolGrid)
         assert table.get_cell("engine:qwen3-next-80b", "state").plain == "ok"
         assert table.get_cell("engine:qwen3-next-80b", "queue").plain == "0/0"
@@ -93,7 +93,7 @@ async def test_overview_rows_filter_sort_and_cursor(tmp_path: Path) -> None:
         assert all(r.startswith("engine:") for r in table_rows(app)) and len(table_rows(app)) == 3
         await pilot.press("escape")
         await settle(pilot, app)
-        assert len(table_rows(app)) == 8
+        assert len(table_rows(app)) == 15
         await pilot.press("s")  # sort by tok/s
         await settle(pilot, app)
         assert "tok/s" in str(app.screen.query_one("#status-line").render())
@@ -277,6 +277,17 @@ async def test_restart_and_rollover_from_the_console(tmp_path: Path) -> None:
             await pilot.press("y")
             await pilot.pause()
             assert await action_outcome(app, 240) == "ok"
+            # the timeline has each action with its outcome, newest first (`E`, filtered to the actions)
+            await pilot.press("escape", "E", *"action")
+            await settle(pilot, app)
+            log = app.screen.query_one("#event-log", DataTable)
+            rows = [(str(log.get_row_at(i)[1]), str(log.get_row_at(i)[3])) for i in range(log.row_count)]
+            assert [r[0] for r in rows] == ["qwen3-next-80b", "qwen3-next-80b", "qwen3-30b-a3b"], rows
+            assert (
+                rows[0][1] == "rollover ok"
+                and rows[1][1].startswith("rollover refused: ")
+                and rows[2][1] == "restart ok"
+            )
         entries = audit.entries(tmp_path / "audit.sqlite3")
         assert [(e.action, e.target, e.outcome) for e in entries] == [
             ("rollover", "qwen3-next-80b", "ok"),

@@ -1,0 +1,347 @@
+"""The pool as a whole, for a person at a glance: a one-line verdict in words ("2 problems: ws48
+unreachable (connection refused), spark swap in use" / "healthy: 8/8 engines up"), a few lines of totals,
+and per target the short reason it needs attention (the overview's "why" column, and its attention-first
+order). Pure: computed from the pool state and the alerts, drawn by the console, no Textual or Rich.
+
+Unknown stays unknown: a total over targets of which some are not known says how many are missing
+("n/a" when none is known), never counts them as 0."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from poolconsole.model.alerts import Alerts
+from poolconsole.model.hosts import HostState
+from poolconsole.model.pool_state import PoolState
+from poolconsole.model.snapshots import EngineState
+from poolconsole.model.units import NA, gib, num
+
+CRITICAL = "critical"
+WARNING = "warning"
+SEVERITY = {"down": CRITICAL, "restart_loop": CRITICAL, "swap": WARNING, "tps_collapse": WARNING}
+"""Each alert rule's severity; a rule not named here is a warning."""
+
+_BRIEF: tuple[tuple[str, str], ...] = (
+    (r"refused by .*authenticat|authentication refused|HTTP 40[13]", "auth refused"),
+    (r"host key of .* does not match", "host key changed"),
+    (r"host key of .* is not in", "host key unknown"),
+    (r"connection refused|refused", "connection refused"),
+    (r"no answer|timed out|timeout", "timed out"),
+    (r"connection .* lost", "connection lost"),
+    (r"disconnected", "disconnected"),
+    (r"does not resolve", "name does not resolve"),
+    (r"HTTP (\d{3})", r"HTTP \1"),
+)
+BRIEF_MAX = 32
+SHORT = {
+    "connection refused": "refused",
+    "connection lost": "conn lost",
+    "name does not resolve": "no DNS",
+    "host key changed": "key changed",
+    "host key unknown": "key unknown",
+    "no reason given": "no reason",
+}
+"""The row's "why" in a narrow column: what `brief` says, shorter still."""
+
+
+def brief(error: str | None) -> str:
+    """An error in a few words ("connection refused", "timed out", "HTTP 503"); the full text stays in
+    the detail screen."""
+    if not error:
+        return "no reason given"
+    for pattern, words in _BRIEF:
+        found = re.search(pattern, error, re.IGNORECASE)
+        if found:
+            return found.expand(words)
+    first = re.split(r"[:;(]", error, maxsplit=1)[0].strip() or error.strip()
+    return first if len(first) <= BRIEF_MAX else first[: BRIEF_MAX - 1] + "…"
+
+
+def short(error: str | None) -> str:
+    """An error in the fewest words ("refused", "timed out", "HTTP 503"): a row's "why"."""
+    words = brief(error)
+    return SHORT.get(words, words)
+
+
+@dataclass(frozen=True)
+class Problem:
+    target: str
+    """An engine or host name."""
+    kind: str
+    """'engine' or 'host'."""
+    severity: str
+    """CRITICAL or WARNING."""
+    why: str
+    """In a few words, for the row ("connection refused", "47 waiting", "swap in use")."""
+    words: str
+    """The target and why, for the verdict ("qwen3-next-80b queueing 47 (degrade to qwen3-30b-a3b)")."""
+
+
+@dataclass(frozen=True)
+class Summary:
+    verdict: str
+    healthy: bool
+    problems: tuple[Problem, ...]
+    lines: tuple[str, ...]
+    """The totals, a few lines under the verdict."""
+    generation_tokens_per_s: float | None
+    """The sum of the rows' tok/s as they show it (each rounded as its cell): the column adds up."""
+    prompt_tokens_per_s: float | None
+    running: float | None
+    waiting: float | None
+    alerts_by_severity: dict[str, int]
+
+    def why(self) -> dict[str, str]:
+        """Target name -> its most severe reason (the row's "why")."""
+        out: dict[str, str] = {}
+        for p in self.problems:
+            out.setdefault(p.target, p.why)
+        return out
+
+    def rank(self) -> dict[str, int]:
+        """Target name -> 0 (something critical), 1 (a warning); targets that need nothing are absent."""
+        out: dict[str, int] = {}
+        for p in self.problems:
+            out[p.target] = min(out.get(p.target, 2), 0 if p.severity == CRITICAL else 1)
+        return out
+
+
+def _alert_problem(state: PoolState, target: str, rule: str, message: str) -> tuple[str, str] | None:
+    """(why, verdict words) of one firing alert, or None for rules the state already says (down)."""
+    if rule == "down":
+        return None
+    engine = state.engines.get(target)
+    view = engine.view if engine else None
+    if rule == "queue":
+        waiting = view.requests_waiting if view else None
+        why = f"{num(waiting)} waiting"
+        degrade = engine.config.degrade_to if engine else None
+        return why, f"{target} queueing {num(waiting)}" + (f" (degrade to {degrade})" if degrade else "")
+    if rule == "kv_full":
+        kv = view.kv_cache_usage if view else None
+        shown = NA if kv is None else f"{kv * 100:.0f}%"
+        return f"KV {shown} full", f"{target} KV cache {shown} full"
+    if rule == "swap":
+        return "swap in use", f"{target} swap in use"
+    if rule == "tps_collapse":
+        return "tok/s fell", f"{target} tok/s collapsed"
+    if rule == "restart_loop":
+        return "restart loop", f"{target} in a restart loop"
+    if rule.startswith("vram_gpu"):
+        found = re.search(r"(\d+)% used", message)
+        share = f" {found.group(1)}%" if found else ""
+        return f"GPU{rule[8:]}{share} mem", f"{target} GPU {rule[8:]} memory{share} used"
+    return rule.replace("_", " "), f"{target} {rule.replace('_', ' ')}"
+
+
+def problems(state: PoolState, alerts: Alerts) -> list[Problem]:
+    """Every target that needs a person, the most severe first: targets not answering (from their
+    state, at once), then the alerts that fire. An engine down with its host says so once, on the host."""
+    out: list[Problem] = []
+    down_hosts: dict[str, list[str]] = {}
+    for host_track in state.hosts.values():
+        snap = host_track.snapshot
+        if snap is not None and snap.state is not HostState.OK:
+            down_hosts[host_track.config.name] = []
+    for track in state.engines.values():
+        v = track.view
+        if v is None or v.state is EngineState.OK:
+            continue
+        host = track.config.host or ""
+        host_snap = state.hosts[host].snapshot if host in down_hosts else None
+        if host_snap is not None and not host_snap.state.answering and not v.state.answering:
+            down_hosts[host].append(track.config.name)
+            out.append(Problem(v.name, "engine", CRITICAL, "host down", ""))
+            continue
+        severity = WARNING if v.state is EngineState.DEGRADED else CRITICAL
+        words = f"{v.name} {v.state.value.replace('_', ' ')} ({brief(v.error)})"
+        out.append(Problem(v.name, "engine", severity, short(v.error), words))
+    for name, engines in down_hosts.items():
+        snap = state.hosts[name].snapshot
+        assert snap is not None
+        severity = WARNING if snap.state is HostState.DEGRADED else CRITICAL
+        why = short(snap.error)
+        words = f"{name} {_state_words(state, name)} ({brief(snap.error)})"
+        if engines:
+            words += f", its engine{'s' if len(engines) > 1 else ''} {', '.join(engines)} down"
+        out.append(Problem(name, "host", severity, why, words))
+    for (target, rule), event in alerts.active.items():
+        found = _alert_problem(state, target, rule, event.message)
+        if found is not None:
+            kind = "engine" if target in state.engines else "host"
+            out.append(Problem(target, kind, SEVERITY.get(rule, WARNING), found[0], found[1]))
+    rank = {CRITICAL: 0, WARNING: 1}
+    return sorted(out, key=lambda p: (rank[p.severity], p.kind != "host", p.target))
+
+
+def _state_words(state: PoolState, host: str) -> str:
+    snap = state.hosts[host].snapshot
+    return snap.state.value.replace("_", " ") if snap else "polling"
+
+
+def shown_rate(value: float | None) -> float | None:
+    """A rate as its row's cell shows it (a whole number), so the summary is the sum of what is on screen."""
+    return None if value is None else float(round(value))
+
+
+def _total(values: list[float | None], unit: str = "") -> str:
+    known = [v for v in values if v is not None]
+    if not known:
+        return NA
+    missing = len(values) - len(known)
+    return f"{sum(known):.0f}{unit}" + (f" ({missing} n/a)" if missing else "")
+
+
+def _sum(values: list[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
+
+
+def _memory(state: PoolState) -> tuple[str, str]:
+    """GPU memory used of total, dedicated and unified apart; a host that does not report is named n/a."""
+    parts: dict[str, list[int]] = {"dedicated": [0, 0], "unified": [0, 0]}
+    seen: dict[str, bool] = {"dedicated": False, "unified": False}
+    unknown: dict[str, list[str]] = {"dedicated": [], "unified": []}
+    for track in state.hosts.values():
+        kind = "unified" if (track.config.memory_kind or "") == "unified" else "dedicated"
+        snap = track.snapshot
+        if snap is not None and snap.memory_kind == "unified":
+            kind = "unified"
+        gpus = snap.gpus if snap is not None else ()
+        if snap is None or not snap.state.answering:
+            if kind == "unified" or track.config.gpu_memory_gib:
+                unknown[kind].append(track.config.name)
+            continue
+        if not gpus:
+            continue
+        if any(g.memory_used_bytes is None or not g.memory_total_bytes for g in gpus):
+            unknown[kind].append(track.config.name)
+            continue
+        seen[kind] = True
+        parts[kind][0] += sum(g.memory_used_bytes or 0 for g in gpus)
+        parts[kind][1] += sum(g.memory_total_bytes or 0 for g in gpus)
+
+    def text(kind: str) -> str:
+        used, total = parts[kind]
+        shown = f"{gib(used, 0)}/{gib(total, 0)} GiB" if seen[kind] else NA
+        return shown + (f" ({', '.join(unknown[kind])} n/a)" if unknown[kind] and seen[kind] else "")
+
+    return text("dedicated"), text("unified")
+
+
+def _power(state: PoolState) -> str:
+    values: list[float | None] = []
+    for track in state.hosts.values():
+        snap = track.snapshot
+        if snap is None or not snap.state.answering:
+            if track.config.gpu_memory_gib or track.config.memory_kind == "unified":
+                values.append(None)
+            continue
+        values += [g.power_w for g in snap.gpus]
+    return _total(values, " W")
+
+
+def _gateway(state: PoolState) -> str:
+    out = []
+    for track in state.engines.values():
+        if track.config.kind.value != "litellm":
+            continue
+        v = track.view
+        if v is None:
+            out.append(f"{track.config.name} polling")
+            continue
+        readiness = v.details.get("readiness")
+        ready = readiness.get("status") if isinstance(readiness, dict) else None
+        words = v.state.value if v.state is EngineState.OK else f"{v.state.value} ({brief(v.error)})"
+        out.append(f"{track.config.name} {words}" + (f", {ready}" if ready and v.state.answering else ""))
+    return "; ".join(out) if out else "none configured"
+
+
+def _oldest(state: PoolState, now: float) -> str:
+    """How old the oldest poll on screen is, and whose; targets not polled yet are counted."""
+    ages: list[tuple[float, str]] = []
+    never = 0
+    for name, engine in state.engines.items():
+        at = engine.view.polled_at if engine.view else None
+        if at is None:
+            never += 1
+        else:
+            ages.append((max(0.0, now - at), name))
+    for name, host in state.hosts.items():
+        if host.snapshot is None:
+            never += 1
+        else:
+            ages.append((max(0.0, now - host.snapshot.fetched_at), name))
+    if not ages:
+        return "no data yet"
+    age, name = max(ages)
+    text = f"oldest data {age:.0f} s ({name})"
+    return text + (f", {never} not polled yet" if never else "")
+
+
+def summarise(state: PoolState, alerts: Alerts, now: float | None = None) -> Summary:
+    """The pool at a glance, now (default: the state's clock)."""
+    now = state.clock() if now is None else now
+    found = problems(state, alerts)
+    engines = [t.view for t in state.engines.values()]
+    polled = [v for v in engines if v is not None]
+    ok = [v for v in polled if v.state is EngineState.OK]
+    hosts = [h.snapshot for h in state.hosts.values()]
+    hosts_ok = [h for h in hosts if h is not None and h.state is HostState.OK]
+    targets = {p.target for p in found if p.words}  # an engine down with its host is the host's problem
+    if found:
+        verdict = f"{len(targets)} problem{'s' if len(targets) > 1 else ''}: " + ", ".join(
+            p.words for p in found if p.words
+        )
+    elif len(polled) < len(engines):
+        verdict = f"starting: {len(polled)}/{len(engines)} engines polled, none down so far"
+    else:
+        verdict = f"healthy: {len(ok)}/{len(engines)} engines up, {len(hosts_ok)}/{len(hosts)} hosts up"
+
+    by_state: dict[str, list[str]] = {}
+    for track in state.engines.values():
+        v = track.view
+        if v is not None and v.state is not EngineState.OK:
+            by_state.setdefault(v.state.value.replace("_", " "), []).append(f"{v.name} ({brief(v.error)})")
+    not_polled = len(engines) - len(polled)
+    line1 = f"engines {len(ok)}/{len(engines)} ok"
+    for word, names in by_state.items():
+        line1 += f" · {len(names)} {word}: {', '.join(names)}"
+    if not_polled:
+        line1 += f" · {not_polled} polling"
+    down_hosts = [
+        f"{h.name} {h.state.value.replace('_', ' ')} ({brief(h.error)})"
+        for h in hosts
+        if h is not None and h.state is not HostState.OK
+    ]
+    line1 += f" · hosts {len(hosts_ok)}/{len(hosts)} ok" + (f": {', '.join(down_hosts)}" if down_hosts else "")
+
+    gen = [shown_rate(v.generation_tokens_per_s) if v else None for v in engines]
+    prompt = [shown_rate(v.prompt_tokens_per_s) if v else None for v in engines]
+    running = [v.requests_running if v else None for v in engines]
+    waiting = [v.requests_waiting if v else None for v in engines]
+    line2 = (
+        f"generation {_total(gen, ' tok/s')} · prompt {_total(prompt, ' tok/s')}"
+        f" · running {_total(running)} · waiting {_total(waiting)}"
+    )
+    dedicated, unified = _memory(state)
+    line3 = f"VRAM dedicated {dedicated} · unified {unified} · power {_power(state)}"
+    severities = {CRITICAL: 0, WARNING: 0}
+    for _, rule in alerts.active:
+        severities[SEVERITY.get(rule, WARNING)] = severities.get(SEVERITY.get(rule, WARNING), 0) + 1
+    alert_words = (
+        ", ".join(f"{n} {s}" for s, n in severities.items() if n) if any(severities.values()) else "none firing"
+    )
+    line4 = f"alerts {alert_words} · gateway {_gateway(state)} · {_oldest(state, now)}"
+    return Summary(
+        verdict,
+        not found,
+        tuple(found),
+        (line1, line2, line3, line4),
+        _sum(gen),
+        _sum(prompt),
+        _sum(running),
+        _sum(waiting),
+        severities,
+    )

@@ -1,0 +1,74 @@
+"""The events timeline's model: restarts with their cause (the counters, then the container's record and
+the log read after it refine it), alerts fired and cleared in words, actions and smoke verdicts, newest
+first, filtered, bounded. No Textual."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from poolconsole.config import parse_config
+from poolconsole.model.alerts import AlertEvent
+from poolconsole.model.events import CRITICAL, OK, EventLog
+from poolconsole.model.failure_modes import Diagnosis, Finding
+from poolconsole.model.pool_state import PoolState
+
+ONE_ENGINE = """
+[[engines]]
+name = "e"
+kind = "vllm"
+url = "http://127.0.0.1:9"
+"""
+
+
+@dataclass(frozen=True)
+class Told:
+    target: str
+    kind: str
+    events: tuple[AlertEvent, ...] = ()
+    message: str | None = None
+
+
+def test_a_restart_with_its_cause_refined_as_more_is_known() -> None:
+    state = PoolState(parse_config(ONE_ENGINE), clock=lambda: 1000.0)
+    log = EventLog()
+    state.engines["e"].history.restarts.append(990.0)  # its counters went back at this poll
+    log.heard(Told("e", "engine"), state)
+    log.heard(Told("e", "engine"), state)  # the same mark again: not a second restart
+    assert [(e.kind, e.at) for e in log.entries] == [("restart", 990.0)]
+    log.cause("e", "container restarted (restart count 0 -> 1)", 995.0)  # the container's record says why
+    log.diagnosed("e", Diagnosis(996.0, "restarted", "journal", ()))  # a log with nothing known: no cause
+    finding = Finding("oom", "CUDA out of memory", "the model did not fit", "lower max_num_seqs", "line", 3)
+    log.diagnosed("e", Diagnosis(997.0, "restarted (container restarted)", "journal", (finding,)))
+    assert log.newest()[0].text() == (
+        "restarted (container restarted (restart count 0 -> 1); its log shows CUDA out of memory)"
+    )
+    log.cause("e", "too late", 990.0 + 3600)  # an hour on: another matter, not this restart's cause
+    assert "too late" not in log.newest()[0].text()
+    log.diagnosed("e", Diagnosis(1200.0, "went down", "journal", (finding,)))  # after going down: its own event
+    assert log.newest()[0].message == "went down: its log shows CUDA out of memory"
+    assert log.newest()[0].severity == CRITICAL
+
+
+def test_alerts_actions_smoke_newest_first_filtered_and_bounded() -> None:
+    state = PoolState(parse_config(ONE_ENGINE), clock=lambda: 1000.0)
+    log = EventLog(maxlen=6)
+    fired = AlertEvent(10.0, "e", "down", True, "down: connection refused")
+    cleared = AlertEvent(20.0, "e", "down", False, "answering again")
+    queue = AlertEvent(30.0, "e", "queue", True, "47 requests waiting")
+    log.heard(Told("e", "engine", (fired, cleared, queue)), state)
+    log.action(40.0, "restart", "e", "ok", "healthy after 12 s")
+    log.action(50.0, "rollover", "e", "rolled back", "smoke test failed: chat\nmore")
+    log.smoke(60.0, [("e", "chat", True, ""), ("e", "tool_call", False, "no tool call"), ("f", "chat", True, "")])
+    assert [e.text() for e in log.newest()] == [
+        "smoke passed (1 checks)",
+        "smoke FAILED: tool_call: no tool call",
+        "rollover rolled back: smoke test failed: chat",
+        "restart ok",
+        "queue: 47 requests waiting",
+        "down cleared: answering again",
+    ]  # the seventh (the oldest, "down: connection refused") went: the log is bounded
+    assert log.newest()[0].severity == OK and log.newest()[1].severity == CRITICAL
+    assert [e.target for e in log.newest("PASSED")] == ["f"] and [e.at for e in log.newest("rollover")] == [50.0]
+    before = log.version
+    log.audited([(40.0, "restart", "e", "ok", ""), (5.0, "restart", "e", "failed", "ssh refused")])
+    assert log.version == before + 1 and log.newest()[-1].text() == "restart failed: ssh refused"
