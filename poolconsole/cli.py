@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import datetime as dt
 import json
 import os
@@ -116,7 +117,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     if args.samples < 1 or args.interval < 0:
         print("poolconsole status: --samples must be >= 1 and --interval >= 0", file=sys.stderr)
         return EXIT_CONFIG
-    config = _load(args.config)
+    config = _discovered(args.prometheus) if args.prometheus else _load(args.config)
     if _empty(config, args, "poll"):
         return EXIT_CONFIG
     doc = asyncio.run(_status_doc(config, args.samples, args.interval))
@@ -160,16 +161,27 @@ def _levels(text: str) -> tuple[int, ...]:
 
 def cmd_smoke(args: argparse.Namespace) -> int:
     from poolconsole.ops.smoke import store
+    from poolconsole.ops.smoke.context import LengthError, parse_lengths
     from poolconsole.ops.smoke.runner import (
         SmokeOptions,
+        active_profiles,
         choose_targets,
         conditions,
         document,
-        engine_versions,
+        read_conditions,
         run_blocking,
+        summaries,
+        with_measurements,
     )
+    from poolconsole.ops.smoke.workloads import WorkloadError, parse_workloads
 
     config = _load(args.config)
+    try:
+        workloads = parse_workloads(args.workload) if args.workload is not None else ()
+        lengths = parse_lengths(args.context) if args.context is not None else ()
+    except (WorkloadError, LengthError) as exc:
+        print(f"poolconsole smoke: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
     options = SmokeOptions(
         tuple(args.targets),
         args.via_gateway,
@@ -178,6 +190,8 @@ def cmd_smoke(args: argparse.Namespace) -> int:
         args.seed,
         args.stall_timeout,
         args.timeout,
+        workloads=workloads,
+        context=lengths,
     )
     unknown = [t for t in args.targets if t not in {e.name for e in config.engines}]
     if unknown:
@@ -197,11 +211,16 @@ def cmd_smoke(args: argparse.Namespace) -> int:
                 flush=True,
             )
 
-    versions = asyncio.run(engine_versions(config, targets))
+    from poolconsole.ops import audit
+
+    active = active_profiles(config, Path(args.audit_db) if args.audit_db else audit.default_path())
+    versions, hosts = asyncio.run(read_conditions(config, targets))
+    options = dataclasses.replace(options, profiles=active)
     results, seed = run_blocking(config, options, progress)
-    doc = document(results, seed)
+    found = summaries(results)
+    doc = document(results, seed, {k: v for k, v in found.items() if v})
     db = Path(args.db) if args.db else store.default_db()
-    measured_on = conditions(config, versions)
+    measured_on = with_measurements(conditions(config, versions, active, hosts), found)
     try:
         run_id = store.save_run(db, seed, doc["passed"], " ".join(sys.argv[1:]), doc["results"], measured_on)
         doc["run_id"], doc["db"] = run_id, str(db)
@@ -219,6 +238,8 @@ def cmd_smoke(args: argparse.Namespace) -> int:
                 f"{flag:10s} {change['target']} {change['model']} {change['check']} c={change['concurrency']} "
                 f"{change['figure']}: {change['baseline']:.4g} -> {change['now']:.4g} ({change['change_pct']:+.1f}%)"
             )
+        for entry in found["spec_decode"] + found["context"]:
+            print(f"{entry['target']} {entry['model']}: {entry['verdict']}")
         print(("passed" if doc["passed"] else "FAILED") + f" ({len(results)} checks, seed {seed})")
     return EXIT_OK if doc["passed"] else EXIT_PROBLEM
 
@@ -268,6 +289,27 @@ def cmd_audit(args: argparse.Namespace) -> int:
     if not rows:
         print(f"no actions recorded in {path}")
     return EXIT_OK
+
+
+def cmd_logs(args: argparse.Namespace) -> int:
+    """An engine's log over SSH, diagnosed with the failure-mode library (poolconsole/ops/logs.py)."""
+    from poolconsole.ops import logs
+
+    return logs.cli(_load(args.config), args)
+
+
+def cmd_exposure(args: argparse.Namespace) -> int:
+    """What answers without a key, listens beyond loopback or the tailnet (poolconsole/ops/exposure.py)."""
+    from poolconsole.ops import exposure
+
+    return exposure.cli(_load(args.config), args)
+
+
+def cmd_tailnet(args: argparse.Namespace) -> int:
+    """Each host on the tailnet: direct or relayed, online, last handshake (poolconsole/ops/tailnet.py)."""
+    from poolconsole.ops import tailnet
+
+    return tailnet.cli(_load(args.config), args)
 
 
 def cmd_action(args: argparse.Namespace) -> int:
@@ -452,6 +494,99 @@ def cmd_export(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_ledger(args: argparse.Namespace) -> int:
+    """Tokens, busy hours, energy and the decision per engine and UTC day, from the history store."""
+    import time
+
+    from poolconsole.config.models import LedgerSettings
+    from poolconsole.model.ledger import text
+    from poolconsole.runtime.ledger import read_ledger
+    from poolconsole.runtime.store import StoreProblem, store_path
+
+    if not 1 <= args.days <= 3660:
+        print("poolconsole ledger: --days must be between 1 and 3660", file=sys.stderr)
+        return EXIT_CONFIG
+    chosen = args.config or default_config_path()  # [ledger] prices; the store too unless --store names it
+    config = load_config(chosen) if chosen else None
+    path = store_path(config, args.store)
+    try:
+        doc = read_ledger(
+            path,
+            args.days,
+            time.time(),
+            config.ledger if config else LedgerSettings(),
+            str(chosen) if chosen else None,
+        )
+    except StoreProblem as exc:
+        print(f"poolconsole ledger: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    print(json.dumps(doc, indent=2, allow_nan=False) if args.json else text(doc))
+    return EXIT_OK
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    """Stored smoke runs with the conditions they were measured on; --compare A B: what differs."""
+    from poolconsole.ops.smoke import store
+
+    db = Path(args.db) if args.db else store.default_db()
+    if args.compare:
+        found = [store.get_run(db, run_id) for run_id in args.compare]
+        missing = [str(i) for i, run in zip(args.compare, found, strict=True) if run is None]
+        if missing:
+            print(f"poolconsole runs: no run {', '.join(missing)} in {db}", file=sys.stderr)
+            return EXIT_CONFIG
+        a, b = found
+        assert a is not None and b is not None
+        diff = store.compare_runs(a, b)
+        if args.json:
+            print(json.dumps(diff, indent=2, allow_nan=False))
+            return EXIT_OK
+        print(f"run {diff['a']} ({a['started_at']}) -> run {diff['b']} ({b['started_at']})")
+        for c in diff["conditions"]:
+            if "only_in" in c:
+                print(f"  {c['target']}: measured only in run {c['only_in']}")
+            else:
+                print(f"  {c['target']} {c['condition']}: {c['a']} -> {c['b']}")
+        for r in diff["results"]:
+            what = f"{r['target']} {r['model']} {r['check']}" + (f" c={r['concurrency']}" if r["concurrency"] else "")
+            if "only_in" in r:
+                print(f"  {what}: only in run {r['only_in']}")
+            else:
+                change = f" ({r['change_pct']:+.1f}%)" if r.get("change_pct") is not None else ""
+                print(f"  {what} {r['figure']}: {r['a']} -> {r['b']}{change}")
+        if not diff["conditions"] and not diff["results"]:
+            print("  same conditions, same results")
+        return EXIT_OK
+    runs = store.list_runs(db, args.target)
+    if args.json:
+        print(json.dumps(runs, indent=2, allow_nan=False))
+        return EXIT_OK
+    for run in runs:
+        mark = "passed" if run["passed"] else "FAILED"
+        print(f"run {run['run_id']}  {run['started_at']}  {mark}  seed {run['seed']}  ({run['command']})")
+        for target, c in run["conditions"].items():
+            profile = f"{c.get('profile')} (from {c.get('profile_source')})" if c.get("profile") else "no profile"
+            print(
+                f"    {target}: {c.get('kind')} {c.get('version') or '?'} on {c.get('host') or '?'}, {profile}, "
+                f"{c.get('quantization') or 'quantization n/a'}"
+            )
+    if not runs:
+        print(f"no smoke runs stored in {db}" + (f" for {args.target}" if args.target else ""))
+    return EXIT_OK
+
+
+def _discovered(url: str) -> PoolConfig:
+    from poolconsole.collect.prometheus_discovery import discovered_config
+
+    return discovered_config(url)
+
+
+def cmd_prometheus_config(args: argparse.Namespace) -> int:
+    from poolconsole.ops import prometheus_config
+
+    return prometheus_config.cmd_prometheus_config(args, _load(args.config))
+
+
 DEMO_HINT = "Demo pool (simulated). Yours: --config FILE, $POOLCONSOLE_CONFIG or {user} (see hosts.toml)"
 
 
@@ -486,6 +621,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def cmd_console(args: argparse.Namespace) -> int:
     """No sub-command: the console on the configured pool, or on the demo pool when none is configured."""
+    if args.prometheus:  # the pool a Prometheus holds: no control tables, so read-only
+        return open_console(_discovered(args.prometheus), True, f"discovered from {args.prometheus} (read-only)")
     path = Path(args.config) if args.config else default_config_path()
     if path is None:
         demo = argparse.Namespace(
@@ -524,10 +661,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"poolconsole {__version__}")
     parser.add_argument("--config", metavar="FILE", help="hosts.toml of the pool (see below)")
     parser.add_argument("--read-only", action="store_true", help="hide and refuse every action that changes anything")
+    parser.add_argument("--prometheus", metavar="URL", help="no hosts.toml: the engines a Prometheus holds, read-only")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
 
     status = sub.add_parser("status", help="poll every target: a table, or one JSON document")
     status.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS)
+    status.add_argument("--prometheus", metavar="URL", default=argparse.SUPPRESS, help="discover the pool there")
     status.add_argument("--json", action="store_true", help="print one JSON document")
     status.add_argument("--samples", type=int, default=2, metavar="N", help="polls per target (default 2)")
     status.add_argument("--interval", type=float, default=1.0, metavar="S", help="seconds between polls (default 1)")
@@ -549,9 +688,18 @@ def build_parser() -> argparse.ArgumentParser:
     smoke.add_argument("--requests", type=int, default=4, metavar="N", help="timed requests per level (default 4)")
     smoke.add_argument("--compare", action="store_true", help="compare with each target's last passing run")
     smoke.add_argument("--db", metavar="PATH", help="SQLite file for stored runs (default: user data dir)")
+    smoke.add_argument("--audit-db", metavar="PATH", help="audit database: the profiles active after rollovers")
     smoke.add_argument("--seed", type=int, help="prompt seed (default: random per run)")
     smoke.add_argument("--stall-timeout", type=float, default=15.0, metavar="S", help="max silence in a stream")
     smoke.add_argument("--timeout", type=float, default=120.0, metavar="S", help="max time of one request")
+    smoke.add_argument(
+        "--workload",
+        metavar="NAME[,NAME]",
+        help="speculative decoding per workload: code, chat, summarize, json or a JSONL prompt set (a path)",
+    )
+    smoke.add_argument(
+        "--context", metavar="1k,8k,32k,max", help="the servable context: these lengths at the first --concurrency"
+    )
     smoke.set_defaults(func=cmd_smoke)
 
     plan = sub.add_parser("plan", help="what runs where and what fits, from the live pool")
@@ -565,6 +713,27 @@ def build_parser() -> argparse.ArgumentParser:
     audit_cmd.add_argument("--limit", type=int, default=50)
     audit_cmd.add_argument("--db", metavar="PATH", help="audit database (default: user data dir)")
     audit_cmd.set_defaults(func=cmd_audit)
+
+    logs_cmd = sub.add_parser("logs", help="an engine's log over SSH, with the failure modes it shows")
+    logs_cmd.add_argument("engine")
+    logs_cmd.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS)
+    logs_cmd.add_argument("--since", metavar="10m", help="only lines this recent (s, m, h, d)")
+    logs_cmd.add_argument("--follow", action="store_true", help="keep printing new lines until Ctrl-C")
+    logs_cmd.add_argument("--json", action="store_true", help="one JSON document (with --follow: one per line)")
+    logs_cmd.add_argument("--lines", type=int, default=500, metavar="N", help="newest lines to read (default 500)")
+    logs_cmd.add_argument("--max-bytes", type=int, default=2 * 1024 * 1024, metavar="N", help=argparse.SUPPRESS)
+    logs_cmd.set_defaults(func=cmd_logs)
+
+    exposure_cmd = sub.add_parser("exposure", help="audit what answers without a key or listens publicly")
+    exposure_cmd.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS)
+    exposure_cmd.add_argument("--json", action="store_true", help="print one JSON document")
+    exposure_cmd.add_argument("--no-completion", action="store_true", help="skip the one-token completion probe")
+    exposure_cmd.set_defaults(func=cmd_exposure)
+
+    tailnet_cmd = sub.add_parser("tailnet", help="each host's Tailscale path: direct or via DERP, online, handshake")
+    tailnet_cmd.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS)
+    tailnet_cmd.add_argument("--json", action="store_true", help="print one JSON document")
+    tailnet_cmd.set_defaults(func=cmd_tailnet)
 
     for name, text in (
         ("restart", "restart an engine and wait until it serves again"),
@@ -605,6 +774,20 @@ def build_parser() -> argparse.ArgumentParser:
     export_cmd._negative_number_matcher = re.compile(r"^-\d+(\.\d+)?\s*(s|m|min|h|d|w)?$|^-\d*\.\d+$")
     export_cmd.set_defaults(func=cmd_export)
 
+    ledger = sub.add_parser("ledger", help="tokens, busy hours, energy per engine and day: does the pool pay off")
+    ledger.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS, help="hosts.toml: its [ledger] prices")
+    ledger.add_argument("--store", metavar="PATH", help="history store (default: [store] path, else user data dir)")
+    ledger.add_argument("--days", type=int, default=14, metavar="N", help="UTC days up to today (default 14)")
+    ledger.add_argument("--json", action="store_true", help="print one JSON document")
+    ledger.set_defaults(func=cmd_ledger)
+
+    runs = sub.add_parser("runs", help="stored smoke runs with their conditions; --compare A B")
+    runs.add_argument("--target", metavar="NAME", help="only the runs that measured this engine")
+    runs.add_argument("--compare", nargs=2, type=int, metavar=("A", "B"), help="the conditions and results that differ")
+    runs.add_argument("--json", action="store_true", help="print JSON")
+    runs.add_argument("--db", metavar="PATH", help="SQLite file of stored runs (default: user data dir)")
+    runs.set_defaults(func=cmd_runs)
+
     replay = sub.add_parser("replay", help="the console on a recording: what the pool looked like then")
     replay.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS)
     replay.add_argument("--store", metavar="PATH", help="history store (default: [store] path, else user data dir)")
@@ -613,10 +796,18 @@ def build_parser() -> argparse.ArgumentParser:
     replay._negative_number_matcher = export_cmd._negative_number_matcher
     replay.set_defaults(func=cmd_replay)
 
+    prom_config = sub.add_parser("prometheus-config", help="scrape configs for a Prometheus watching the pool")
+    prom_config.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS)
+    prom_config.add_argument("--file-sd", metavar="DIR", help="targets as file_sd JSON files in DIR")
+    prom_config.add_argument(
+        "--credentials-dir", default="credentials", metavar="DIR", help="API keys' files (default ./credentials)"
+    )
+    prom_config.set_defaults(func=cmd_prometheus_config)
+
     demo = sub.add_parser("demo", help="a simulated pool on 127.0.0.1, with the console on it")
     demo.add_argument("--serve-only", action="store_true", help="only run the pool (for tests and tools)")
     demo.add_argument("--config-out", metavar="FILE", help="write the pool's hosts.toml here once it answers")
-    demo.add_argument("--scenario", choices=["normal", "overload", "node-down", "restart"], default="normal")
+    demo.add_argument("--scenario", choices=["normal", "overload", "node-down", "restart", "oom"], default="normal")
     demo.add_argument("--nodes", type=int, default=0, metavar="N", help="extra replicated nodes (up to 256)")
     demo.add_argument("--seed", type=int, default=1, help="random seed (repeatable runs)")
     demo.add_argument(

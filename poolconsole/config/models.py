@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from enum import StrEnum
 from typing import Annotated, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -24,6 +25,10 @@ class EngineKind(StrEnum):
     OLLAMA = "ollama"
     LITELLM = "litellm"
     OPENAI = "openai"
+
+
+PROMETHEUS_KINDS = (EngineKind.VLLM, EngineKind.SGLANG, EngineKind.LLAMACPP)
+"""The kinds whose metrics a Prometheus can hold (the families the direct collectors read from /metrics)."""
 
 
 class Strict(BaseModel):
@@ -83,6 +88,17 @@ class AlertSettings(Strict):
     """Restart loop: this many restarts (counter resets, new process start time) ..."""
     restart_loop_minutes: Annotated[float, Field(gt=0)] = 10.0
     """... within this many minutes."""
+    down_for_s: Annotated[float, Field(ge=0)] = 0.0
+    """A target down (not answering) fires once it has been down this long (Prometheus' `for`); its row
+    says so at once either way."""
+    kv_usage_for_s: Annotated[float, Field(ge=0)] = 30.0
+    """The KV-cache alert fires once usage has stayed at or over `kv_usage` this long."""
+    waiting_for_s: Annotated[float, Field(ge=0)] = 15.0
+    """The queue alert fires once `waiting` or more requests have waited this long."""
+    vram_for_s: Annotated[float, Field(ge=0)] = 30.0
+    """A GPU's memory alert fires once it has stayed at or over `vram` this long."""
+    swap_for_s: Annotated[float, Field(ge=0)] = 10.0
+    """Swap in use on unified memory fires once it has been in use this long."""
 
 
 class StoreSettings(Strict):
@@ -107,6 +123,29 @@ class StoreSettings(Strict):
         if self.rollup_days * 24 < self.full_resolution_hours:
             raise ValueError("rollup_days must cover full_resolution_hours (rows are rolled up before deleted)")
         return self
+
+
+class LedgerSettings(Strict):
+    """Prices and the decision line of `poolconsole ledger` (the optional `[ledger]` table). Every field is
+    optional: without prices the ledger still counts tokens, busy hours and energy, and decides on the
+    threshold alone."""
+
+    currency: str = ""
+    """A label printed with every amount (EUR, USD, ...); amounts are plain numbers in it."""
+    electricity_per_kwh: Annotated[float, Field(ge=0)] | None = None
+    """Price of one kWh at the wall: turns GPU energy into the energy cost and the idle burn into money."""
+    pue: Annotated[float, Field(ge=1, le=5)] = 1.0
+    """Wall kWh per GPU kWh (cooling, power supplies, the rest of the machine): 1.0 counts the GPUs alone."""
+    api_price_per_mtok: dict[str, Annotated[float, Field(ge=0)]] = {}
+    """API-equivalent price of one million output tokens, by model name as the engine lists it (or by engine
+    name); the key "*" prices every other model. The value produced is an engine's output tokens at it."""
+    hardware_cost: Annotated[float, Field(ge=0)] | None = None
+    """What the pool's hardware cost: depreciated over `hardware_lifetime_years`, and the payback."""
+    hardware_lifetime_years: Annotated[float, Field(gt=0, le=50)] = 3.0
+    """Straight-line depreciation period of `hardware_cost`."""
+    threshold_output_tokens_per_day: Annotated[int, Field(ge=1)] = 200_000
+    """The decision line: a median day above it means pooling pays off (the seed's "hundreds of thousands
+    of output tokens per day"); below it, treat the pool as an on-prem compliance backup."""
 
 
 class Host(Strict):
@@ -141,11 +180,25 @@ class Host(Strict):
     local: bool = False
     """Read this machine directly through NVML and /proc/meminfo, without SSH (when NVML does not load,
     the host is read over SSH at `address` as any other)."""
+    read: Literal["direct", "prometheus"] = "direct"
+    """Where the host's telemetry (GPUs, memory, swap) comes from: `direct` reads it over SSH (or NVML with
+    `local = true`); `prometheus` reads node_exporter and a GPU exporter (NVIDIA's DCGM exporter or
+    nvidia_gpu_exporter) from the `[prometheus]` query API. The SSH settings still serve the host's actions
+    (restarts, logs, container checks) either way."""
+    selector: str | None = None
+    """With read = "prometheus": the host's exporter series as PromQL label matchers, e.g.
+    `{instance=~"gpu-box:(9100|9400)"}` (default: every target whose `instance` is `address` with any port,
+    e.g. gpu-box:9100 and gpu-box:9400)."""
 
     @field_validator("name")
     @classmethod
     def _name(cls, value: str) -> str:
         return _check_name(value)
+
+    @field_validator("selector")
+    @classmethod
+    def _selector(cls, value: str | None) -> str | None:
+        return _check_selector(value, '{instance=~"gpu-box:(9100|9400)"}', "the exporters' families")
 
     @field_validator("address", "user")
     @classmethod
@@ -243,6 +296,44 @@ class Control(Strict):
         return self
 
 
+class LogSource(Strict):
+    """Where the engine's log is read over SSH (`[engines.logs]`), when not through `[engines.control]`
+    (docker / podman / compose logs, journalctl for a systemd unit, supervisorctl tail). Names and paths are
+    checked against a safe pattern, and every remote argument is shell-quoted."""
+
+    source: Literal["docker", "podman", "journald", "supervisor", "file"]
+    """docker / podman (`logs --since`), journald (`journalctl -u`), supervisor (`supervisorctl tail`), or a
+    file on the host (`tail`)."""
+    name: str | None = None
+    """Container, systemd unit or supervisord program (not for `file`)."""
+    path: str | None = None
+    """The log file on the host (source `file`)."""
+    binary: str | None = None
+    """Path of docker / podman / journalctl / supervisorctl when not on PATH."""
+    user_unit: bool = False
+    """journald: a --user unit."""
+    supervisor_conf: str | None = None
+    """supervisorctl -c FILE."""
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str | None) -> str | None:
+        return None if value is None else _check_name(value)
+
+    @field_validator("path", "binary", "supervisor_conf")
+    @classmethod
+    def _path(cls, value: str | None) -> str | None:
+        return _check_path(value)
+
+    @model_validator(mode="after")
+    def _complete(self) -> LogSource:
+        if self.source == "file" and not self.path:
+            raise ValueError("source file needs path")
+        if self.source != "file" and not self.name:
+            raise ValueError(f"source {self.source} needs name")
+        return self
+
+
 class EnvRef(Strict):
     """A value taken from the operator's environment when the profile is applied (`{ env = "HF_TOKEN" }`),
     so that it is never written into hosts.toml."""
@@ -303,6 +394,69 @@ class Profile(Strict):
         return value
 
 
+MATCHER = r'[A-Za-z_][A-Za-z0-9_]*\s*(?:=~|!~|!=|=)\s*"(?:[^"\\\n]|\\.)*"'
+SELECTOR = re.compile(rf"^\{{\s*{MATCHER}(?:\s*,\s*{MATCHER})*\s*,?\s*\}}$")
+
+
+def _check_selector(value: str | None, example: str, names_from: str) -> str | None:
+    """PromQL label matchers in braces, none of them on __name__ (the reader picks the metric names)."""
+    if value is None:
+        return None
+    if not SELECTOR.match(value.strip()):
+        raise ValueError(f"must be PromQL label matchers in braces, e.g. {example}")
+    if re.search(r"(^|[{,\s])__name__\s*[=!]", value):
+        raise ValueError(f"must not match __name__: the metric names come from {names_from}")
+    return value.strip()
+
+
+def _check_url(value: str) -> str:
+    if not re.match(r"^https?://[^\s/?#]+(/[^\s?#]*)?$", value):
+        raise ValueError("must be an http:// or https:// base URL without query or fragment")
+    return value.rstrip("/")
+
+
+class PrometheusSource(Strict):
+    """A Prometheus-compatible query API (Prometheus, Thanos Query, VictoriaMetrics, Mimir) that already
+    scrapes the pool (the optional `[prometheus]` table): engines with `read = "prometheus"` are read from it
+    with instant queries instead of polling their own endpoints."""
+
+    url: str
+    """Base URL of the query API, e.g. http://prometheus.tailnet-example.ts.net:9090 (the part before
+    /api/v1/query; with its path prefix for Thanos, VictoriaMetrics or Mimir)."""
+    api_key_env: str | None = None
+    """Environment variable holding a token sent as `Authorization: Bearer ...`."""
+    username: str | None = None
+    """HTTP basic auth user (with `password_env`)."""
+    password_env: str | None = None
+    """Environment variable holding the HTTP basic auth password."""
+    ca_file: str | None = None
+    """PEM file of the certificate authority that signed an https:// query API's certificate (default: the
+    system's trust store)."""
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        return _check_url(value)
+
+    @field_validator("api_key_env", "password_env")
+    @classmethod
+    def _env(cls, value: str | None) -> str | None:
+        return _check_env(value)
+
+    @field_validator("ca_file")
+    @classmethod
+    def _path(cls, value: str | None) -> str | None:
+        return _check_path(value)
+
+    @model_validator(mode="after")
+    def _auth(self) -> PrometheusSource:
+        if (self.username is None) != (self.password_env is None):
+            raise ValueError("basic auth needs both username and password_env")
+        if self.username is not None and self.api_key_env is not None:
+            raise ValueError("give api_key_env (a Bearer token) or username + password_env (basic auth), not both")
+        return self
+
+
 class Engine(Strict):
     """An inference engine endpoint (`[[engines]]`)."""
 
@@ -316,6 +470,12 @@ class Engine(Strict):
     """Name of the `[[hosts]]` entry the engine runs on."""
     api_key_env: str | None = None
     """Environment variable holding the API key sent as a Bearer token (LiteLLM master key, --api-key)."""
+    read: Literal["direct", "prometheus"] = "direct"
+    """Where the engine's metrics come from: `direct` polls its own endpoints; `prometheus` reads the same
+    metric families from the `[prometheus]` query API (vLLM, SGLang and llama.cpp)."""
+    selector: str | None = None
+    """With read = "prometheus": this engine's series as PromQL label matchers, e.g.
+    `{job="vllm", instance="gpu-box:8000"}` (default: `{instance="HOST:PORT"}`, HOST:PORT of `url`)."""
     model: str | None = None
     """What it serves, for people: e.g. "Qwen3-Next-80B-A3B-Instruct AWQ 4-bit"."""
     profile: str | None = None
@@ -334,6 +494,8 @@ class Engine(Strict):
     """Smoke-test settings and SLOs."""
     control: Control | None = None
     """Restart and profile control over SSH; without it the engine is watch-only."""
+    logs: LogSource | None = None
+    """Where `poolconsole logs` and the detail screen read the engine's log (default: through `control`)."""
     profiles: list[Profile] = []
     """Quantization profiles; `profile` names the active one."""
 
@@ -350,9 +512,20 @@ class Engine(Strict):
     @field_validator("url")
     @classmethod
     def _url(cls, value: str) -> str:
-        if not re.match(r"^https?://[^\s/?#]+(/[^\s?#]*)?$", value):
-            raise ValueError("must be an http:// or https:// base URL without query or fragment")
-        return value.rstrip("/")
+        return _check_url(value)
+
+    @field_validator("selector")
+    @classmethod
+    def _selector(cls, value: str | None) -> str | None:
+        return _check_selector(value, '{job="vllm", instance="gpu-box:8000"}', "the engine's kind")
+
+    @property
+    def instance(self) -> str:
+        """HOST:PORT of `url`: the `instance` label Prometheus gives a target scraped at this address."""
+        parts = urlsplit(self.url)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        host = parts.hostname or ""
+        return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
     @field_validator("container")
     @classmethod
@@ -366,14 +539,37 @@ class PoolConfig(Strict):
     settings: Settings = Settings()
     alerts: AlertSettings = AlertSettings()
     store: StoreSettings = StoreSettings()
+    ledger: LedgerSettings = LedgerSettings()
     keys: dict[str, str] = {}
     """Key remapping: action id = key, e.g. `filter = "f"` (`poolconsole schema` lists the ids)."""
+    prometheus: PrometheusSource | None = None
+    """The query API that engines and hosts with `read = "prometheus"` are read from."""
     hosts: list[Host] = []
     engines: list[Engine] = []
 
     @model_validator(mode="after")
     def _unique(self) -> PoolConfig:
         problems: list[str] = []
+        for engine in self.engines:
+            if engine.read == "prometheus" and self.prometheus is None:
+                problems.append(f'engine {engine.name!r}: read = "prometheus" needs a [prometheus] table with its url')
+            if engine.read == "prometheus" and engine.kind not in PROMETHEUS_KINDS:
+                problems.append(
+                    f'engine {engine.name!r}: read = "prometheus" is for vllm, sglang and llamacpp ({engine.kind} '
+                    "exposes no engine metrics)"
+                )
+            if engine.selector is not None and engine.read != "prometheus":
+                problems.append(f'engine {engine.name!r}: selector is only read with read = "prometheus"')
+        for host in self.hosts:
+            if host.read == "prometheus" and self.prometheus is None:
+                problems.append(f'host {host.name!r}: read = "prometheus" needs a [prometheus] table with its url')
+            if host.read == "prometheus" and host.local:
+                problems.append(
+                    f'host {host.name!r}: local = true reads this machine through NVML, read = "prometheus" from '
+                    "[prometheus]: pick one"
+                )
+            if host.selector is not None and host.read != "prometheus":
+                problems.append(f'host {host.name!r}: selector is only read with read = "prometheus"')
         for label, names in (("host", [h.name for h in self.hosts]), ("engine", [e.name for e in self.engines])):
             seen: set[str] = set()
             for name in names:

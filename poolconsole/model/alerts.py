@@ -1,13 +1,16 @@
-"""Alert rules with hysteresis: an alert fires when a value crosses its threshold and clears only when
-it falls back below the clear level, so a value hovering at the line does not flap."""
+"""Alert rules with hysteresis and a hold: an alert fires once a value has stayed over its threshold for
+the rule's `for` duration (as a Prometheus alerting rule does: pending until then, and a dip below the
+threshold starts the wait again), and clears only when it falls back below the clear level, so a value
+hovering at the line does not flap. Messages are plain words, for the fired and the cleared alike."""
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from poolconsole.config.models import AlertSettings
+from poolconsole.model.failure_modes import Finding
 from poolconsole.model.hosts import HostSnapshot
 from poolconsole.model.snapshots import EngineState
 from poolconsole.model.view import EngineView
@@ -32,14 +35,18 @@ class Rule:
     fire: float
     clear: float
     describe: Callable[[float], str]
+    cleared: Callable[[float], str]
+    hold: float = 0.0
+    """Seconds the condition must hold before the alert fires (`for`)."""
 
 
 def engine_rules(s: AlertSettings) -> list[Rule]:
     return [
         Rule("kv_full", lambda v: v.kv_cache_usage, s.kv_usage, s.kv_usage - s.hysteresis,
-             lambda x: f"KV cache {x * 100:.0f}% full: new requests will queue"),
+             lambda x: f"KV cache {x * 100:.0f}% full: new requests will queue",
+             lambda x: f"KV cache back to {x * 100:.0f}%", s.kv_usage_for_s),
         Rule("queue", lambda v: v.requests_waiting, s.waiting, max(0.0, s.waiting - 3),
-             lambda x: f"{x:.0f} requests waiting"),
+             lambda x: f"{x:.0f} requests waiting", lambda x: f"queue back to {x:.0f} waiting", s.waiting_for_s),
     ]  # fmt: skip
 
 
@@ -51,16 +58,27 @@ class Alerts:
     peak_tps: dict[str, float] = field(default_factory=dict)
     recent_tps: dict[str, deque[float | None]] = field(default_factory=dict)
     restarts: dict[str, deque[float]] = field(default_factory=dict)
+    pending: dict[tuple[str, str], float] = field(default_factory=dict)
+    """(target, rule) -> since when its condition has held, while it waits out the rule's hold."""
 
-    def _set(self, target: str, rule: str, on: bool, message: str, now: float) -> AlertEvent | None:
+    def _set(
+        self, target: str, rule: str, on: bool, message: str, now: float, cleared: str, hold: float = 0.0
+    ) -> AlertEvent | None:
+        """`message` says what fires, `cleared` what it is back to; it fires once `on` held `hold` s."""
         key = (target, rule)
         if on and key not in self.active:
+            since = self.pending.setdefault(key, now)
+            if now - since < hold:
+                return None
+            del self.pending[key]
             event = AlertEvent(now, target, rule, True, message)
             self.active[key] = event
         elif not on and key in self.active:
             del self.active[key]
-            event = AlertEvent(now, target, rule, False, f"cleared: {message}")
+            event = AlertEvent(now, target, rule, False, cleared)
         else:
+            if not on:
+                self.pending.pop(key, None)
             return None
         self.log.append(event)
         return event
@@ -68,14 +86,17 @@ class Alerts:
     def engine(self, view: EngineView, now: float) -> list[AlertEvent]:
         events: list[AlertEvent | None] = []
         down = view.state in (EngineState.DOWN, EngineState.AUTH_FAILED)
-        events.append(self._set(view.name, "down", down, f"{view.state}: {view.error or ''}".strip(), now))
+        said = f"{str(view.state).replace('_', ' ')}: {view.error or 'no reason given'}"
+        events.append(self._set(view.name, "down", down, said, now, "answering again", self.settings.down_for_s))
         for rule in engine_rules(self.settings):
             value = rule.value(view)
             if value is None:
                 continue
             active = (view.name, rule.name) in self.active
             on = value >= rule.clear if active else value >= rule.fire
-            events.append(self._set(view.name, rule.name, on, rule.describe(value), now))
+            events.append(
+                self._set(view.name, rule.name, on, rule.describe(value), now, rule.cleared(value), rule.hold)
+            )
         events.append(self._collapse(view, now))
         events.append(self._restart_loop(view.name, now, bool(view.counter_resets)))
         return [e for e in events if e is not None]
@@ -85,6 +106,19 @@ class Alerts:
         event = self._restart_loop(name, now, restarted=True)
         return [event] if event is not None else []
 
+    def log_findings(self, name: str, findings: Sequence[Finding], now: float, why: str) -> list[AlertEvent]:
+        """The failure modes an engine's log showed (read because it `why`: "went down", "restarted"): one
+        alert per mode saying what it means and what to change, active until a later read no longer shows it."""
+        events: list[AlertEvent | None] = []
+        seen = {f"log:{f.pattern}" for f in findings}
+        for f in findings:
+            message = f"{why}; its log shows {f.title}: {f.diagnosis} Change: {f.adjustment}"
+            events.append(self._set(name, f"log:{f.pattern}", True, message, now, f"{f.title}: no longer in its log"))
+        for target, rule in list(self.active):
+            if target == name and rule.startswith("log:") and rule not in seen:
+                events.append(self._set(name, rule, False, "", now, f"{rule[4:]}: no longer in its log"))
+        return [e for e in events if e is not None]
+
     def _restart_loop(self, name: str, now: float, restarted: bool) -> AlertEvent | None:
         """K restarts in M minutes (counter resets, a new process start time, a container restart)."""
         seen = self.restarts.setdefault(name, deque(maxlen=100))
@@ -93,12 +127,14 @@ class Alerts:
         window = self.settings.restart_loop_minutes * 60
         recent = [t for t in seen if now - t <= window]
         looping = len(recent) >= self.settings.restart_loop_count
+        minutes = f"{self.settings.restart_loop_minutes:g} min"
         return self._set(
             name,
             "restart_loop",
             looping,
-            f"{len(recent)} restarts in the last {self.settings.restart_loop_minutes:g} min: a restart loop?",
+            f"{len(recent)} restarts in the last {minutes}: a restart loop?",
             now,
+            f"restart loop over: {len(recent)} restart(s) in the last {minutes}",
         )
 
     def _collapse(self, view: EngineView, now: float) -> AlertEvent | None:
@@ -109,7 +145,7 @@ class Alerts:
         tps = view.generation_tokens_per_s
         recent.append(tps if tps is not None and view.requests_running else None)
         if len(recent) < COLLAPSE_POLLS or any(v is None for v in recent):
-            return self._set(view.name, "tps_collapse", False, "tok/s recovered", now) if tps else None
+            return self._set(view.name, "tps_collapse", False, "", now, "tok/s recovered") if tps else None
         mean = sum(v for v in recent if v is not None) / len(recent)
         peak = max(self.peak_tps.get(view.name, 0.0) * 0.995, mean)  # a slowly decaying best
         self.peak_tps[view.name] = peak
@@ -120,12 +156,14 @@ class Alerts:
             collapsed,
             f"tok/s collapsed to {mean:.0f} (recent best {peak:.0f}) with requests running",
             now,
+            f"tok/s recovered to {mean:.0f}",
         )
 
     def host(self, snap: HostSnapshot, now: float) -> list[AlertEvent]:
         events: list[AlertEvent | None] = []
         down = not snap.state.answering
-        events.append(self._set(snap.name, "down", down, f"{snap.state}: {snap.error or ''}", now))
+        said = f"{snap.state.value.replace('_', ' ')}: {snap.error or 'no reason given'}"
+        events.append(self._set(snap.name, "down", down, said, now, "reachable again", self.settings.down_for_s))
         for gpu in snap.gpus:
             if gpu.memory_used_bytes is None or not gpu.memory_total_bytes:
                 continue
@@ -133,7 +171,9 @@ class Alerts:
             key = f"vram_gpu{gpu.index}"
             active = (snap.name, key) in self.active
             on = frac >= self.settings.vram - self.settings.hysteresis if active else frac >= self.settings.vram
-            events.append(self._set(snap.name, key, on, f"GPU {gpu.index} memory {frac * 100:.0f}% used", now))
+            used = f"GPU {gpu.index} memory {frac * 100:.0f}% used"
+            back = f"GPU {gpu.index} memory back to {frac * 100:.0f}% used"
+            events.append(self._set(snap.name, key, on, used, now, back, self.settings.vram_for_s))
         swap = snap.system_memory.swap_used_bytes if snap.system_memory else None
         if snap.memory_kind == "unified" and swap is not None:
             events.append(
@@ -143,6 +183,8 @@ class Alerts:
                     swap > 0,
                     f"swap in use on unified memory: {swap / 2**30:.1f} GiB (model too big?)",
                     now,
+                    "swap no longer in use",
+                    self.settings.swap_for_s,
                 )
             )
         return [e for e in events if e is not None]

@@ -10,7 +10,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from poolconsole.config.models import Engine, Host, PoolConfig
+from poolconsole.model.failure_modes import Diagnosis
 from poolconsole.model.hosts import HostSnapshot, HostState
+from poolconsole.model.ollama import OllamaServer, Residency, observe
 from poolconsole.model.series import Ring
 from poolconsole.model.snapshots import COUNTERS, EngineSnapshot, EngineState
 from poolconsole.model.view import EngineView, engine_view
@@ -70,6 +72,12 @@ class EngineTrack:
     totals: dict[str, float] = field(default_factory=dict)
     """Each counter's reset-safe running total since this process started watching: monotonic across
     engine restarts and gaps (what an exporter serves as a counter, so that rate() is right)."""
+    diagnosis: Diagnosis | None = None
+    """The failure modes its log showed when it last went down or restarted (runtime.live reads it)."""
+    residency: Residency | None = None
+    """Ollama: the models its last answered /api/ps held, and what changed over the recent polls."""
+    ollama_server: OllamaServer | None = None
+    """Ollama: OLLAMA_KEEP_ALIVE / OLLAMA_NUM_PARALLEL from its log (runtime.live reads it)."""
 
 
 @dataclass
@@ -94,7 +102,10 @@ class PoolState:
     def apply_engine(self, snapshot: EngineSnapshot) -> EngineView:
         track = self.engines[snapshot.name]
         read = snapshot.metrics is not None
-        view = engine_view([track.last_read, snapshot] if read and track.last_read is not None else [snapshot])
+        last = track.last_read
+        if read and last is not None and track.view is not None and snapshot.monotonic == last.monotonic:
+            return track.view  # the same sample again (read from Prometheus between two scrapes): nothing new
+        view = engine_view([last, snapshot] if read and last is not None else [snapshot])
         if read:
             if track.last_read is None and snapshot.metrics is not None:  # the first read: the counters' values
                 for name in COUNTERS:
@@ -109,6 +120,8 @@ class PoolState:
         if view.counter_resets:
             track.history.restarts.append(snapshot.fetched_at)
         track.view = view
+        if snapshot.kind == "ollama" and "/api/ps" in snapshot.source:  # /api/ps answered
+            track.residency = observe(track.residency, snapshot.ollama_models, snapshot.fetched_at)
         self._append(track, view, snapshot.fetched_at)
         return view
 
@@ -124,7 +137,9 @@ class PoolState:
     def apply_view(self, view: EngineView, at: float) -> None:
         """A view already computed (a recording played back): the same history and ages as a live poll."""
         track = self.engines[view.name]
-        if view.state is EngineState.OK or (view.state.answering and view.generation_tokens_total is not None):
+        if view.state is EngineState.OK or (
+            view.state is EngineState.DEGRADED and view.generation_tokens_total is not None
+        ):
             track.last_ok_at = at
         if view.counter_resets:
             track.history.restarts.append(at)

@@ -1,8 +1,8 @@
-"""The live pool, headless: one poll loop per target (engines over HTTP, hosts over SSH with their
-streamed telemetry, LiteLLM's deep /health on its own cadence, the containers' restart records), each
-result applied to the pool state, its history and the alert rules, written to the history store when
-one is given, and told to the subscribers. The console, `record` and the exporter are its clients; it
-imports no Textual and no Rich.
+"""The live pool, headless: one poll loop per target (engines over HTTP or from `[prometheus]`, hosts over
+SSH with their streamed telemetry or from `[prometheus]`, LiteLLM's deep /health on its own cadence, the
+containers' restart records), each result applied to the pool state, its history and the alert rules,
+written to the history store when one is given, and told to the subscribers. The console, `record` and
+the exporter are its clients; it imports no Textual and no Rich.
 
 Subscribers are called on the event loop, once per applied result, with an Update (the target and the
 alert events it raised): a view redraws from the model, coalescing as it likes."""
@@ -18,12 +18,19 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from poolconsole.collect.containers import ContainerStart, inspect_command, parse_inspect, restarted
+from poolconsole.collect.engine_logs import has_log_source, read_logs
+from poolconsole.collect.engine_sources import EngineSource, engine_pollers
 from poolconsole.collect.engines.poll import EnginePoller
 from poolconsole.collect.hosts.poll import HostPoller
 from poolconsole.collect.hosts.sampling import local_snapshot
+from poolconsole.collect.ollama_server import read_server_settings
+from poolconsole.collect.prometheus_hosts import PrometheusHostPoller
+from poolconsole.collect.prometheus_source import PrometheusAPI
 from poolconsole.collect.ssh import SSHFailure, SSHPool
 from poolconsole.config.models import Engine, EngineKind, PoolConfig
 from poolconsole.model.alerts import AlertEvent, Alerts
+from poolconsole.model.events import EventLog
+from poolconsole.model.failure_modes import Diagnosis
 from poolconsole.model.hosts import HostSnapshot
 from poolconsole.model.pool_state import PoolState
 from poolconsole.model.snapshots import EngineSnapshot, EngineState
@@ -33,6 +40,10 @@ GC_SETTLE_S = 15.0
 GC_THRESHOLD = 50_000
 GC_FULL_EVERY_S = 60.0
 CONTAINER_CHECK_S = 60.0
+LOG_WINDOW_S = 900
+"""After a crash or restart, the engine's log of the last 15 minutes is read ..."""
+LOG_LINES = 400
+"""... at most this many lines of it."""
 
 
 class Recorder(Protocol):
@@ -48,7 +59,7 @@ class Update:
     """One applied result: which target, and what it changed that a person should hear about."""
 
     target: str
-    kind: Literal["engine", "host", "gateway", "restart", "problem"]
+    kind: Literal["engine", "host", "gateway", "restart", "problem", "diagnosis"]
     events: tuple[AlertEvent, ...] = ()
     message: str | None = None
     """In words, for "restart" (a container's record) and "problem" (a poll loop that stopped)."""
@@ -112,6 +123,8 @@ class LivePool:
         self.config = config
         self.state = PoolState(config, clock)
         self.alerts = Alerts(config.alerts)
+        self.events = EventLog()
+        """The timeline (restarts with their cause, alerts, and what the console adds: actions, smoke runs)."""
         self.recorder = recorder
         self.ssh: SSHPool | None = None
         self.sleepers: set[asyncio.Future[None]] = set()
@@ -122,6 +135,8 @@ class LivePool:
         polls of an idle engine shows nowhere else)."""
         self.container_starts: dict[str, ContainerStart] = {}
         self._inspect = {e.name: command for e in config.engines if (command := inspect_command(e.control)) is not None}
+        self._logged = {e.name for e in config.engines if has_log_source(e)}
+        """Engines whose log can be read (a control backend or a declared source): only theirs is read."""
         self._inspected_at: dict[str, float] = {}
         self._subscribers: list[Subscriber] = []
         self._tasks: set[asyncio.Task[None]] = set()
@@ -133,6 +148,7 @@ class LivePool:
         return lambda: self._subscribers.remove(callback)
 
     def _tell(self, update: Update) -> None:
+        self.events.heard(update, self.state)
         for callback in list(self._subscribers):
             callback(update)
 
@@ -140,12 +156,17 @@ class LivePool:
     def start(self, *, settle_gc: bool = True) -> None:
         """Start every loop on the running event loop (call it from a coroutine, or a callback on the loop)."""
         settings = self.config.settings
-        for engine in self.config.engines:
-            self._spawn(self._engine_loop(EnginePoller(engine, settings=settings)), engine.name)
+        for poller in engine_pollers(self.config):  # direct, or read from [prometheus]
+            self._spawn(self._engine_loop(poller), poller.engine.name)
         remote = [h for h in self.config.hosts if not h.local]
         self.ssh = SSHPool(remote, settings.ssh_timeout_s, settings.ssh_concurrency)
+        hosts_api = PrometheusAPI(self.config.prometheus, settings) if self.config.prometheus is not None else None
         for host in self.config.hosts:
-            self._spawn(self._host_loop(host.name), host.name)
+            if host.read == "prometheus" and hosts_api is not None:  # telemetry there, actions still over SSH
+                reader = PrometheusHostPoller(host, hosts_api, self.config.engines)
+                self._spawn(self._prometheus_host_loop(reader), host.name)
+            else:
+                self._spawn(self._host_loop(host.name), host.name)
         every = settings.litellm_health_interval_s
         if every > 0:
             for gateway in (e for e in self.config.engines if e.kind is EngineKind.LITELLM):
@@ -205,7 +226,7 @@ class LivePool:
             self.gc.collect()
 
     # -- the loops -------------------------------------------------------------------------------------
-    async def _engine_loop(self, poller: EnginePoller) -> None:
+    async def _engine_loop(self, poller: EngineSource) -> None:
         """One loop per engine: the next poll starts only after this one finished (no overlap)."""
         try:
             while True:
@@ -235,6 +256,16 @@ class LivePool:
                 snapshot = await poller.poll()
             self.apply_host(snapshot)
             await self._sleep(interval - (time.monotonic() - started))
+
+    async def _prometheus_host_loop(self, poller: PrometheusHostPoller) -> None:
+        """A host read from `[prometheus]`: the next poll starts only after this one finished."""
+        try:
+            while True:
+                started = time.monotonic()
+                self.apply_host(await poller.poll())
+                await self._sleep(self.config.settings.poll_interval_s - (time.monotonic() - started))
+        finally:
+            await poller.aclose()
 
     async def _deep_health_loop(self, gateway: Engine, every: float) -> None:
         """LiteLLM's deep /health on its own slow cadence (it spends tokens); the first once the pool has
@@ -266,6 +297,30 @@ class LivePool:
             self.container_starts[engine.name] = start
         if why is not None and start is not None and self.state.record_restart(engine.name, now, start.started_epoch):
             self._tell(Update(engine.name, "restart", tuple(self.alerts.restarted(engine.name, now)), why))
+            if engine.name in self._logged:
+                self._spawn(self._read_log(engine, f"restarted ({why})"), engine.name)
+        elif why is not None:  # the restart its counters marked already: the container's record says why
+            self.events.cause(engine.name, why, now)
+
+    async def _read_log(self, engine: Engine, why: str) -> None:
+        """The engine's recent log, read after it went down or restarted and run through the failure-mode
+        library: each mode found is an alert saying what it means and what to change, attached to that event."""
+        conn = self.ssh.connections.get(engine.host or "") if self.ssh else None
+        if conn is None or not has_log_source(engine):
+            return
+        read = await read_logs(conn, engine, since_s=LOG_WINDOW_S, lines=LOG_LINES)
+        now = self.state.clock()
+        self.state.engines[engine.name].diagnosis = Diagnosis(now, why, read.source, read.findings, read.error)
+        events = self.alerts.log_findings(engine.name, read.findings, now, f"{engine.name} {why}")
+        self._tell(Update(engine.name, "diagnosis", tuple(events), read.error))
+
+    async def _read_ollama_server(self, engine: Engine) -> None:
+        """OLLAMA_KEEP_ALIVE / OLLAMA_NUM_PARALLEL from the server config line of the Ollama engine's log."""
+        conn = self.ssh.connections.get(engine.host or "") if self.ssh else None
+        if conn is None or not has_log_source(engine):
+            return
+        self.state.engines[engine.name].ollama_server = await read_server_settings(conn, engine)
+        self._tell(Update(engine.name, "engine"))
 
     # -- applying results ----------------------------------------------------------------------------
     # The loops run on the event loop of the runtime's clients, so a result goes straight into the model
@@ -279,6 +334,11 @@ class LivePool:
         events = self.alerts.engine(view, snapshot.fetched_at)
         if self.recorder is not None:
             self.recorder.engine(view, snapshot.fetched_at)
+        down = view.state is EngineState.DOWN and was is not None and was != EngineState.DOWN
+        if track.config.kind is EngineKind.OLLAMA and view.state is EngineState.OK and was != EngineState.OK:
+            self._spawn(self._read_ollama_server(track.config), snapshot.name)  # first answer, or back from down
+        if (down or (view.counter_resets and was is not None)) and snapshot.name in self._logged:
+            self._spawn(self._read_log(track.config, "went down" if down else "restarted"), snapshot.name)
         if snapshot.name in self._inspect and view.state is EngineState.OK:
             due = self._inspected_at.get(snapshot.name, -1e18) + self.container_check_s
             if was != "ok" or snapshot.fetched_at >= due:  # the baseline, back from down, or once a minute

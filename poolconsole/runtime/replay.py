@@ -13,6 +13,7 @@ from typing import Any
 
 from poolconsole.config.models import Engine, EngineKind, Host, PoolConfig
 from poolconsole.model.alerts import AlertEvent, Alerts
+from poolconsole.model.events import EventLog
 from poolconsole.model.hosts import host_from_json
 from poolconsole.model.pool_state import PoolState
 from poolconsole.model.snapshots import EngineState
@@ -69,6 +70,8 @@ class Replay:
         self.paused = False
         self.state = PoolState(self.config, clock=self.clock)
         self.alerts = Alerts(self.config.alerts)
+        self.events = EventLog(live=False)
+        """What the recording shows happened: restarts (its counters) and alerts; no actions or smoke runs."""
         self._rows: Iterator[Row] = iter(())
         self._next: Row | None = None
         self._wall = time.monotonic()
@@ -100,7 +103,9 @@ class Replay:
     def _rewind(self) -> None:
         self.state.reset()
         self.alerts.active.clear()
+        self.alerts.pending.clear()
         self.alerts.log.clear()
+        self.events.clear()
         self._rows = self.reader.rows(start=self.position - PRELOAD_S)
         self._next = None
         self.advance(0.0)
@@ -123,11 +128,16 @@ class Replay:
         if row.kind == "engine" and row.name in self.state.engines:
             view = view_from_row(row.values)
             self.state.apply_view(view, row.at)
-            self.on_events(self.alerts.engine(view, row.at))
+            events = self.alerts.engine(view, row.at)
+            self.events.restarts(self.state, row.name)
         elif row.kind == "host" and row.name in self.state.hosts:
             snapshot = host_from_json(row.values)
             self.state.apply_host(snapshot)
-            self.on_events(self.alerts.host(snapshot, row.at))
+            events = self.alerts.host(snapshot, row.at)
+        else:
+            return
+        self.events.alerts(events)
+        self.on_events(events)
 
     async def run(self, changed: Callable[[], None]) -> None:
         """Until cancelled: every TICK_S the position moves by TICK_S x speed (unless paused)."""

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import contextlib
 import os
+import secrets
 import shutil
 import signal
 import threading
@@ -18,9 +19,18 @@ import httpx
 
 from poolconsole.sim.demo_pool import EngineSpec, HostSpec, pool
 from poolconsole.sim.hosts import BROKEN_PROFILE, SimHost
+from poolconsole.sim.logs import OOM_LINE, vllm_line
 from poolconsole.sim.server import SimEngine
 
 TICK_S = 0.1
+STATS_EVERY_S = 10.0
+"""How often a simulated vLLM logs its throughput line, as vLLM does."""
+DEMO_KEY_ENV = "POOLCONSOLE_DEMO_KEY"
+"""With keys on (`--scenario oom`): the environment variable the demo's hosts.toml names as api_key_env."""
+OOM_ENGINE = "qwen3-next-80b"
+"""`--scenario oom`: the engine that runs out of GPU memory under load (TP=4 on 24 GB cards)."""
+KEYLESS_ENGINE = "embeddings"
+"""With keys on: the one engine that answers without a key (Ollama has no keys)."""
 
 
 class SimPool:
@@ -36,6 +46,19 @@ class SimPool:
         self.sim_hosts: dict[str, SimHost] = {}
         self.keys_dir: Path | None = None
         self.down_hosts: set[str] = set()
+        self.restart_every_s = 40.0
+        """`--scenario restart`: how often its two engines restart (tests shorten it)."""
+        self.keys = scenario == "oom"
+        """Every engine but KEYLESS_ENGINE, and the gateway, refuse callers without the demo's key (read from
+        DEMO_KEY_ENV, set in this process when unset); on in `--scenario oom`, settable before start()."""
+        self.key: str | None = None
+        self.oom_after_s = 20.0
+        """`--scenario oom`: healthy for this long, then the crash under load ..."""
+        self.oom_every_s = 300.0
+        """... and again this often after it (twice in 10 minutes is not yet a restart loop)."""
+        self.oom_loading_s = 6.0
+        """How long the restarted vLLM refuses connections while it loads."""
+        self._stats: dict[str, tuple[float, float, float]] = {}
         self._tasks: list[asyncio.Task[None]] = []
 
     async def start(self, keys_dir: Path | None = None) -> None:
@@ -56,11 +79,18 @@ class SimPool:
                 gateway = SimEngine(spec, self.seed, backends=routes)
                 await gateway.start()
                 self.engines[spec.name] = gateway
+        if self.keys:
+            self.key = os.environ.setdefault(DEMO_KEY_ENV, "sk-demo-" + secrets.token_urlsafe(12))
+            for engine in self.engines.values():
+                engine.backend_key = self.key if engine.spec.kind == "litellm" else None
+                engine.api_key = None if engine.spec.name == KEYLESS_ENGINE else self.key
         if keys_dir is not None:
             await self._start_hosts(keys_dir)
         self._tasks.append(asyncio.create_task(self._tick()))
         if self.scenario in ("node-down", "restart"):
             self._tasks.append(asyncio.create_task(self._scenario()))
+        if self.scenario == "oom":
+            self._tasks.append(asyncio.create_task(self._oom()))
 
     async def _start_hosts(self, keys_dir: Path) -> None:
         """Hosts over real SSH: throwaway host and client keys, an authorized_keys and a known_hosts."""
@@ -87,15 +117,84 @@ class SimPool:
             for engine in self.engines.values():
                 if engine.load is not None and engine.spec.host not in self.down_hosts:
                     engine.load.tick(now, arrivals)
+                    if engine.spec.kind == "vllm" and engine.site is not None:
+                        self._log_stats(engine, now)
             await asyncio.sleep(TICK_S)
+
+    def _log_stats(self, engine: SimEngine, now: float) -> None:
+        """vLLM's periodic throughput line in its container log."""
+        assert engine.load is not None
+        c = engine.load.c
+        then, prompt, gen = self._stats.setdefault(engine.spec.name, (now, c.prompt_tokens, c.generation_tokens))
+        if now - then < STATS_EVERY_S:
+            return
+        self._stats[engine.spec.name] = (now, c.prompt_tokens, c.generation_tokens)
+        span = now - then
+        engine.log.write(
+            vllm_line(
+                "INFO",
+                "loggers.py:123",
+                f"Engine 000: Avg prompt throughput: {max(0.0, c.prompt_tokens - prompt) / span:.1f} tokens/s, "
+                f"Avg generation throughput: {max(0.0, c.generation_tokens - gen) / span:.1f} tokens/s, "
+                f"Running: {len(engine.load.running)} reqs, Waiting: {len(engine.load.waiting)} reqs, "
+                f"GPU KV cache usage: {engine.load.kv_usage * 100:.1f}%, Prefix cache hit rate: "
+                f"{engine.load.profile.prefix_hit * 100:.1f}%",
+            )
+        )
+
+    async def _oom(self) -> None:
+        await asyncio.sleep(self.oom_after_s)
+        while True:
+            await self.crash_oom(OOM_ENGINE)
+            await asyncio.sleep(self.oom_every_s)
+
+    async def crash_oom(self, name: str) -> None:
+        """A burst of long prompts, then the worker runs out of GPU memory: vLLM's engine core dies with the
+        real CUDA out-of-memory message (OOM_LINE; the lines around it are the shape of vLLM's V1 crash), the
+        container exits and its restart policy starts it again (RestartCount + 1), refusing connections while
+        it loads."""
+        engine = self.engines[name]
+        if engine.load is not None:  # under load first: a burst lands, requests run
+            engine.load.next_burst = time.monotonic()
+            for _ in range(30):
+                if len(engine.load.running) >= 4:
+                    break
+                await asyncio.sleep(0.1)
+        worker, core = "Worker_TP0 pid=271", "EngineCore_DP0 pid=270"
+        engine.log.write(
+            vllm_line("ERROR", "multiproc_executor.py:671", "WorkerProc hit an exception.", worker),
+            vllm_line("ERROR", "multiproc_executor.py:671", "Traceback (most recent call last):", worker),
+            vllm_line(
+                "ERROR",
+                "multiproc_executor.py:671",
+                '  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/worker/gpu_model_runner.py", line 2350, '
+                "in execute_model",
+                worker,
+            ),
+            vllm_line("ERROR", "multiproc_executor.py:671", OOM_LINE, worker),
+            vllm_line("ERROR", "core.py:710", "EngineCore encountered a fatal error.", core),
+            vllm_line("ERROR", "async_llm.py:480", "AsyncLLM output_handler failed."),
+            vllm_line(
+                "ERROR",
+                "async_llm.py:480",
+                "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace "
+                "(above) for the root cause.",
+            ),
+            "(APIServer pid=1) INFO:     Shutting down",
+        )
+        await engine.stop_listening()
+        await asyncio.sleep(2.0)  # the container's restart policy
+        engine.restart(0.0)
+        await asyncio.sleep(self.oom_loading_s)
+        await engine.resume_listening()
 
     async def _scenario(self) -> None:
         if self.scenario == "node-down":
             await asyncio.sleep(15)
             await self.host_down("ws48")
             return
-        while True:  # restart: one engine of each restart style, every 40 s
-            await asyncio.sleep(40)
+        while True:  # restart: one engine of each restart style, every restart_every_s (40 s)
+            await asyncio.sleep(self.restart_every_s)
             await self.restart("qwen2.5-coder-3090")
             await self.restart("qwen3-30b-a3b", refuse_s=4.0)
 
@@ -197,6 +296,8 @@ class SimPool:
                 f'profile = "{spec.profile}"',
                 f'container = "{spec.name}"',
             ]
+            if self.key is not None and spec.name != KEYLESS_ENGINE:
+                lines.append(f'api_key_env = "{DEMO_KEY_ENV}"')
             if spec.gpus:
                 lines.append(f"gpus = [{', '.join(str(g) for g in spec.gpus)}]")
             if spec.kind in ("vllm", "sglang", "llamacpp") and self.sim_hosts:
@@ -210,6 +311,8 @@ class SimPool:
                     "drain_timeout_s = 0",
                 ]
                 lines += demo_profiles(spec)
+            elif spec.kind == "ollama" and self.sim_hosts:
+                lines += ["", "[engines.logs]", 'source = "docker"', f'name = "{spec.name}"']
             lines.append("")
         return "\n".join(lines)
 
@@ -280,6 +383,9 @@ def serve_only(args: argparse.Namespace) -> int:
 
     def ready(path: Path | None) -> None:
         print(f"simulated pool serving on 127.0.0.1; its config is {path}; Ctrl-C stops it", flush=True)
+        if args.scenario == "oom":
+            key = os.environ.get(DEMO_KEY_ENV, "")
+            print(f"its engines and gateway want a key: export {DEMO_KEY_ENV}={key}", flush=True)
 
     return asyncio.run(_serve(args, ready))
 

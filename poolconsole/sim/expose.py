@@ -155,15 +155,19 @@ SGLANG_GAUGES = {
 }
 
 
-def render_sglang(load: EngineLoad, model: str, gen_throughput: float) -> bytes:
+def render_sglang(
+    load: EngineLoad, model: str, gen_throughput: float, spec_window: tuple[float, float] | None = None
+) -> bytes:
     """An SGLang 0.5.x page: scheduler gauges labelled engine_type, model_name, pp_rank, tp_rank;
     tokenizer counters and histograms labelled engine_type, model_name. SGLang serves /metrics in
-    prometheus_client's multiprocess mode, which writes no _created samples."""
+    prometheus_client's multiprocess mode, which writes no _created samples. `spec_window`: the
+    acceptance rate and length over the last interval, where drafts were proposed in it."""
     sched_labels = ["engine_type", "model_name", "pp_rank", "tp_rank"]
     sched = ["unified", model, "0", "0"]
     tok_labels = ["engine_type", "model_name"]
     tok = ["unified", model]
     c = load.c
+    typical = (load.profile.spec_accept or 0.0) if load.spec_on else 0.0
     values = {
         "num_running_reqs": len(load.running),
         "num_used_tokens": round(load.kv_used),
@@ -171,8 +175,8 @@ def render_sglang(load: EngineLoad, model: str, gen_throughput: float) -> bytes:
         "gen_throughput": gen_throughput,
         "num_queue_reqs": len(load.waiting),
         "cache_hit_rate": c.prefix_hits / c.prefix_queries if c.prefix_queries else 0.0,
-        "spec_accept_length": 1 + 3 * (load.profile.spec_accept or 0.0),
-        "spec_accept_rate": load.profile.spec_accept or 0.0,
+        "spec_accept_length": spec_window[1] if spec_window else 1 + 3 * typical if typical else 0.0,
+        "spec_accept_rate": spec_window[0] if spec_window else typical,
         "max_total_num_tokens": load.profile.kv_tokens,
         "num_retracted_reqs": 0,
     }

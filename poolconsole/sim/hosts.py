@@ -22,6 +22,7 @@ from poolconsole.collect import containers
 from poolconsole.collect.hosts import nvidia_smi as nv
 from poolconsole.collect.hosts import owners, stream
 from poolconsole.collect.hosts import poll as host_cmds
+from poolconsole.sim import logs as sim_logs
 from poolconsole.sim.demo_pool import EngineSpec, HostSpec
 from poolconsole.sim.server import SimEngine
 
@@ -60,6 +61,9 @@ class SimHost:
         self.profiles: dict[str, dict[str, str]] = {}
         self.commands: list[str] = []
         """Every action command this host ran (restarts, profile writes and reads), as received."""
+        self.tailscale: str | None = None
+        """What `tailscale status --json` prints on this host; None: tailscale is not installed (the demo runs
+        no tailnet; tests give a captured document)."""
 
     # -- what the machine reports ------------------------------------------------------------------
     def gpu_states(self) -> list[GpuState]:
@@ -221,6 +225,14 @@ class SimHost:
             return "", "", 0
         if command == owners.IDENTIFY:
             return self.identities(), "", 0
+        if command == "tailscale status --json":
+            if self.tailscale is None:
+                return "", "sh: 1: tailscale: not found\n", 127
+            return self.tailscale, "", 0
+        logged = sim_logs.answer(command, self.container_log)
+        if logged is not None:  # an engine's log (collect.engine_logs), as `docker logs` prints it
+            self.commands.append(command)
+            return logged
         handled = self.control(command)
         if handled is not None:
             return handled
@@ -234,6 +246,27 @@ class SimHost:
             out, code = self.apps_rows(fields)
             return out, "", code
         return "", f"sh: 1: {command.split()[0]}: not found\n", 127
+
+    def container_log(self, name: str) -> sim_logs.ContainerLog | None:
+        found = next((e for e in self.engines if e.spec.name == name), None)
+        return found.log if found is not None else None
+
+    async def _follow(self, process: asyncssh.SSHServerProcess[str], name: str, tail: int | None) -> None:
+        """`docker logs --follow`: the newest lines, then each new one until the channel closes."""
+        log = self.container_log(name)
+        if log is None:
+            process.stderr.write(f"Error response from daemon: No such container: {name}\n")
+            process.exit(1)
+            return
+        process.stdout.write(sim_logs.join(log.select(tail, None)))
+        seen = log.written
+        with contextlib.suppress(BrokenPipeError, ConnectionError, asyncssh.Error):
+            while not process.is_closing():
+                await asyncio.sleep(0.2)
+                new, seen = log.after(seen)
+                if new:
+                    process.stdout.write(sim_logs.join(new))
+        process.exit(0)
 
     def control(self, command: str, stdin: str = "") -> tuple[str, str, int] | None:
         """The actions' commands, parsed the way a shell would and acted on: `docker restart NAME` restarts
@@ -289,6 +322,10 @@ class SimHost:
                 while not process.is_closing():
                     process.stdout.write(self.answer(looped["batch"])[0] + stream.SAMPLE + "\n")
                     await asyncio.sleep(float(looped["interval"]))
+            return
+        followed = sim_logs.follow_request(command)
+        if followed is not None:
+            await self._follow(process, *followed)
             return
         if command.startswith("umask 077 && head -c "):  # a profile file written over stdin
             stdin = await process.stdin.read()

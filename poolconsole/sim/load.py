@@ -13,6 +13,10 @@ from collections import deque
 from dataclasses import dataclass, field
 
 MAX_WAITING = 48
+SPEC_K = 3
+"""Draft tokens proposed per step (vLLM's num_speculative_tokens)."""
+SPEC_COST = 0.25
+"""The cost of drafting and verifying one draft token, in plain decode steps."""
 TTFT_BUCKETS = (
     0.001,
     0.005,
@@ -143,6 +147,9 @@ class Req:
     generated: float = 0.0
     external: bool = False
     user: int | None = None
+    spec_accept: float | None = None
+    """This request's draft acceptance (it depends on what is asked: openai_api.draft_acceptance); None:
+    the engine's typical mix, `LoadProfile.spec_accept`."""
 
     @property
     def kv(self) -> float:
@@ -168,6 +175,8 @@ class EngineLoad:
         self.profile = profile
         self.rng = random.Random(seed)
         self.scale = 1.0
+        self.spec_on = profile.spec_accept is not None
+        """Speculative decoding on (a profile without it switches it off: POOL_SPEC=off)."""
         self.reset(now)
         # Closed loop: a team member sends the next request after reading the last answer; the
         # overload scenario multiplies the team (arrivals > 1).
@@ -206,8 +215,8 @@ class EngineLoad:
         olo, ohi = self.profile.output_tokens
         return Req(int(self.rng.uniform(lo, hi)), int(self.rng.uniform(olo, ohi)), now)
 
-    def add_external(self, prompt: int, output: int, now: float) -> Req:
-        req = Req(prompt, output, now, external=True)
+    def add_external(self, prompt: int, output: int, now: float, spec_accept: float | None = None) -> Req:
+        req = Req(prompt, output, now, external=True, spec_accept=spec_accept)
         self.waiting.append(req)
         self._admit(now)
         return req
@@ -234,11 +243,25 @@ class EngineLoad:
         req.generated += tokens
         self.c.generation_tokens += tokens
         self.itl.observe(1.0 / speed, tokens)
-        if self.profile.spec_accept is not None:
-            drafts = tokens / (1 + 3 * self.profile.spec_accept)
+        accept = self.acceptance(req)
+        if accept is not None:
+            drafts = tokens / (1 + SPEC_K * accept)
             self.c.spec_drafts += drafts
-            self.c.spec_draft_tokens += drafts * 3
-            self.c.spec_accepted += drafts * 3 * self.profile.spec_accept
+            self.c.spec_draft_tokens += drafts * SPEC_K
+            self.c.spec_accepted += drafts * SPEC_K * accept
+
+    def acceptance(self, req: Req) -> float | None:
+        """The draft acceptance of `req`'s tokens; None when speculative decoding is off."""
+        if not self.spec_on or self.profile.spec_accept is None:
+            return None
+        return req.spec_accept if req.spec_accept is not None else self.profile.spec_accept
+
+    def spec_gain(self, req: Req) -> float:
+        """How much faster speculative decoding makes `req` than decoding without it: each step yields
+        1 + k x acceptance tokens and costs 1 + SPEC_COST x k of a plain step (drafting and verifying), so
+        a draft that is rarely accepted makes the request slower than no draft at all."""
+        accept = self.acceptance(req)
+        return 1.0 if accept is None else (1 + SPEC_K * accept) / (1 + SPEC_COST * SPEC_K)
 
     def tick(self, now: float, arrivals: float = 1.0) -> None:
         """Advance to `now`. `arrivals` scales how busy the team is (the overload scenario raises it)."""

@@ -54,6 +54,23 @@ def prompt_tokens(body: dict[str, Any]) -> int:
     return max(1, len(text) // 4)
 
 
+DRAFT_ACCEPTANCE = {"code": 0.74, "json": 0.66, "summarize": 0.58, "chat": 0.22}
+"""The simulated draft model's acceptance by what a request asks for: a draft guesses code, structured
+output and summaries (which copy from the prompt) far better than open conversation."""
+
+
+def draft_acceptance(body: dict[str, Any]) -> float:
+    """The acceptance a request gets from the simulated draft, by the kind of prompt it sends."""
+    text = json.dumps(body.get("messages") or body.get("prompt") or "").lower()
+    if "def " in text or "```" in text:
+        return DRAFT_ACCEPTANCE["code"]
+    if "json" in text:
+        return DRAFT_ACCEPTANCE["json"]
+    if "summar" in text:
+        return DRAFT_ACCEPTANCE["summarize"]
+    return DRAFT_ACCEPTANCE["chat"]
+
+
 def max_tokens(body: dict[str, Any], default: int = 64) -> int:
     value = body.get("max_completion_tokens") or body.get("max_tokens") or default
     return max(1, min(int(value), 4096)) if isinstance(value, int | float) else default

@@ -15,7 +15,18 @@ from aiohttp import web
 from poolconsole.sim import expose
 from poolconsole.sim.demo_pool import EngineSpec
 from poolconsole.sim.load import EngineLoad, Req
-from poolconsole.sim.openai_api import Style, embedding, max_tokens, prompt_tokens, sse, tool_call_for, words
+from poolconsole.sim.logs import ContainerLog, startup_lines
+from poolconsole.sim.ollama import OllamaResidency
+from poolconsole.sim.openai_api import (
+    Style,
+    draft_acceptance,
+    embedding,
+    max_tokens,
+    prompt_tokens,
+    sse,
+    tool_call_for,
+    words,
+)
 
 JSON = "application/json"
 
@@ -64,16 +75,34 @@ class SimEngine:
         self.site: web.TCPSite | None = None
         self.backends = backends or {}
         self._last_scrape = (now, 0.0, 0.0)
+        self._last_spec = (0.0, 0.0, 0.0)
+        """Draft steps, draft tokens and accepted tokens at the previous scrape (SGLang's gauges cover the
+        interval since)."""
         self.style = Style(
             spec.kind, {"vllm": f"vllm-{spec.version}-sim", "llamacpp": spec.version}.get(spec.kind, spec.version)
         )
         self.client: httpx.AsyncClient | None = None
+        self.log = ContainerLog()
+        """What `docker logs` prints for its container (every run, as across a real restart)."""
+        self.api_key: str | None = None
+        """The key it was started with (`--api-key`, LiteLLM's master key): requests without it are refused
+        the way the real engine refuses them. None: it answers everyone. Ollama has no keys."""
+        self.backend_key: str | None = None
+        """LiteLLM: the key it sends to the engines behind it (its model list's `api_key`)."""
+        self.ollama: OllamaResidency | None = OllamaResidency(spec.embedding_dims) if spec.kind == "ollama" else None
 
     # -- lifecycle ------------------------------------------------------------------------------------
     async def start(self, port: int = 0) -> None:
         self.runner = web.AppRunner(self.app(), access_log=None, handler_cancellation=True)
         await self.runner.setup()
         await self._listen(port)
+        self._log_startup()
+
+    def _log_startup(self) -> None:
+        if self.ollama is not None:
+            self.log.write(self.ollama.config_line())
+        model = self.spec.models[0] if self.spec.models else self.spec.name
+        self.log.write(*startup_lines(self.spec.kind, self.spec.version, model, self.port))
 
     async def _listen(self, port: int) -> None:
         assert self.runner is not None
@@ -110,6 +139,7 @@ class SimEngine:
         self.wall_start = time.time()
         self.boot_ms = int(now * 1000)
         self.loading_until = now + loading_s
+        self._log_startup()
 
     @property
     def loading(self) -> bool:
@@ -117,7 +147,7 @@ class SimEngine:
 
     # -- routes ---------------------------------------------------------------------------------------
     def app(self) -> web.Application:
-        app = web.Application(client_max_size=4 * 1024 * 1024)
+        app = web.Application(client_max_size=4 * 1024 * 1024, middlewares=[self._auth])
         kind = self.spec.kind
         r = app.router
         if kind in ("vllm", "sglang", "llamacpp"):
@@ -126,6 +156,8 @@ class SimEngine:
             r.add_get("/v1/models", self.models)
             r.add_post("/v1/chat/completions", self.chat)
             r.add_post("/v1/completions", self.completions)
+        if kind in ("vllm", "llamacpp"):
+            r.add_post("/tokenize", self.tokenize)
         if kind == "vllm":
             r.add_get("/version", _static({"version": self.spec.version}))
             r.add_get("/ping", self.health)
@@ -142,6 +174,7 @@ class SimEngine:
             r.add_get("/", _static_text("Ollama is running"))
             r.add_get("/api/version", _static({"version": self.spec.version}))
             r.add_get("/api/ps", self.ollama_ps)
+            r.add_post("/api/generate", self.ollama_generate)
             r.add_get("/api/tags", self.ollama_tags)
             r.add_post("/api/embed", self.ollama_embed)
             r.add_post("/v1/embeddings", self.embeddings)
@@ -156,6 +189,33 @@ class SimEngine:
             r.add_post("/v1/completions", self.litellm_proxy)
             r.add_post("/v1/embeddings", self.litellm_proxy)
         return app
+
+    @web.middleware
+    async def _auth(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        """The real engines' key checks: vLLM guards /v1 only; SGLang all but /health* and /metrics; llama.cpp
+        all but health and the models list; LiteLLM all but its liveness and readiness probes."""
+        key = self.api_key
+        if key is None or request.headers.get("Authorization") == f"Bearer {key}" or request.method == "OPTIONS":
+            return await handler(request)
+        path, kind = request.path, self.spec.kind
+        if kind == "vllm" and not path.startswith("/v1"):
+            return await handler(request)
+        if kind == "sglang" and (path.startswith("/health") or path.startswith("/metrics")):
+            return await handler(request)
+        if kind == "llamacpp" and path in ("/health", "/v1/health", "/models", "/v1/models", "/api/tags"):
+            return await handler(request)
+        if kind == "litellm" and path in ("/health/liveliness", "/health/liveness", "/health/readiness"):
+            return await handler(request)
+        if kind == "llamacpp":
+            body: Any = {"error": {"code": 401, "message": "Invalid API Key", "type": "authentication_error"}}
+        elif kind == "litellm":
+            message = "Authentication Error, No api key passed in."
+            body = {"error": {"message": message, "type": "auth_error", "param": "None", "code": "401"}}
+        else:
+            body = {"error": "Unauthorized"}
+        return web.json_response(body, status=401)
 
     async def health(self, request: web.Request) -> web.Response:
         if self.loading:
@@ -179,6 +239,21 @@ class SimEngine:
         self._last_scrape = (now, c.generation_tokens, c.prompt_tokens)
         return rates
 
+    def _spec_window(self) -> tuple[float, float] | None:
+        """SGLang's spec_accept_rate / spec_accept_length over the interval since the previous scrape (its
+        log interval), None when no draft was proposed in it (the gauges then keep the profile's mix)."""
+        assert self.load is not None
+        c = self.load.c
+        steps, drafted, accepted = (
+            c.spec_drafts - self._last_spec[0],
+            c.spec_draft_tokens - self._last_spec[1],
+            c.spec_accepted - self._last_spec[2],
+        )
+        self._last_spec = (c.spec_drafts, c.spec_draft_tokens, c.spec_accepted)
+        if drafted <= 0 or steps <= 0:
+            return None
+        return accepted / drafted, 1 + accepted / steps
+
     async def metrics(self, request: web.Request) -> web.Response:
         if self.load is None:
             return web.Response(status=404)
@@ -191,7 +266,7 @@ class SimEngine:
         gen, prompt = self._window_rates()
         if kind == "sglang":
             return web.Response(
-                body=expose.render_sglang(self.load, self.spec.models[0], gen),
+                body=expose.render_sglang(self.load, self.spec.models[0], gen, self._spec_window()),
                 headers={"Content-Type": "text/plain; version=1.0.0; charset=utf-8"},
             )
         return web.Response(
@@ -282,7 +357,7 @@ class SimEngine:
     async def _admit(self, body: dict[str, Any]) -> tuple[Req, int]:
         assert self.load is not None
         n_out = max_tokens(body)
-        req = self.load.add_external(prompt_tokens(body), n_out, time.monotonic())
+        req = self.load.add_external(prompt_tokens(body), n_out, time.monotonic(), draft_acceptance(body))
         while req.first_token is None:
             await asyncio.sleep(0.01)
         return req, n_out
@@ -300,7 +375,65 @@ class SimEngine:
         model = body.get("model")
         if self.spec.kind == "vllm" and model not in self.spec.models:
             return _error("vllm", 404, f"The model `{model}` does not exist.", "NotFoundError")
-        return body
+        too_long = self._over_context(prompt_tokens(body), max_tokens(body))
+        return too_long or body
+
+    @property
+    def context(self) -> int:
+        """The context one request may use: the model's, on llama.cpp its slot's (n_ctx / slots)."""
+        if self.spec.kind == "llamacpp" and self.load is not None:
+            return self.spec.context // self.load.profile.max_seqs
+        return self.spec.context
+
+    def _over_context(self, prompt: int, output: int) -> web.Response | None:
+        """A request longer than the context, refused in the engine's own words (vLLM 0.32's two messages,
+        llama.cpp's exceed_context_size_error)."""
+        limit = self.context
+        if self.spec.kind == "llamacpp":
+            if prompt < limit:
+                return None
+            return web.json_response(
+                {
+                    "error": {
+                        "code": 400,
+                        "message": f"request ({prompt} tokens) exceeds the available context size ({limit} tokens), "
+                        "try increasing it",
+                        "type": "exceed_context_size_error",
+                        "n_prompt_tokens": prompt,
+                        "n_ctx": limit,
+                    }
+                },
+                status=400,
+            )
+        if prompt > limit:
+            message = (
+                f"This model's maximum context length is {limit} tokens. However, your prompt contains at least "
+                f"{prompt} input tokens, which exceeds this limit even without any output tokens. Please reduce "
+                f"the length of the input prompt. (parameter=input_tokens, value={prompt})"
+            )
+            return _error(self.spec.kind, 400, message, "BadRequestError")
+        if prompt + output > limit:
+            message = (
+                f"'max_tokens' or 'max_completion_tokens' is too large: {output}. This model's maximum context "
+                f"length is {limit} tokens and your request has {prompt} input tokens ({output} > {limit} - "
+                f"{prompt}). (parameter=max_tokens, value={output})"
+            )
+            return _error(self.spec.kind, 400, message, "BadRequestError")
+        return None
+
+    async def tokenize(self, request: web.Request) -> web.Response:
+        """vLLM `POST /tokenize {"model", "prompt"}` -> {"count", "max_model_len", "tokens"}; llama.cpp
+        `{"content"}` -> {"tokens"}. Counted as the completions endpoint counts a prompt."""
+        try:
+            body = await request.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return _error(self.spec.kind, 400, "invalid JSON body", "BadRequestError")
+        text = body.get("prompt", body.get("content", "")) if isinstance(body, dict) else ""
+        count = prompt_tokens({"prompt": text})
+        tokens = [(i * 7919) % 32000 for i in range(count)]
+        if self.spec.kind == "llamacpp":
+            return web.json_response({"tokens": tokens})
+        return web.json_response({"count": count, "max_model_len": self.context, "tokens": tokens, "token_strs": None})
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
         body = await self._body(request)
@@ -408,7 +541,7 @@ class SimEngine:
         assert self.load is not None
         due = time.monotonic()
         for i in range(n):
-            speed = self.load.per_user_tps()
+            speed = self.load.per_user_tps() * self.load.spec_gain(req)
             if i:
                 due += 1.0 / speed
                 delay = due - time.monotonic()
@@ -420,30 +553,21 @@ class SimEngine:
 
     # -- Ollama ---------------------------------------------------------------------------------------
     async def ollama_ps(self, request: web.Request) -> web.Response:
-        expires = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(time.time() + 300)) + ".000000000Z"
-        models = []
-        for name, dims in list(self.spec.embedding_dims.items())[:3]:
-            size = dims * 700_000
-            models.append(
-                {
-                    "name": name,
-                    "model": name,
-                    "size": size,
-                    "digest": uuid.uuid5(uuid.NAMESPACE_DNS, name).hex,
-                    "details": {
-                        "parent_model": "",
-                        "format": "gguf",
-                        "family": "bert",
-                        "families": ["bert"],
-                        "parameter_size": "137M",
-                        "quantization_level": "F16",
-                    },
-                    "expires_at": expires,
-                    "size_vram": size,
-                    "context_length": 8192,
-                }
-            )
-        return web.json_response({"models": models})
+        assert self.ollama is not None
+        return web.json_response(self.ollama.ps())
+
+    async def ollama_generate(self, request: web.Request) -> web.Response:
+        """Only what changes residency: load (an empty prompt) and unload (`keep_alive: 0`); the demo's
+        Ollama serves embedding models, which do not generate."""
+        assert self.ollama is not None
+        try:
+            body = await request.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return web.json_response({"error": "invalid character in request body"}, status=400)
+        if not isinstance(body, dict):
+            return web.json_response({"error": "json: cannot unmarshal the body"}, status=400)
+        status, answer = self.ollama.generate(body)
+        return web.json_response(answer, status=status, dumps=lambda o: json.dumps(o, separators=(",", ":")))  # Go's
 
     async def ollama_tags(self, request: web.Request) -> web.Response:
         return web.json_response(
@@ -471,6 +595,8 @@ class SimEngine:
         dims = self.spec.embedding_dims.get(model)
         if dims is None:
             return None
+        if self.ollama is not None:
+            self.ollama.used(model)
         items = inputs if isinstance(inputs, list) else [inputs]
         return [embedding(f"{model}:{x}", dims) for x in items]
 
@@ -512,7 +638,8 @@ class SimEngine:
         client = self._client()
         for model, base in self.backends.items():
             try:
-                ok = (await client.get(base + "/v1/models", timeout=2.0)).status_code == 200
+                answer = await client.get(base + "/v1/models", timeout=2.0, headers=self._backend_headers())
+                ok = answer.status_code == 200
                 error = ""
             except httpx.HTTPError as exc:
                 ok, error = False, f"litellm.APIConnectionError: {type(exc).__name__}"
@@ -526,6 +653,9 @@ class SimEngine:
                 "unhealthy_count": len(unhealthy),
             }
         )
+
+    def _backend_headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.backend_key}"} if self.backend_key else {}
 
     def _client(self) -> httpx.AsyncClient:
         if self.client is None:
@@ -543,7 +673,8 @@ class SimEngine:
             return _openai_error(400, f"Invalid model name passed in model={model}", "invalid_request_error", "400")
         client = self._client()
         try:
-            upstream = client.build_request("POST", base + request.path, content=raw, headers={"Content-Type": JSON})
+            headers = {"Content-Type": JSON, **self._backend_headers()}
+            upstream = client.build_request("POST", base + request.path, content=raw, headers=headers)
             resp = await client.send(upstream, stream=True)
         except httpx.HTTPError as exc:
             return _openai_error(500, f"litellm.InternalServerError: Connection error. {exc}", None, "500")

@@ -22,12 +22,12 @@ from textual.worker import Worker, WorkerState
 from poolconsole.collect.ssh import SSHPool
 from poolconsole.config.models import Engine, EngineKind, PoolConfig
 from poolconsole.model.alerts import AlertEvent
+from poolconsole.model.events import EventLog
 from poolconsole.model.hosts import HostSnapshot
 from poolconsole.model.notices import summarise
 from poolconsole.model.pool_state import HISTORY_POINTS
 from poolconsole.model.snapshots import EngineSnapshot
 from poolconsole.ops import audit
-from poolconsole.ops.capacity import engine_kv
 from poolconsole.ops.fit import KvCapacity, LiveMemory, Verdict, fit, live_memory
 from poolconsole.ops.lifecycle import ActionContext, ActionRefused, plan_restart, restart, rollover
 from poolconsole.runtime.live import LivePool, Update
@@ -37,11 +37,17 @@ from poolconsole.ui import registry, themes
 from poolconsole.ui.palette import Entry, PoolCommands
 from poolconsole.ui.screens.action import ActionScreen, AuditScreen, ConfirmAction, ProfilePicker
 from poolconsole.ui.screens.detail import DetailScreen
+from poolconsole.ui.screens.events import EventsScreen
+from poolconsole.ui.screens.ledger import LedgerScreen
 from poolconsole.ui.screens.others import AlertsScreen, GatewayScreen, HelpScreen
 from poolconsole.ui.screens.overview import OverviewScreen
 from poolconsole.ui.screens.smoke import SmokeScreen
 
 REDRAW_S = 1.0  # the poll cadence: redrawing faster only burns CPU
+
+
+PRELOAD_KEEP_ALIVES = ("5m", "30m", "1h", "24h", "-1")
+"""The keep-alives offered when preloading an Ollama model."""
 
 
 class PoolApp(App[None]):
@@ -77,6 +83,9 @@ class PoolApp(App[None]):
         self.runtime = LivePool(config, clock=clock)
         self.state = self.runtime.state if replay is None else replay.state
         self.alerts = self.runtime.alerts if replay is None else replay.alerts
+        self.events: EventLog = self.runtime.events if replay is None else replay.events
+        """The timeline: the runtime's (restarts, alerts, and the actions and smoke runs started here), or
+        what a recording played back shows (restarts and alerts)."""
         self.runtime.subscribe(self._heard)
         self.theme_state = theme_state
         self.window_index = 0
@@ -110,12 +119,13 @@ class PoolApp(App[None]):
                 self.notify(f"{problem} (`poolconsole check-config` lists every problem)", severity="error")
             known = {a.id for a in registry.ACTIONS}
             self.set_keymap({k: v for k, v in self.config.keys.items() if k in known and v.strip()})
-        self.push_screen(OverviewScreen(self.state))
+        self.push_screen(OverviewScreen(self.state, self.alerts, self.events))
         if self.replay is not None:
             self._play(self.replay)
         self.set_interval(REDRAW_S, self._redraw)
         if self.live:
             self._open_history()
+            self._load_audit()
             self.runtime.start()
             every = self.config.settings.litellm_health_interval_s
             if every > 0 and any(e.kind is EngineKind.LITELLM for e in self.config.engines):
@@ -182,6 +192,17 @@ class PoolApp(App[None]):
             return
         fill_history(self.state, stored)
         self._dirty = True
+
+    @work(group="audit-events", exclusive=True, exit_on_error=False)
+    async def _load_audit(self) -> None:
+        """The audit log's latest actions (this console's earlier ones, the CLI's) into the timeline."""
+        try:
+            found = await asyncio.to_thread(audit.entries, self.audit_path or audit.default_path(), 50)
+        except audit.AuditUnreadable as exc:
+            self.notify(f"the events timeline has no past actions: {exc}", severity="warning", timeout=8)
+            return
+        self.events.audited((e.at, e.action, e.target, e.outcome, e.detail) for e in found)
+        self._changed()
 
     # -- results ------------------------------------------------------------------------------------
     def apply_engine(self, snapshot: EngineSnapshot) -> None:
@@ -251,11 +272,27 @@ class PoolApp(App[None]):
         if isinstance(self.screen, OverviewScreen):
             self.screen.next_sort()
 
+    def action_attention(self) -> None:
+        if isinstance(self.screen, OverviewScreen):
+            self.screen.toggle_attention()
+
     def action_gateway(self) -> None:
         self._replace_top(GatewayScreen(self.state))
 
     def action_alerts(self) -> None:
         self._replace_top(AlertsScreen(self.alerts))
+
+    def action_palette(self) -> None:
+        """`:` (as in k9s and vim): the command palette, as Ctrl+P opens it."""
+        self.action_command_palette()
+
+    def action_events(self) -> None:
+        self._replace_top(EventsScreen(self.events))
+
+    def action_toggle_events(self) -> None:
+        overview = self._overview()
+        if overview is not None and isinstance(self.screen, OverviewScreen):
+            overview.toggle_events()
 
     def action_help(self) -> None:
         shown = registry.visible(self.read_only, self.replay is not None)
@@ -286,7 +323,7 @@ class PoolApp(App[None]):
     async def _smoke(self, screen: SmokeScreen, targets: list[str]) -> None:
         """One smoke run at a time; results land in the screen as they finish, then in the store."""
         from poolconsole.ops.smoke import store
-        from poolconsole.ops.smoke.runner import SmokeOptions, conditions, document, run_smoke
+        from poolconsole.ops.smoke.runner import SmokeOptions, active_profiles, conditions, document, run_smoke
 
         options = SmokeOptions(tuple(targets), via_gateway=not targets, concurrency=(1, 4), requests=4)
         try:
@@ -294,12 +331,17 @@ class PoolApp(App[None]):
             doc = document(results, seed)
             db = self.smoke_db or store.default_db()
             versions = {n: t.view.version if t.view else None for n, t in self.state.engines.items()}
-            measured_on = conditions(self.config, versions)
+            audit_path = self.audit_path or audit.default_path()
+            active = await asyncio.to_thread(active_profiles, self.config, audit_path)
+            hosts = {n: h.snapshot for n, h in self.state.hosts.items() if h.snapshot is not None}
+            measured_on = conditions(self.config, versions, active, hosts)
             run_id = await asyncio.to_thread(
                 store.save_run, db, seed, doc["passed"], "console", doc["results"], measured_on
             )
             changes = await asyncio.to_thread(store.compare, db, run_id)
             screen.finish(changes)
+            self.events.smoke(self.state.clock(), [(r.target, r.check, r.passed, r.reason) for r in results])
+            self._changed()
             self.notify(
                 f"smoke test {'passed' if doc['passed'] else 'FAILED'}: {len(results)} checks",
                 severity="information" if doc["passed"] else "error",
@@ -358,6 +400,8 @@ class PoolApp(App[None]):
             return
         path = self.audit_path or audit.default_path()
         active = await asyncio.to_thread(audit.active_profile, path, engine.name) or engine.profile
+        from poolconsole.ops.capacity import engine_kv  # the rollover picker only: not at start-up
+
         kv = await engine_kv(engine, self.config.settings)  # the engine's own KV figures, for the cliff
 
         def picked(name: str | None) -> None:
@@ -410,12 +454,120 @@ class PoolApp(App[None]):
                 smoke = smoke_gate(self.config, engine.name)
                 outcome = await rollover(ctx, engine, profile, smoke=smoke, live=live, kv=kv)
             screen.finish(outcome.outcome, outcome.detail)
+            self.events.action(self.state.clock(), outcome.action, engine.name, outcome.outcome, outcome.detail)
+            self._changed()
             self.notify(
                 f"{outcome.action} {engine.name}: {outcome.outcome}",
                 severity="information" if outcome.outcome == "ok" else "error",
             )
         except ActionRefused as exc:
             screen.finish("refused", str(exc))
+            action = "rollover" if profile else "restart"
+            self.events.action(self.state.clock(), action, engine.name, "refused", str(exc))
+            self._changed()
+
+    # -- Ollama residency -----------------------------------------------------------------------------
+    def _selected_ollama(self) -> Engine | None:
+        engine = self._selected_engine()
+        if engine is not None and engine.kind is not EngineKind.OLLAMA:
+            self.notify(f"{engine.name} is not an Ollama instance: nothing to load or unload", severity="warning")
+            return None
+        return engine
+
+    def action_ollama_unload(self) -> None:
+        from poolconsole.ops import ollama as ollama_ops  # httpx: loaded when first used
+
+        engine = self._selected_ollama()
+        if engine is None:
+            return
+        residency = self.state.engines[engine.name].residency
+        loaded = [m.name for m in residency.models] if residency is not None else []
+        if not loaded:
+            self.notify(f"{engine.name}: no model is resident (as its last /api/ps said)", severity="warning")
+            return
+
+        def picked(model: str | None) -> None:
+            if model is None:
+                return
+            lines = [
+                f"  $ {ollama_ops.plan(engine, model, 0)}",
+                "then watch /api/ps until it no longer lists the model (its memory is free)",
+            ]
+            self.push_screen(
+                ConfirmAction(f"Unload {model} from {engine.name}?", lines),
+                lambda yes: self._start_ollama(engine, model, None) if yes else None,
+            )
+
+        self.push_screen(ProfilePicker(engine.name, loaded, None, f"Unload which model of {engine.name}?"), picked)
+
+    def action_ollama_preload(self) -> None:
+        from poolconsole.ops import ollama as ollama_ops  # httpx: loaded when first used
+
+        engine = self._selected_ollama()
+        if engine is None:
+            return
+        track = self.state.engines[engine.name]
+        on_disk = list(track.view.models) if track.view is not None else []  # /api/tags
+        if not on_disk:
+            self.notify(f"{engine.name}: no model known on disk (its /api/tags)", severity="warning")
+            return
+        server = track.ollama_server
+
+        def keep(model: str | None) -> None:
+            if model is None:
+                return
+            default = server.keep_alive_text() if server is not None else "n/a"
+            question = f"Keep {model} loaded how long? (server's OLLAMA_KEEP_ALIVE: {default}; -1: until unloaded)"
+
+            def chosen(keep_alive: str | None) -> None:
+                if keep_alive is None:
+                    return
+                lines = [
+                    f"  $ {ollama_ops.plan(engine, model, ollama_ops.keep_alive_value(keep_alive))}",
+                    "then watch /api/ps until it lists the model",
+                ]
+                self.push_screen(
+                    ConfirmAction(f"Preload {model} on {engine.name} for {keep_alive}?", lines),
+                    lambda yes: self._start_ollama(engine, model, keep_alive) if yes else None,
+                )
+
+            self.push_screen(ProfilePicker(engine.name, list(PRELOAD_KEEP_ALIVES), None, question), chosen)
+
+        self.push_screen(ProfilePicker(engine.name, on_disk, None, f"Preload which model on {engine.name}?"), keep)
+
+    def _start_ollama(self, engine: Engine, model: str, keep_alive: str | None) -> None:
+        verb = "unload" if keep_alive is None else "preload"
+        screen = ActionScreen(f"{verb} {model} on {engine.name}")
+        self._replace_top(screen)
+        self._ollama(screen, engine, model, keep_alive)
+
+    @work(group="actions", exit_on_error=False)
+    async def _ollama(self, screen: ActionScreen, engine: Engine, model: str, keep_alive: str | None) -> None:
+        from poolconsole.ops import ollama as ollama_ops  # httpx: loaded when first used
+
+        ctx = ollama_ops.OllamaContext(self.audit_path or audit.default_path(), screen.progress, self.read_only)
+        action = "ollama unload" if keep_alive is None else "ollama preload"
+        try:
+            if keep_alive is None:
+                outcome = await ollama_ops.unload(ctx, engine, model)
+            else:
+                outcome = await ollama_ops.preload(ctx, engine, model, keep_alive)
+            screen.finish(outcome.outcome, outcome.detail)
+            self.events.action(self.state.clock(), action, engine.name, outcome.outcome, outcome.detail)
+            self.runtime.poll_now()  # the next /api/ps shows it on screen
+        except ActionRefused as exc:
+            screen.finish("refused", str(exc))
+            self.events.action(self.state.clock(), action, engine.name, "refused", str(exc))
+        self._changed()
+
+    def action_ledger(self) -> None:
+        """The ledger of the history store: the one recorded into, or the recording played back (on its
+        clock). It only reads, so it is the same in --read-only."""
+        path = self.replay.reader.path if self.replay is not None else self.store_path
+        if path is None:
+            self.notify("no history store: the ledger reads one ([store] in hosts.toml, or `poolconsole record`)")
+            return
+        self._replace_top(LedgerScreen(path, self.state.clock(), self.config.ledger))
 
     @work(group="audit", exclusive=True, exit_on_error=False)
     async def action_audit_log(self) -> None:

@@ -28,8 +28,31 @@ ACTIONS: tuple[Action, ...] = (
     Action("detail", "Node detail", "enter", "app.open_detail", "GPUs, metrics and history charts of the selected row"),
     Action("filter", "Filter", "slash", "app.filter", "Show only rows containing some text"),
     Action("sort", "Sort", "s", "app.sort", "Sort by the next column (host, tok/s, KV, waiting, name)"),
+    Action(
+        "attention",
+        "Problems first",
+        "exclamation_mark",
+        "app.attention",
+        "Rows that need attention first, or not (on by default while anything is wrong)",
+        show=False,
+    ),
     Action("gateway", "Gateway", "g", "app.gateway", "LiteLLM routes, drift and degrade hints"),
     Action("alerts", "Alerts", "a", "app.alerts", "The alert log"),
+    Action(
+        "events",
+        "Events",
+        "E",
+        "app.events",
+        "The events timeline, newest first: restarts with their cause, alerts, actions, smoke runs; with a filter",
+    ),
+    Action(
+        "events_pane",
+        "Events pane",
+        "e",
+        "app.toggle_events",
+        "Show or hide the overview's pane of the newest events",
+        show=False,
+    ),
     Action("smoke", "Smoke test", "m", "app.smoke", "Smoke-test the selected engine (all checks, stored, vs baseline)"),
     Action("smoke_all", "Smoke test pool", "M", "app.smoke_all", "Smoke-test every engine, one after another"),
     Action(
@@ -48,11 +71,44 @@ ACTIONS: tuple[Action, ...] = (
         "Roll the selected engine to another quantization profile (fit check, rollback on failure)",
         mutating=True,
     ),
+    Action(
+        "ollama_unload",
+        "Unload model",
+        "U",
+        "app.ollama_unload",
+        "Ollama: unload one of the selected instance's resident models (keep_alive 0; confirmed, audited)",
+        mutating=True,
+        show=False,
+    ),
+    Action(
+        "ollama_preload",
+        "Preload model",
+        "O",
+        "app.ollama_preload",
+        "Ollama: load a model of the selected instance with a keep-alive (confirmed, audited)",
+        mutating=True,
+        show=False,
+    ),
     Action("audit", "Audit log", "L", "app.audit_log", "Every action taken, with its commands and outcome"),
+    Action(
+        "ledger",
+        "Token ledger",
+        "T",
+        "app.ledger",
+        "Tokens per day per engine, busy hours, energy, and whether the pool pays off (from the history store)",
+    ),
     Action("window", "Chart window", "w", "app.window", "Switch history charts between 5 minutes and 1 hour"),
     Action("theme", "Next theme", "t", "app.next_theme", "Cycle through the themes in themes/ (remembered)"),
     Action("refresh", "Poll now", "r", "app.poll_now", "Poll every target now"),
     Action("help", "Help", "question_mark", "app.help", "Keys and actions"),
+    Action(
+        "palette",
+        "Command palette",
+        "colon",
+        "app.palette",  # not app.command_palette: Textual would then leave Ctrl+P unbound
+        "Every action (with its key) and theme, by name (also Ctrl+P)",
+        show=False,
+    ),
     Action("replay_pause", "Pause / play", "space", "app.replay_pause", "Pause or resume the replay", replay=True),
     Action("replay_back", "Back 1 min", "left_square_bracket", "app.replay_seek(-60)", "Seek the replay", replay=True),
     Action(
@@ -102,5 +158,6 @@ def keymap_problems(keys: dict[str, str]) -> list[str]:
 
 def key_label(key: str) -> str:
     labels = {"slash": "/", "question_mark": "?", "escape": "Esc", "enter": "Enter", "space": "Space"}
+    labels |= {"exclamation_mark": "!", "colon": ":"}
     labels |= {"left_square_bracket": "[", "right_square_bracket": "]", "minus": "-", "plus": "+"}
     return labels.get(key, key)

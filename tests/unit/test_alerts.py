@@ -17,7 +17,7 @@ def view(**kw: object) -> EngineView:
 
 
 def test_kv_alert_has_hysteresis() -> None:
-    alerts = Alerts(AlertSettings(kv_usage=0.9, hysteresis=0.05))
+    alerts = Alerts(AlertSettings(kv_usage=0.9, hysteresis=0.05, kv_usage_for_s=0))
     assert [e.rule for e in alerts.engine(view(kv_cache_usage=0.92), 1)] == ["kv_full"]
     assert alerts.engine(view(kv_cache_usage=0.87), 2) == []  # still above the clear level: no flapping
     cleared = alerts.engine(view(kv_cache_usage=0.80), 3)
@@ -57,3 +57,58 @@ def test_tps_collapse_needs_a_sustained_drop() -> None:
         t += 1
         fired += alerts.engine(view(generation_tokens_per_s=20.0), t)
     assert [e.rule for e in fired] == ["tps_collapse"]
+
+
+def test_an_alert_fires_only_once_its_condition_held_for_the_rules_for_duration() -> None:
+    """Prometheus' `for`: pending until the condition held that long; a dip below the threshold starts the
+    wait again, so a KV cache hovering at the line (the demo's kv_full, 4 flaps in 31 s) never fires."""
+    alerts = Alerts(AlertSettings(kv_usage=0.9, hysteresis=0.05, kv_usage_for_s=30))
+    fired: list[tuple[float, bool]] = []
+    for t, kv in [(0, 0.92), (10, 0.93), (20, 0.89), (25, 0.92), (40, 0.95), (54, 0.91)]:
+        fired += [(t, e.fired) for e in alerts.engine(view(kv_cache_usage=kv), t)]
+    assert fired == []  # held 29 s at most: the dip at 20 s restarted the wait
+    assert ("e", "kv_full") in alerts.pending
+    fired += [(55, e.fired) for e in alerts.engine(view(kv_cache_usage=0.91), 55)]
+    assert fired == [(55, True)]  # 30 s since 25 s
+    assert alerts.engine(view(kv_cache_usage=0.87), 56) == []  # hysteresis still holds it
+    assert [e.fired for e in alerts.engine(view(kv_cache_usage=0.80), 57)] == [False]
+    assert not alerts.pending
+
+
+def test_the_for_durations_come_from_the_alerts_table() -> None:
+    alerts = Alerts(AlertSettings(waiting=8, waiting_for_s=5, down_for_s=3))
+    assert alerts.engine(view(requests_waiting=9.0), 0) == []
+    assert [e.rule for e in alerts.engine(view(requests_waiting=9.0), 5)] == ["queue"]
+    down = view(state="down", error="connection refused", requests_waiting=None)
+    assert alerts.engine(down, 6) == []  # down 0 s of 3 (the queue alert stays: waiting is unknown now)
+    assert [e.rule for e in alerts.engine(down, 9)] == ["down"]
+
+
+def test_messages_are_plain_words_fired_and_cleared() -> None:
+    alerts = Alerts(AlertSettings())
+    fired = alerts.engine(view(state="down", error="connection refused"), 1)
+    assert fired[0].message == "down: connection refused"
+    cleared = alerts.engine(view(), 2)
+    assert [(e.rule, e.message) for e in cleared] == [("down", "answering again")]
+    alerts = Alerts(AlertSettings(waiting=8, waiting_for_s=0))
+    alerts.engine(view(requests_waiting=20.0), 1)
+    back = alerts.engine(view(requests_waiting=1.0), 2)
+    assert [e.message for e in back] == ["queue back to 1 waiting"]
+    assert not any("cleared:" in e.message or "ok:" in e.message for e in alerts.log)
+
+
+def test_log_findings_fire_once_with_the_advice_and_clear_when_the_log_no_longer_shows_them() -> None:
+    from poolconsole.config.models import AlertSettings
+    from poolconsole.model.alerts import Alerts
+    from poolconsole.model.failure_modes import diagnose
+
+    alerts = Alerts(AlertSettings())
+    [oom] = diagnose(["torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0"])
+    [event] = alerts.log_findings("vllm-a", [oom], 10.0, "vllm-a restarted")
+    assert event.fired and event.rule == "log:cuda_out_of_memory"
+    assert "vllm-a restarted; its log shows CUDA out of memory" in event.message
+    assert "Change: Lower --gpu-memory-utilization" in event.message
+    assert alerts.log_findings("vllm-a", [oom], 11.0, "vllm-a restarted") == []
+    assert alerts.log_findings("other", [], 11.0, "other went down") == []
+    [cleared] = alerts.log_findings("vllm-a", [], 12.0, "vllm-a restarted")
+    assert not cleared.fired and ("vllm-a", "log:cuda_out_of_memory") not in alerts.active

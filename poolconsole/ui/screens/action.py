@@ -20,15 +20,18 @@ from poolconsole.ops.audit import Entry
 class ProfilePicker(ModalScreen[str | None]):
     CSS_PATH = Path(__file__).with_suffix(".tcss")
 
-    def __init__(self, engine: str, profiles: list[str], active: str | None) -> None:
+    def __init__(self, engine: str, profiles: list[str], active: str | None, question: str | None = None) -> None:
         super().__init__()
         self.engine = engine
         self.profiles = profiles
         self.active = active
+        self.question = question
+        """Asked instead of "Switch ENGINE to which profile?" (the picker also picks Ollama models)."""
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
-            yield Static(f"Switch {self.engine} to which profile? (active: {self.active or 'unknown'})", markup=False)
+            question = self.question or f"Switch {self.engine} to which profile? (active: {self.active or 'unknown'})"
+            yield Static(question, markup=False)
             yield OptionList(*(Text(p) for p in self.profiles), id="profiles")
             yield Button("Cancel", id="cancel")
 

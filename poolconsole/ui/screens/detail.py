@@ -3,6 +3,7 @@ history charts (tok/s, KV %, running / waiting, VRAM) over 5 minutes or an hour,
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,9 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 from textual_plotext import PlotextPlot
 
-from poolconsole.model import units
+from poolconsole.config.models import EngineKind
+from poolconsole.model import ollama, units
+from poolconsole.model.failure_modes import Diagnosis
 from poolconsole.model.pool_state import EngineTrack, History, HostTrack, PoolState
 from poolconsole.ui import cells
 from poolconsole.ui.tables import sync_rows
@@ -21,7 +24,7 @@ from poolconsole.ui.tables import sync_rows
 WINDOWS = ((300.0, "5 min"), (3600.0, "1 h"))
 
 
-def engine_text(track: EngineTrack) -> Text:
+def engine_text(track: EngineTrack, now: float | None = None) -> Text:
     v = track.view
     cfg = track.config
     if v is None:
@@ -41,10 +44,59 @@ def engine_text(track: EngineTrack) -> Text:
     ]
     if v.error:
         lines.append(Text.assemble(("error:", "bold"), f" {v.error}"))
+    if track.diagnosis is not None:
+        lines += diagnosis_lines(track.diagnosis)
+    if cfg.kind is EngineKind.OLLAMA:
+        lines += residency_lines(track, time.time() if now is None else now)
     unknown = [f"{k}: {r}" for k, r in v.unknown.items() if k in ("kv_cache_usage", "ttft_mean_s", "requests_running")]
     if unknown:
         lines.append("unknown: " + "; ".join(unknown))
     return Text("\n").join(Text(line) if isinstance(line, str) else line for line in lines)
+
+
+def diagnosis_lines(diagnosis: Diagnosis) -> list[Text | str]:
+    """What the engine's log showed when it went down or restarted: each failure mode with what it means,
+    what to change and the line that showed it."""
+    head = f"log ({diagnosis.source}, read when it {diagnosis.reason})"
+    if diagnosis.error:
+        return [f"{head}: {diagnosis.error}"]
+    if not diagnosis.findings:
+        return [f"{head}: no known failure mode"]
+    out: list[Text | str] = [head + ":"]
+    for f in diagnosis.findings:
+        out.append(Text.assemble((f"{f.title}:", "bold"), f" {f.diagnosis}"))
+        out.append(f"  change: {f.adjustment}")
+        out.append(f"  line {f.line_no}: {f.line[:200]}")
+    return out
+
+
+def residency_lines(track: EngineTrack, now: float) -> list[Text | str]:
+    """Ollama: the server's keep-alive and parallelism, then each resident model with its size, the share in
+    VRAM (the rest offloaded to system RAM), context and expiry counted down; a client's keep-alive
+    override and early unloads pointed out. U / O unload and preload (hidden read-only)."""
+    server = track.ollama_server
+    if server is None:
+        settings = "OLLAMA_KEEP_ALIVE n/a  OLLAMA_NUM_PARALLEL n/a (not read from its log yet)"
+    elif server.error:
+        settings = f"OLLAMA_KEEP_ALIVE n/a  OLLAMA_NUM_PARALLEL n/a ({server.error})"
+    else:
+        settings = f"OLLAMA_KEEP_ALIVE {server.keep_alive_text()}  OLLAMA_NUM_PARALLEL {server.parallel_text()}"
+    residency = track.residency
+    if residency is None:
+        return [f"resident: n/a (no /api/ps answered yet)   {settings}"]
+    rows = ollama.rows(residency, server, now)
+    out: list[Text | str] = [Text.assemble((f"resident models ({len(rows)})", "bold"), f"   {settings}")]
+    for r in rows:
+        share = "n/a" if r.vram_share is None else f"{r.vram_share * 100:.0f}% in VRAM"
+        context = "n/a" if r.context is None else f"{r.context}"
+        out.append(
+            f"  {r.name}  {units.gib(r.size_bytes, 2, ' GiB')}  {share}  ctx {context}  "
+            f"expires in {ollama.duration_text(r.expires_in_s)}"
+        )
+        if r.override:
+            out.append(Text.assemble("    ", ("keep-alive override:", "bold"), f" {r.override}"))
+    out += [f"  · {note}" for note in ollama.notes(residency, server, now)]
+    return out
 
 
 def host_text(track: HostTrack) -> Text:
@@ -118,7 +170,7 @@ class DetailScreen(Screen[None]):
     def refresh_view(self) -> None:
         engine = self.engine
         host = self.host
-        self.query_one("#engine-info", Static).update(engine_text(engine) if engine else "")
+        self.query_one("#engine-info", Static).update(engine_text(engine, self.state.clock()) if engine else "")
         self.query_one("#host-info", Static).update(host_text(host) if host else "no host configured")
         self._gpu_table(host)
         self._charts(engine, host)
