@@ -674,6 +674,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     check = sub.add_parser("check-config", help="validate hosts.toml, listing every problem")
     check.add_argument("file", nargs="?", metavar="FILE")
+    check.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS)
     check.set_defaults(func=cmd_check_config)
 
     schema = sub.add_parser("schema", help="print the JSON Schema of hosts.toml")

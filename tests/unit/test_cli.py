@@ -122,3 +122,13 @@ def test_serve_only_says_where_its_config_is(tmp_path: Path) -> None:
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 0
+
+
+def test_check_config_takes_the_config_where_every_command_does(tmp_path: Path) -> None:
+    """`poolconsole check-config --config FILE` as `status --config FILE` does (a user tries both forms)."""
+    config = tmp_path / "pool.toml"
+    config.write_text('[[engines]]\nname = "e"\nkind = "vllm"\nurl = "http://127.0.0.1:9"\n')
+    for args in (["check-config", "--config", str(config)], ["--config", str(config), "check-config"]):
+        proc = run(*args, env=clean_env(tmp_path))
+        assert proc.returncode == 0, proc.stderr
+        assert "ok: 0 host(s), 1 engine(s)" in proc.stdout
