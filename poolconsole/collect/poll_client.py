@@ -15,15 +15,15 @@ from __future__ import annotations
 import ssl
 import time
 from dataclasses import dataclass
-from types import SimpleNamespace
 
 import aiohttp
 
 from poolconsole.collect.tls import default_tls
 
 USER_AGENT = "poolconsole"
-IDLE_KEPT = 4
-"""Connections kept per origin (a poll asks at most a few paths of one engine at once)."""
+IDLE_KEPT = 8
+"""Connections per origin: more than the paths one poll asks of an engine at once (llama.cpp's five), so no
+GET waits for a connection between its stamp and its request."""
 READ_CHUNK = 1 << 16
 
 
@@ -34,8 +34,6 @@ class PollError(Exception):
         super().__init__(message)
         self.kind = kind
         self.cause = cause
-        self.reused = False
-        """It failed on a kept-alive connection after the request went out (worth one retry)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,30 +43,11 @@ class Response:
     """Lower-case names; a repeated header keeps its last value."""
     body: bytes
     sampled: float
-    """time.monotonic() when the request's headers were written to the socket: the sample's time, as
-    Prometheus stamps a scrape by its start. A busy event loop that resumes the caller late, a slow parse
-    or a slower sibling GET does not move it; a new connection's connect time is not in it."""
+    """time.monotonic() when the request went out: the sample's time, as Prometheus stamps a scrape by its
+    start. A busy event loop that resumes the caller late, a slow parse or a slower sibling GET does not
+    move it."""
     completed: float
     """time.monotonic() when the whole body had been read (the GET's latency ends here)."""
-
-
-async def _headers_sent(
-    _session: aiohttp.ClientSession, ctx: SimpleNamespace, _params: aiohttp.TraceRequestHeadersSentParams
-) -> None:
-    ctx.trace_request_ctx.sent = time.monotonic()
-
-
-async def _reused(
-    _session: aiohttp.ClientSession, ctx: SimpleNamespace, _params: aiohttp.TraceConnectionReuseconnParams
-) -> None:
-    ctx.trace_request_ctx.reused = True
-
-
-def _trace() -> aiohttp.TraceConfig:
-    trace = aiohttp.TraceConfig()
-    trace.on_request_headers_sent.append(_headers_sent)
-    trace.on_connection_reuseconn.append(_reused)
-    return trace
 
 
 def _header_value(value: str) -> str:
@@ -97,7 +76,6 @@ class PollClient:
                 # engine and this console CPU every poll for bytes that cross a LAN.
                 skip_auto_headers=("Accept-Encoding",),
                 timeout=aiohttp.ClientTimeout(total=None),  # the caller bounds the time
-                trace_configs=[_trace()],
                 trust_env=False,
                 auto_decompress=True,
                 raise_for_status=False,
@@ -110,30 +88,13 @@ class PollClient:
             raise PollError("protocol", "the client is closed")
         if headers:
             headers = {_header_value(k): _header_value(v) for k, v in headers.items()}
+        # The sample's time. On a kept-alive connection aiohttp writes the request in this same turn of the
+        # event loop (no await in between suspends), so this is when it went out; on a new connection it
+        # is early by the connect's round trip, for the first poll after a reconnect only. aiohttp retries
+        # a GET once itself when a kept-alive connection turns out closed.
+        sampled = time.monotonic()
         try:
-            return await self._get(url, headers, max_bytes)
-        except PollError as exc:
-            # A kept-alive connection that went bad meanwhile (the server closed it, or left bytes on it
-            # after its last response): once more on a new one, as browsers do. aiohttp dropped it already.
-            if not exc.reused or exc.kind not in ("truncated", "protocol"):
-                raise
-        return await self._get(url, headers, max_bytes)
-
-    async def _get(self, url: str, headers: dict[str, str] | None, max_bytes: int) -> Response:
-        stamp = SimpleNamespace(sent=None, reused=False)
-        try:
-            return await self._exchange(url, headers, max_bytes, stamp)
-        except PollError as exc:
-            exc.reused = stamp.reused and stamp.sent is not None
-            raise
-
-    async def _exchange(
-        self, url: str, headers: dict[str, str] | None, max_bytes: int, stamp: SimpleNamespace
-    ) -> Response:
-        try:
-            async with self._session().get(
-                url, headers=headers, allow_redirects=False, trace_request_ctx=stamp
-            ) as response:
+            async with self._session().get(url, headers=headers, allow_redirects=False) as response:
                 body = await _read(response, max_bytes)
                 status, got = response.status, {k.lower(): v for k, v in response.headers.items()}
         except PollError:
@@ -156,8 +117,7 @@ class PollClient:
             raise PollError("truncated", f"connection lost: {exc}", exc) from None
         except aiohttp.ClientError as exc:
             raise PollError("protocol", f"{type(exc).__name__}: {exc}", exc) from None
-        completed = time.monotonic()
-        return Response(status, got, body, stamp.sent if isinstance(stamp.sent, float) else completed, completed)
+        return Response(status, got, body, sampled, time.monotonic())
 
     async def aclose(self) -> None:
         self.is_closed = True
