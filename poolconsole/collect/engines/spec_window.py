@@ -11,73 +11,58 @@ llama.cpp the same names under `llamacpp:` (0 while speculative decoding is off)
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
 import httpx
 
-from poolconsole.collect.engines.mapping import MetricSpec, parse_metrics
+from poolconsole.collect.engines import specs
+from poolconsole.collect.engines.mapping import Agg, MetricSpec, parse_metrics
 from poolconsole.collect.prom import ParseError
 from poolconsole.model.snapshots import EMPTY
 
+FROM_ENGINE = {
+    "requests_running": "requests_running",
+    "requests_waiting": "requests_waiting",
+    "kv_cache_usage": "kv_cache_usage",
+    "accept_rate": "spec_decode_acceptance_rate_gauge",
+    "draft_tokens": "spec_decode_draft_tokens_total",
+    "accepted_tokens": "spec_decode_accepted_tokens_total",
+    "requests": "requests_finished_total",
+    "prompt_tokens": "prompt_tokens_total",
+    "generation_tokens": "generation_tokens_total",
+    "preemptions": "preemptions_total",
+}
+"""The window's names -> the engine specs' normalized names: the same metric families (and aliases, rank
+and duplicate rules) the poller reads, so a rename in an engine version is handled in one place."""
+
+
+def _window(
+    spec: MetricSpec,
+    gauges: dict[str, tuple[tuple[str, ...], Agg]] | None = None,
+    counters: dict[str, tuple[str, ...]] | None = None,
+) -> MetricSpec:
+    """The engine's spec narrowed to the window's names, with the few families only a window reads."""
+    return replace(
+        spec,
+        gauges={w: spec.gauges[e] for w, e in FROM_ENGINE.items() if e in spec.gauges} | (gauges or {}),
+        counters={w: spec.counters[e] for w, e in FROM_ENGINE.items() if e in spec.counters} | (counters or {}),
+        histograms={},
+        not_exposed={},
+    )
+
+
 WINDOW: dict[str, MetricSpec] = {
-    "vllm": MetricSpec(
-        kind="vllm",
-        prefix="vllm:",
-        gauges={
-            "requests_running": (("vllm:num_requests_running",), "sum"),
-            "requests_waiting": (("vllm:num_requests_waiting",), "sum"),
-            "kv_cache_usage": (("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"), "max"),
-        },
+    "vllm": _window(specs.VLLM, counters={"drafts": ("vllm:spec_decode_num_drafts_total",)}),
+    "sglang": _window(specs.SGLANG, gauges={"accept_length": (("sglang:spec_accept_length",), "mean")}),
+    "llamacpp": _window(
+        specs.LLAMACPP,
         counters={
-            "draft_tokens": ("vllm:spec_decode_num_draft_tokens_total",),
-            "accepted_tokens": ("vllm:spec_decode_num_accepted_tokens_total",),
-            "drafts": ("vllm:spec_decode_num_drafts_total",),
-            "requests": ("vllm:request_success_total",),
-            "prompt_tokens": ("vllm:prompt_tokens_total",),
-            "generation_tokens": ("vllm:generation_tokens_total",),
-            "preemptions": ("vllm:num_preemptions_total",),
-        },
-        histograms={},
-    ),
-    "sglang": MetricSpec(
-        kind="sglang",
-        prefix="sglang:",
-        skip=lambda s: (s.label("tp_rank") or "0") != "0",
-        gauges={
-            "requests_running": (("sglang:num_running_reqs",), "sum"),
-            "requests_waiting": (("sglang:num_queue_reqs",), "sum"),
-            "kv_cache_usage": (("sglang:token_usage",), "max"),
-            "accept_rate": (("sglang:spec_accept_rate",), "mean"),
-            "accept_length": (("sglang:spec_accept_length",), "mean"),
-        },
-        counters={
-            "requests": ("sglang:num_requests_total",),
-            "prompt_tokens": ("sglang:prompt_tokens_total",),
-            "generation_tokens": ("sglang:generation_tokens_total",),
-            "preemptions": ("sglang:num_retracted_requests_total",),
-        },
-        histograms={},
-    ),
-    "llamacpp": MetricSpec(
-        kind="llamacpp",
-        prefix="llamacpp:",
-        model_labels=(),
-        gauges={
-            "requests_running": (("llamacpp:requests_processing",), "sum"),
-            "requests_waiting": (("llamacpp:requests_deferred",), "sum"),
-        },
-        counters={
-            "draft_tokens": ("llamacpp:spec_decode_num_draft_tokens_total",),
-            "accepted_tokens": ("llamacpp:spec_decode_num_accepted_tokens_total",),
             "drafts": ("llamacpp:spec_decode_num_drafts_total",),
             # prompt_tokens_total leaves out cached tokens: both together are what was sent
-            "prompt_tokens": ("llamacpp:prompt_tokens_total",),
             "prompt_tokens_cached": ("llamacpp:prompt_tokens_cached_total",),
-            "generation_tokens": ("llamacpp:tokens_predicted_total",),
         },
-        histograms={},
     ),
 }
 
