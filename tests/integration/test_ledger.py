@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +19,7 @@ import pytest
 from poolconsole import cli
 from poolconsole.config import load_config
 from poolconsole.runtime.store import Reader
+from tests.helpers.demo_serve import served_demo, start_record
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORD_S = 12.0
@@ -30,39 +29,13 @@ RECORD_S = 12.0
 def recording(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path]]:
     """The demo pool recorded for RECORD_S seconds: (its hosts.toml, the store)."""
     folder = tmp_path_factory.mktemp("ledger")
-    config, store = folder / "demo.toml", folder / "history.sqlite3"
-    demo = subprocess.Popen(
-        [sys.executable, "-m", "poolconsole", "demo", "--serve-only", "--config-out", str(config), "--seed", "7"],
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        deadline = time.monotonic() + 120
-        while not config.is_file():
-            assert demo.poll() is None, demo.stderr.read().decode() if demo.stderr else "demo pool died"
-            assert time.monotonic() < deadline, "the demo pool did not come up"
-            time.sleep(0.2)
-        record = subprocess.Popen(
-            [sys.executable, "-m", "poolconsole", "record", "--config", str(config), "--store", str(store)],
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        assert record.stdout is not None
-        assert record.stdout.readline().startswith("recording "), record.stderr.read() if record.stderr else ""
+    store = folder / "history.sqlite3"
+    with served_demo(folder) as config:
+        record, _ = start_record(config, store)
         time.sleep(RECORD_S)
         record.send_signal(signal.SIGTERM)
         assert record.wait(30) == 0
         yield config, store
-    finally:
-        demo.send_signal(signal.SIGINT)
-        try:
-            demo.wait(20)
-        except subprocess.TimeoutExpired:
-            demo.kill()
-            demo.wait()
 
 
 def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> Any:

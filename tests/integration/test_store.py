@@ -44,6 +44,7 @@ from poolconsole.runtime.store import (
     record,
 )
 from tests.helpers import uipool
+from tests.helpers.demo_serve import served_demo, start_record
 
 ROOT = Path(__file__).resolve().parents[2]
 SLACK_S = 0.5
@@ -54,42 +55,8 @@ SLACK_S = 0.5
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """`poolconsole demo --serve-only`: its hosts.toml once every target answers."""
-    folder = tmp_path_factory.mktemp("demo")
-    config = folder / "demo.toml"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "poolconsole", "demo", "--serve-only", "--config-out", str(config), "--seed", "7"],
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        deadline = time.monotonic() + 120
-        while not config.is_file():
-            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else "demo pool died"
-            assert time.monotonic() < deadline, "the demo pool did not come up"
-            time.sleep(0.2)
+    with served_demo(tmp_path_factory.mktemp("demo")) as config:
         yield config
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-def start_record(config: Path, store: Path) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "poolconsole", "record", "--config", str(config), "--store", str(store)],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    first = proc.stdout.readline()
-    assert first.startswith("recording "), first + (proc.stderr.read() if proc.stderr else "")
-    return proc, first
 
 
 def wait_for_rows(store: Path, proc: subprocess.Popen[str], rows: int, timeout_s: float = 90) -> None:
