@@ -4,9 +4,11 @@ waits the tests around it need."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -100,3 +102,21 @@ async def running_prometheus(directory: Path, scrape_configs: str, interval: str
             proc.kill()
             proc.wait()
         log.close()
+
+
+async def status_json(*args: str) -> dict[str, Any]:
+    """`poolconsole status --json ARGS` in a subprocess, as an operator runs it: its document."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "poolconsole",
+        "status",
+        "--json",
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 90)
+    assert proc.returncode in (0, 1), err.decode()
+    doc: dict[str, Any] = json.loads(out)
+    return doc

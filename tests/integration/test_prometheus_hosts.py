@@ -9,8 +9,6 @@ keep their reasons; and `--prometheus URL` alone discovers the hosts, grouped by
 from __future__ import annotations
 
 import asyncio
-import json
-import sys
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -37,6 +35,7 @@ from tests.helpers.exporter_pages import (
     query_gpu,
 )
 from tests.helpers.prometheus import Prometheus, eventually, running_prometheus
+from tests.helpers.prometheus import status_json as status
 from tests.helpers.rawhttp import RawHTTPServer, Reply
 
 
@@ -119,23 +118,6 @@ async def pool(tmp_path: Path) -> AsyncIterator[Pool]:
     finally:
         for server in servers.values():
             await server.kill()
-
-
-async def status(*args: str) -> dict[str, Any]:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "poolconsole",
-        "status",
-        "--json",
-        *args,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(proc.communicate(), 90)
-    assert proc.returncode in (0, 1), err.decode()
-    doc: dict[str, Any] = json.loads(out)
-    return doc
 
 
 def check_memory(host: dict[str, Any], page: bytes) -> None:

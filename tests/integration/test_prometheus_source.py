@@ -7,8 +7,6 @@ restart, never a negative rate; a target that goes down reads as stale with Prom
 from __future__ import annotations
 
 import asyncio
-import json
-import sys
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -26,6 +24,7 @@ from poolconsole.model.snapshots import EngineSnapshot
 from poolconsole.model.view import engine_view
 from tests.conftest import REAL
 from tests.helpers.prometheus import Prometheus, eventually, running_prometheus
+from tests.helpers.prometheus import status_json as status
 from tests.helpers.rawhttp import RawHTTPServer, Reply
 
 VLLM = REAL / "vllm-0.32.0-cpu"
@@ -159,23 +158,6 @@ async def pool(tmp_path: Path) -> AsyncIterator[Pool]:
     finally:
         for engine in engines.values():
             await engine.kill()
-
-
-async def status(*args: str) -> dict[str, Any]:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "poolconsole",
-        "status",
-        "--json",
-        *args,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(proc.communicate(), 90)
-    assert proc.returncode in (0, 1), err.decode()
-    doc: dict[str, Any] = json.loads(out)
-    return doc
 
 
 def by_name(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
