@@ -333,6 +333,10 @@ class TimedBackend(httpcore.AsyncNetworkBackend):
         await asyncio.sleep(seconds)
 
 
+KEEPALIVE_S = 2.0
+"""How long the smoke client keeps an idle connection."""
+
+
 def timed_client(total_s: float, connections: int, verify: ssl.SSLContext | None = None) -> httpx.AsyncClient:
     """An httpx client whose connections are TimedStreams (the smoke client): httpx's transport with its
     pool replaced by one with the same settings on TimedBackend (httpx's transport takes no network
@@ -343,7 +347,10 @@ def timed_client(total_s: float, connections: int, verify: ssl.SSLContext | None
         ssl_context=tls,
         max_connections=connections,
         max_keepalive_connections=connections,
-        keepalive_expiry=5.0,
+        # Below the engines' own idle timeout (5 s in llama.cpp's httplib and in uvicorn under vLLM, SGLang
+        # and LiteLLM): a connection kept as long as the server keeps it is sometimes reused just as the
+        # server closes it, and that request fails with 'Server disconnected without sending a response'.
+        keepalive_expiry=KEEPALIVE_S,
         network_backend=TimedBackend(),
     )
     return httpx.AsyncClient(transport=transport, timeout=httpx.Timeout(total_s, connect=10.0), trust_env=False)

@@ -42,7 +42,7 @@ async def test_draft_model_counters_are_read_per_workload(tmp_path: Path, capsys
             capsys, tmp_path, "--config", str(config(tmp_path, url)), "--workload", "code,chat", "--requests", "2"
         )
         after = parse_window("llamacpp", httpx.get(url + "/metrics", trust_env=False).text)
-    assert code == 0, doc
+    assert code == 0, [(r["check"], r.get("reason")) for r in doc["results"] if not r["passed"]]
     by = {r["workload"]: r for r in doc["results"] if "workload" in r}
     assert set(by) == {"code", "chat"}
     drafted = 0.0
