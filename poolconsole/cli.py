@@ -214,13 +214,17 @@ def cmd_smoke(args: argparse.Namespace) -> int:
     from poolconsole.ops import audit
 
     active = active_profiles(config, Path(args.audit_db) if args.audit_db else audit.default_path())
-    versions, hosts = asyncio.run(read_conditions(config, targets))
+    if args.ab:
+        from poolconsole.ops.smoke import ab
+
+        return ab.cli(config, options, args)
+    versions, hosts, reported = asyncio.run(read_conditions(config, targets))
     options = dataclasses.replace(options, profiles=active)
     results, seed = run_blocking(config, options, progress)
     found = summaries(results)
     doc = document(results, seed, {k: v for k, v in found.items() if v})
     db = Path(args.db) if args.db else store.default_db()
-    measured_on = with_measurements(conditions(config, versions, active, hosts), found)
+    measured_on = with_measurements(conditions(config, versions, active, hosts, reported), found)
     try:
         run_id = store.save_run(db, seed, doc["passed"], " ".join(sys.argv[1:]), doc["results"], measured_on)
         doc["run_id"], doc["db"] = run_id, str(db)
@@ -554,6 +558,11 @@ def cmd_runs(args: argparse.Namespace) -> int:
             else:
                 change = f" ({r['change_pct']:+.1f}%)" if r.get("change_pct") is not None else ""
                 print(f"  {what} {r['figure']}: {r['a']} -> {r['b']}{change}")
+        for d in diff["engine_disagrees"]:
+            print(
+                f"  run {d['run']} {d['target']}: the engine reports {d['field']} {d['engine']}, "
+                f"profile {d['profile_name']} in hosts.toml says {d['profile']}"
+            )
         if not diff["conditions"] and not diff["results"]:
             print("  same conditions, same results")
         return EXIT_OK
@@ -701,6 +710,12 @@ def build_parser() -> argparse.ArgumentParser:
     smoke.add_argument(
         "--context", metavar="1k,8k,32k,max", help="the servable context: these lengths at the first --concurrency"
     )
+    smoke.add_argument(
+        "--ab",
+        metavar="PROFILE",
+        help="--workload with and without: measure, roll over to PROFILE, measure, roll back (needs --yes)",
+    )
+    smoke.add_argument("--yes", action="store_true", help="confirm --ab's two rollovers (printed first)")
     smoke.set_defaults(func=cmd_smoke)
 
     plan = sub.add_parser("plan", help="what runs where and what fits, from the live pool")

@@ -18,7 +18,7 @@ import asyncssh
 import httpx
 
 from poolconsole.sim.demo_pool import EngineSpec, HostSpec, pool
-from poolconsole.sim.hosts import BROKEN_PROFILE, SimHost
+from poolconsole.sim.hosts import BROKEN_PROFILE, NO_SPEC_ENV, NO_SPEC_SUFFIX, SimHost
 from poolconsole.sim.logs import OOM_LINE, vllm_line
 from poolconsole.sim.server import SimEngine
 
@@ -79,6 +79,7 @@ class SimPool:
                 gateway = SimEngine(spec, self.seed, backends=routes)
                 await gateway.start()
                 self.engines[spec.name] = gateway
+                self._through_gateway(gateway)
         if self.keys:
             self.key = os.environ.setdefault(DEMO_KEY_ENV, "sk-demo-" + secrets.token_urlsafe(12))
             for engine in self.engines.values():
@@ -91,6 +92,15 @@ class SimPool:
             self._tasks.append(asyncio.create_task(self._scenario()))
         if self.scenario == "oom":
             self._tasks.append(asyncio.create_task(self._oom()))
+
+    def _through_gateway(self, gateway: SimEngine) -> None:
+        """The team reaches each engine through the gateway: the gateway counts their requests (its
+        /metrics/), routed by the engine's served model."""
+        assert gateway.usage is not None
+        for engine in self.engines.values():
+            if engine.load is not None and engine.spec.kind != "litellm" and engine.spec.models:
+                model = engine.spec.models[0]
+                engine.load.on_team_finished = gateway.usage.team_finished(model, model)
 
     async def _start_hosts(self, keys_dir: Path) -> None:
         """Hosts over real SSH: throwaway host and client keys, an authorized_keys and a known_hosts."""
@@ -318,7 +328,8 @@ class SimPool:
 
 
 def demo_profiles(spec: EngineSpec) -> list[str]:
-    """Two profiles per engine for the operator loop; on the 80B node two more: fp8-tp4, the demo's broken
+    """Two profiles per engine for the operator loop (a speculative engine has a third, `-nospec`, the same
+    model without its draft); on the 80B node two more: fp8-tp4, the demo's broken
     profile (it fits by memory, so the fit check passes, but the engine never loads it: /health answers
     503 until the rollover's timeout, and the rollover rolls back), and bf16-tp4, which does not fit in
     4x24 GB (the fit check refuses it)."""
@@ -338,6 +349,18 @@ def demo_profiles(spec: EngineSpec) -> list[str]:
             f"tp_size = {gpus}",
             "gpu_memory_utilization = 0.92",
             f'env = {{ POOL_SPEED = "{speed}" }}',
+        ]
+    if spec.load is not None and spec.load.spec_accept is not None:
+        # the same model without its draft: what `smoke --workload ... --ab` measures against
+        out += [
+            "",
+            "[[engines.profiles]]",
+            f'name = "{spec.profile}-{NO_SPEC_SUFFIX}"',
+            'format = "demo"',
+            f"weights_gib = {base}",
+            f"tp_size = {gpus}",
+            "gpu_memory_utilization = 0.92",
+            f'env = {{ POOL_SPEED = "1.0", {NO_SPEC_ENV} = "off" }}',
         ]
     return out
 

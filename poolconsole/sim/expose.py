@@ -98,7 +98,7 @@ def render_vllm(load: EngineLoad, model: str, wall_start: float) -> str:
                 elif name == base + "_count":
                     new = hist.count
         out.append(f"{name}{labels} {_fmt(new) if new is not None else value}")
-    if load.profile.spec_accept is not None:
+    if load.spec_on:  # vLLM registers the spec_decode counters only with a --speculative-config
         for family, v in (
             ("vllm:spec_decode_num_drafts", c.spec_drafts),
             ("vllm:spec_decode_num_draft_tokens", c.spec_draft_tokens),

@@ -27,6 +27,10 @@ from poolconsole.sim.demo_pool import EngineSpec, HostSpec
 from poolconsole.sim.server import SimEngine
 
 BROKEN_PROFILE = "fp8-tp4"
+NO_SPEC_ENV = "POOL_SPEC"
+"""A profile file with POOL_SPEC=off starts a speculative engine without its draft (no spec_decode counters,
+plain decode speed)."""
+NO_SPEC_SUFFIX = "nospec"
 LOOP = re.compile(rf"while :; do (?P<batch>.+;) echo {stream.SAMPLE}; sleep (?P<interval>[0-9.]+); done")
 GIB = 1024**3
 MIB = 1024**2
@@ -295,6 +299,8 @@ class SimHost:
                 engine.restart(loading_s=2.0)
                 if engine.load is not None and profile is not None:
                     engine.load.scale = float(profile.get("POOL_SPEED", "1.0"))
+                    drafts = engine.load.profile.spec_accept is not None
+                    engine.load.spec_on = drafts and profile.get(NO_SPEC_ENV) != "off"
             return f"{words[2]}\n", "", 0
         if words[:5] == ["umask", "077", "&&", "head", "-c"] and "mv" in words:
             text = stdin[: int(words[5])]

@@ -10,6 +10,7 @@ import bisect
 import math
 import random
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 MAX_WAITING = 48
@@ -177,6 +178,9 @@ class EngineLoad:
         self.scale = 1.0
         self.spec_on = profile.spec_accept is not None
         """Speculative decoding on (a profile without it switches it off: POOL_SPEC=off)."""
+        self.on_team_finished: Callable[[Req, float], None] | None = None
+        """Told of each team request (not an HTTP one) as it finishes: the gateway it came through counts it
+        (sim.litellm_metrics); kept across restarts."""
         self.reset(now)
         # Closed loop: a team member sends the next request after reading the last answer; the
         # overload scenario multiplies the team (arrivals > 1).
@@ -307,6 +311,8 @@ class EngineLoad:
                 done.append(req)
         for req in done:
             self.running.remove(req)
+            if not req.external and self.on_team_finished is not None:
+                self.on_team_finished(req, now)
             if req.user is not None:
                 self.next_arrival[req.user] = now + self.rng.expovariate(1.0 / p.think_time_s)
             self.e2e.observe(now - req.arrived)

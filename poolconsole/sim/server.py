@@ -14,6 +14,7 @@ from aiohttp import web
 
 from poolconsole.sim import expose
 from poolconsole.sim.demo_pool import EngineSpec
+from poolconsole.sim.litellm_metrics import GatewayUsage
 from poolconsole.sim.load import EngineLoad, Req
 from poolconsole.sim.logs import ContainerLog, startup_lines
 from poolconsole.sim.ollama import OllamaResidency
@@ -46,6 +47,13 @@ def _error(kind: str, status: int, message: str, etype: str) -> web.Response:
 def _static(payload: Any) -> Callable[[web.Request], Awaitable[web.Response]]:
     async def handler(request: web.Request) -> web.Response:
         return web.json_response(payload() if callable(payload) else payload)
+
+    return handler
+
+
+def _redirect(to: str) -> Callable[[web.Request], Awaitable[web.Response]]:
+    async def handler(request: web.Request) -> web.Response:
+        raise web.HTTPTemporaryRedirect(to + (f"?{request.query_string}" if request.query_string else ""))
 
     return handler
 
@@ -90,6 +98,8 @@ class SimEngine:
         self.backend_key: str | None = None
         """LiteLLM: the key it sends to the engines behind it (its model list's `api_key`)."""
         self.ollama: OllamaResidency | None = OllamaResidency(spec.embedding_dims) if spec.kind == "ollama" else None
+        self.usage: GatewayUsage | None = GatewayUsage(time.time) if spec.kind == "litellm" else None
+        """LiteLLM: its own accounting, served on /metrics/ (sim.litellm_metrics)."""
 
     # -- lifecycle ------------------------------------------------------------------------------------
     async def start(self, port: int = 0) -> None:
@@ -184,6 +194,8 @@ class SimEngine:
             r.add_get("/health/liveness", _static("I'm alive!"))
             r.add_get("/health/readiness", _static({"status": "healthy", "db": "Not connected"}))
             r.add_get("/health", self.litellm_health)
+            r.add_get("/metrics", _redirect("/metrics/"))  # LiteLLM mounts its Prometheus app at /metrics/
+            r.add_get("/metrics/", self.litellm_metrics)
             r.add_get("/v1/models", self.models)
             r.add_post("/v1/chat/completions", self.litellm_proxy)
             r.add_post("/v1/completions", self.litellm_proxy)
@@ -331,12 +343,28 @@ class SimEngine:
         )
 
     async def sglang_server_info(self, request: web.Request) -> web.Response:
+        """SGLang's `/server_info`: its ServerArgs (dataclasses.asdict; the fields read here), the scheduler's
+        figures and the internal states, as sglang.srt.entrypoints.http_server serves them."""
         assert self.load is not None
+        p = self.load.profile
+        drafting = self.load.spec_on
         return web.json_response(
             {
+                "model_path": f"/models/{self.spec.models[0]}",
+                "served_model_name": self.spec.models[0],
+                "context_length": self.spec.context,
+                "quantization": None,
+                "kv_cache_dtype": "fp8_e4m3" if "FP8 KV" in self.spec.description else "auto",
+                "max_running_requests": p.max_seqs,
+                "tp_size": max(1, len(self.spec.gpus)),
+                "mem_fraction_static": 0.88,
+                "disable_radix_cache": False,
+                "speculative_algorithm": "EAGLE" if drafting else None,
+                "speculative_num_draft_tokens": 4 if drafting else None,
+                "max_total_num_tokens": p.kv_tokens,
+                "max_req_input_len": self.spec.context - 5,
                 "version": self.spec.version,
                 "startup_time": self.wall_start,
-                "served_model_name": self.spec.models[0],
                 "frontend": "python",
                 "internal_states": [
                     {"last_gen_throughput": self.load.per_user_tps(), "avg_spec_accept_length": 1 + 3 * 0.72}
@@ -662,7 +690,24 @@ class SimEngine:
             self.client = httpx.AsyncClient(timeout=httpx.Timeout(300.0, connect=5.0), trust_env=False)
         return self.client
 
+    async def litellm_metrics(self, request: web.Request) -> web.Response:
+        assert self.usage is not None
+        return web.Response(
+            text=self.usage.render(request.query_string),
+            headers={"Content-Type": "text/plain; version=1.0.0; charset=utf-8"},
+        )
+
     async def litellm_proxy(self, request: web.Request) -> web.StreamResponse:
+        assert self.usage is not None
+        self.usage.in_flight += 1
+        started = time.monotonic()
+        try:
+            return await self._litellm_proxy(request, started)
+        finally:
+            self.usage.in_flight -= 1
+
+    async def _litellm_proxy(self, request: web.Request, started: float) -> web.StreamResponse:
+        assert self.usage is not None
         raw = await request.read()
         try:
             model = json.loads(raw).get("model")
@@ -682,10 +727,14 @@ class SimEngine:
             status=resp.status_code, headers={"Content-Type": resp.headers.get("content-type", JSON)}
         )
         await out.prepare(request)
+        tail = b""
         try:
             async for chunk in resp.aiter_raw():
                 await out.write(chunk)
+                tail = (tail + chunk)[-8192:]  # the usage is in the last chunk (or the whole small body)
         finally:
             await resp.aclose()
         await out.write_eof()
+        if resp.status_code == 200:
+            self.usage.proxied(str(model), str(model), self.api_key is not None, tail, time.monotonic() - started)
         return out

@@ -141,7 +141,7 @@ def llama_server(tmp: Path, model: Path, *extra: str, alias: str = "tiny") -> It
 
 
 @contextmanager
-def vllm_server(tmp: Path) -> Iterator[str]:
+def vllm_server(tmp: Path, *extra: str) -> Iterator[str]:
     port = free_port()
     work = tmp / "vllm"
     work.mkdir(parents=True, exist_ok=True)
@@ -185,6 +185,7 @@ def vllm_server(tmp: Path) -> Iterator[str]:
         "--num-gpu-blocks-override",
         "128",
         "--enable-prefix-caching",
+        *extra,
     ]
     try:
         with running(cmd, "/health", port, work / "server.log", 300, env) as url:
@@ -193,11 +194,15 @@ def vllm_server(tmp: Path) -> Iterator[str]:
         shutil.rmtree(sockets, ignore_errors=True)
 
 
+OPEN_GATEWAY_SETTING = "dangerously_permit_weak_or_unset_master_key: true"
+"""LiteLLM 1.108.7 refuses to start without a master key (UnsafeMasterKeyError) unless this is set."""
+
+
 @contextmanager
 def litellm_proxy(
     tmp: Path,
     backends: dict[str, str],
-    master_key: str = "sk-poolconsole-test",
+    master_key: str | None = "sk-poolconsole-test",
     *,
     backend_models: dict[str, str] | None = None,
     callbacks: list[str] | None = None,
@@ -206,7 +211,9 @@ def litellm_proxy(
     """The real LiteLLM proxy (its own virtualenv) routing `model -> llama-server URL`, with a master key.
     `backend_models` names the model a route asks its backend for (default: the route's name); `callbacks`
     go to litellm_settings (["prometheus"] serves the per-route, per-key counters on /metrics/);
-    `custom_auth` is `module.function` of a module in `tmp` (caller keys without a database)."""
+    `custom_auth` is `module.function` of a module in `tmp` (caller keys without a database); `master_key`
+    None starts it without one, which it then refuses unless told it may (OPEN_GATEWAY_SETTING), and then
+    lets every caller in."""
     port = free_port()
     lines = ["model_list:"]
     for model, url in backends.items():
@@ -222,8 +229,11 @@ def litellm_proxy(
         "litellm_settings: {telemetry: false, drop_params: true"
         + (f", callbacks: [{listed}]" if callbacks else "")
         + "}",
-        f"general_settings: {{master_key: {master_key}"
-        + (f", custom_auth: {custom_auth}" if custom_auth else "")
+        "general_settings: {"
+        + ", ".join(
+            ([f"master_key: {master_key}"] if master_key is not None else [OPEN_GATEWAY_SETTING])
+            + ([f"custom_auth: {custom_auth}"] if custom_auth else [])
+        )
         + "}",
     ]
     config = tmp / f"litellm-{port}.yaml"

@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from poolconsole.collect.engines.poll import EnginePoller
+from poolconsole.collect.engines.reported import read_reported
 from poolconsole.collect.poll_client import PollClient
 from poolconsole.config.models import Engine, EngineKind, Settings
 from poolconsole.model.snapshots import EngineSnapshot, EngineState
@@ -139,6 +140,12 @@ async def test_vllm_cpu_idle_and_under_load(tmp_path: Path, client: httpx.AsyncC
         idle = await poller.poll()
         assert idle.state is EngineState.OK, idle.error
         assert idle.version == "0.32.0" and idle.models == ("tiny",)
+        # what a stored run records as engine_reported (issue 15): from the engine, not from hosts.toml
+        reported = await read_reported("vllm", url, {}, timeout_s=15)
+        assert reported["source"] == ["/metrics", "/v1/models"], reported
+        assert reported["max_context"] == 1024 and reported["kv_cache_tokens"] == 128 * 32  # the flags it ran with
+        assert reported["kv_dtype"] == "auto" and reported["prefix_caching"] is True
+        assert reported["spec_decoding"] == "off"
         assert idle.metrics is not None and idle.metrics.get("requests_running") == 0
         assert idle.metrics.get("kv_cache_usage") == 0
         rng = random.Random(5)

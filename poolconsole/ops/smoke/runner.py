@@ -158,12 +158,17 @@ def conditions(
     versions: Mapping[str, str | None],
     active: Mapping[str, str | None] | None = None,
     hosts: Mapping[str, HostSnapshot] | None = None,
+    reported: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """What a stored run was measured on, per engine: kind and version, the host, the profile really active
     (`active`: the audit log's, promoted by the last rollover, else the one hosts.toml names; where it came
     from in `profile_source`) with its quantization, KV dtype, max context, max sequences, tensor-parallel
     size, args and environment names (never their values), and the engine's GPUs' model and driver from a
-    host poll (`hosts`) where one was read."""
+    host poll (`hosts`) where one was read. `reported`: what each engine says it runs with
+    (collect.engines.reported), stored as `engine_reported`, and each figure the profile declares that the
+    engine reports otherwise in `engine_disagrees`."""
+    from poolconsole.collect.engines.reported import disagreements
+
     out: dict[str, dict[str, Any]] = {}
     for engine in config.engines:
         promoted = (active or {}).get(engine.name)
@@ -190,6 +195,12 @@ def conditions(
             "gpu_model": ", ".join(sorted({g.name for g in gpus if g.name})) or None,
             "gpu_driver": snapshot.driver if snapshot else None,
         }
+        told = (reported or {}).get(engine.name)
+        if told is not None:
+            out[engine.name]["engine_reported"] = dict(told)
+            declared = set(profile.model_fields_set) if profile is not None else set()
+            mine = {**out[engine.name], "format": profile.format if profile else None}
+            out[engine.name]["engine_disagrees"] = disagreements(mine, declared, dict(told))
     return out
 
 
@@ -214,16 +225,34 @@ async def engine_versions(config: PoolConfig, targets: list[Target]) -> dict[str
     return dict(await asyncio.gather(*(one(t) for t in targets)))
 
 
+async def engine_reported(config: PoolConfig, targets: list[Target]) -> dict[str, dict[str, Any]]:
+    """What each engine (not a gateway) says it runs with, all at once (collect.engines.reported)."""
+    from poolconsole.collect.engines.reported import read_reported
+
+    engines = [t for t in targets if not t.gateway]
+    timeout = config.settings.http_timeout_s
+    found = await asyncio.gather(
+        *(read_reported(t.engine.kind.value, t.base_url, api_headers(t), timeout) for t in engines)
+    )
+    return {t.name: doc for t, doc in zip(engines, found, strict=True)}
+
+
+def api_headers(target: Target) -> dict[str, str]:
+    return {"Authorization": f"Bearer {target.api_key}"} if target.api_key else {}
+
+
 async def read_conditions(
     config: PoolConfig, targets: list[Target]
-) -> tuple[dict[str, str | None], dict[str, HostSnapshot]]:
-    """What `conditions` needs from the pool, read at once: each target's version (one poll) and a poll of
-    the targets' hosts (GPU model, driver)."""
+) -> tuple[dict[str, str | None], dict[str, HostSnapshot], dict[str, dict[str, Any]]]:
+    """What `conditions` needs from the pool, read at once: each target's version (one poll), a poll of
+    the targets' hosts (GPU model, driver) and what each engine reports of its configuration."""
     from poolconsole.ops.planning import poll_hosts
 
     names = {t.engine.host for t in targets if t.engine.host}
-    versions, hosts = await asyncio.gather(engine_versions(config, targets), poll_hosts(config, names))
-    return versions, hosts
+    versions, hosts, reported = await asyncio.gather(
+        engine_versions(config, targets), poll_hosts(config, names), engine_reported(config, targets)
+    )
+    return versions, hosts, reported
 
 
 def document(results: list[CheckResult], seed: int, extra: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -107,6 +107,17 @@ def save_run(
         return run
 
 
+def link_runs(path: Path, target: str, baseline: int, candidate: int) -> None:
+    """An A/B pair (`smoke --ab`): each run's conditions of `target` name the other run
+    (`ab.baseline_run`, `ab.candidate_run`)."""
+    with connect(path) as db:
+        for run in (baseline, candidate):
+            row = db.execute("SELECT doc FROM conditions WHERE run_id = ? AND target = ?", (run, target)).fetchone()
+            doc = json.loads(row[0]) if row else {}
+            doc.setdefault("ab", {}).update(baseline_run=baseline, candidate_run=candidate)
+            db.execute("INSERT OR REPLACE INTO conditions VALUES (?, ?, ?)", (run, target, json.dumps(doc)))
+
+
 @dataclass(frozen=True)
 class Change:
     target: str
@@ -260,11 +271,17 @@ def compare_runs(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     """Two runs side by side: per target the conditions that differ, per result (target, model, check,
     concurrency) the outcome and timed figures that differ, and what only one of them measured."""
     conditions = []
+    disagree = []
+    for run in (a, b):
+        for target, c in run["conditions"].items():
+            for d in c.get("engine_disagrees") or ():
+                disagree.append({"run": run["run_id"], "target": target, "profile_name": c.get("profile"), **d})
     for target in dict.fromkeys([*a["conditions"], *b["conditions"]]):
         ca, cb = a["conditions"].get(target), b["conditions"].get(target)
         if ca is None or cb is None:
             conditions.append({"target": target, "only_in": a["run_id"] if cb is None else b["run_id"]})
             continue
+        ca, cb = _flat(ca), _flat(cb)
         for key in dict.fromkeys([*ca, *cb]):
             if ca.get(key) != cb.get(key):
                 conditions.append({"target": target, "condition": key, "a": ca.get(key), "b": cb.get(key)})
@@ -288,4 +305,26 @@ def compare_runs(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
                 continue
             change = round((now - before) / before * 100, 1) if before and now is not None else None
             results.append({**where, "figure": figure, "a": before, "b": now, "change_pct": change})
-    return {"a": a["run_id"], "b": b["run_id"], "conditions": conditions, "results": results}
+    return {
+        "a": a["run_id"],
+        "b": b["run_id"],
+        "conditions": conditions,
+        "results": results,
+        "engine_disagrees": disagree,
+    }
+
+
+_NESTED = ("engine_reported",)
+_NOT_COMPARED = ("engine_disagrees", "ab")
+"""`engine_disagrees` is listed on its own; an A/B pair's link always differs."""
+
+
+def _flat(c: dict[str, Any]) -> dict[str, Any]:
+    """A target's conditions with what the engine reported as `engine_reported.FIELD` keys (compared one
+    by one), the source it was read from left out."""
+    out = {k: v for k, v in c.items() if k not in _NESTED and k not in _NOT_COMPARED}
+    for key in _NESTED:
+        for field, value in (c.get(key) or {}).items():
+            if field != "source":
+                out[f"{key}.{field}"] = value
+    return out
