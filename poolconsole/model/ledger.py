@@ -201,6 +201,10 @@ class Ledger:
 
         self.gateways = GatewayLedger(start, end)
         """The gateways' own accounting per route and caller (poolconsole.model.gateway_ledger)."""
+        from poolconsole.model.host_ledger import HostLedger  # it builds on this module
+
+        self.hosts = HostLedger(start, end)
+        """Idle burn per host: busy and idle time, power at idle and under load (poolconsole.model.host_ledger)."""
 
     def _day(self, date: str, engine: str) -> _Acc:
         acc = self._acc.get((date, engine))
@@ -209,6 +213,7 @@ class Ledger:
         return acc
 
     def add(self, row: StoredRow) -> None:
+        self.hosts.add(row)
         if row.kind == "engine":
             self._engine(row)
             if row.values.get("kind") in GATEWAY_KINDS:
@@ -500,6 +505,7 @@ def ledger_doc(
         "gateway_vs_engines": beside,
         "mismatches": [c for c in beside if c["mismatch"]],
         "callers_now": ledger.gateways.callers_now(),
+        "hosts": ledger.hosts.entries(),
     }
 
 
@@ -575,4 +581,7 @@ def text(doc: dict[str, Any]) -> str:
     from poolconsole.model.gateway_ledger import text_lines
 
     lines += text_lines(doc)
+    from poolconsole.model.host_ledger import text_lines as host_lines
+
+    lines += host_lines(doc.get("hosts") or [], doc["to"])
     return "\n".join(lines)

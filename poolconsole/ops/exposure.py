@@ -5,8 +5,9 @@ does it listen on every interface or a public address rather than loopback or th
 its host over SSH).
 
 Never destructive: it sends a models list, a one-token completion (`--no-completion` skips it), and GETs
-of /metrics and /slots, all without a key; the configured key is used only to learn a model name for the
-completion. Response bodies are never shown, logged or stored: only status codes, headers the checks
+of /metrics and /slots, all without a key; the configured key is used only for a models list, when the
+key-less one was not served: to learn a model name for the completion, and to tell a refusal answered with
+an unusual status (LiteLLM without its database package says 500) from a failure. Response bodies are never shown, logged or stored: only status codes, headers the checks
 need, model names and the number of /slots entries are kept.
 """
 
@@ -210,6 +211,8 @@ class Probe:
 
     models_status: int | None = None
     models: tuple[str, ...] = ()
+    keyed_models_status: int | None = None
+    """The models list with the configured key, asked only when the key-less one was not served."""
     cors: str | None = None
     completion_status: int | None = None
     metrics_status: int | None = None
@@ -244,14 +247,15 @@ async def probe(client: httpx.AsyncClient, engine: Engine, completion: bool) -> 
         result.errors = tuple(errors)
         return result  # the engine does not answer: nothing else to learn
     model = result.models[0] if result.models else None
+    if model is None and result.models_status != 200 and auth_headers(engine):
+        try:  # the configured key only learns a model name and tells a refusal from a failure; nothing else
+            keyed = await client.get(base + "/v1/models", headers=auth_headers(engine))
+            result.keyed_models_status = keyed.status_code
+            names = _names(keyed) if keyed.status_code == 200 else ()
+            model = names[0] if names else None
+        except httpx.HTTPError:
+            pass
     if completion:
-        if model is None and auth_headers(engine):
-            try:  # the configured key only learns a model name; the completion itself goes without it
-                keyed = await client.get(base + "/v1/models", headers=auth_headers(engine))
-                names = _names(keyed) if keyed.status_code == 200 else ()
-                model = names[0] if names else None
-            except httpx.HTTPError:
-                pass
         body = {"model": model or "poolconsole-exposure-probe", "prompt": "Hi", "max_tokens": 1, "temperature": 0}
         try:
             answer = await client.post(base + "/v1/completions", json=body)
@@ -305,6 +309,10 @@ def judge(engine: Engine, got: Probe, listeners: list[Listener] | None, listen_w
     contained = bool(mine) and all(s.scope() in ("loopback", "tailnet") for s in mine or [])
     where = "" if not contained else " (it listens on loopback or the tailnet only: any tailnet peer can use it)"
     models_open = _verdict(got.models_status)
+    if models_open is None and got.models_status is not None and got.keyed_models_status == 200:
+        # refused without the key, served with it: a refusal, whatever its status (LiteLLM without its
+        # database package answers a key-less caller with HTTP 500 rather than 401)
+        models_open = False
     completion_open = _verdict(got.completion_status)
     gateway = engine.kind is EngineKind.LITELLM
     unauthenticated = completion_open if completion_open is not None else models_open

@@ -108,3 +108,36 @@ def test_ledger_text_and_its_errors(recording: tuple[Path, Path], capsys: pytest
         pass
     assert cli.main(["ledger", "--store", str(store.with_name("missing.sqlite3")), "--config", str(config_path)]) == 2
     assert "no history store" in capsys.readouterr().err
+
+
+def test_ledger_idle_burn_per_host_matches_the_engines_energy(
+    recording: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`hosts` in `ledger --json`: per host, busy / idle / unknown time within what was recorded, power at
+    idle or under load where the GPUs reported it, and the host's energy equal to its engines' energy plus its
+    unattributed energy (the same GPU readings, split or not)."""
+    config_path, store = recording
+    config = load_config(config_path)
+    doc = run_json(capsys, "ledger", "--store", str(store), "--config", str(config_path), "--json")
+    hosts = {e["host"]: e for e in doc["hosts"] if e["date"] == doc["to"]}
+    assert hosts, "no host in the ledger's hosts"
+    assert set(hosts) <= {h.name for h in config.hosts}
+    engine_kwh: dict[str, float] = {}
+    for e in doc["entries"]:
+        if e["energy_kwh"] is not None and e["host"]:
+            engine_kwh[e["host"]] = engine_kwh.get(e["host"], 0.0) + e["energy_kwh"]
+    for u in doc["unattributed_energy"]:
+        engine_kwh[u["host"]] = engine_kwh.get(u["host"], 0.0) + u["energy_kwh"]
+    powered = 0
+    for name, h in hosts.items():
+        assert h["busy_s"] + h["idle_s"] + h["unknown_s"] <= RECORD_S + 5, name
+        if h["energy_kwh"] is not None:
+            powered += 1
+            assert h["energy_kwh"] == pytest.approx(engine_kwh.get(name, 0.0), abs=1e-5), name
+            watts = [w for w in (h["idle_power_w"], h["load_power_w"]) if w is not None]
+            assert watts and all(0 < w < 5000 for w in watts), (name, h)
+    assert powered, "no host with a GPU power reading"
+    assert any(h["busy_s"] + h["idle_s"] > 0 for h in hosts.values())
+    capsys.readouterr()
+    assert cli.main(["ledger", "--store", str(store), "--config", str(config_path)]) == 0
+    assert f"idle burn per host today ({doc['to']}):" in capsys.readouterr().out

@@ -22,7 +22,7 @@ from poolconsole.collect.engine_logs import MAX_LINE_CHARS, follow_logs
 from poolconsole.collect.ssh import SSHPool
 from poolconsole.config import parse_config
 from poolconsole.model.failure_modes import Finding
-from tests.helpers.engines import llama_server, llama_server_binary, model_path
+from tests.helpers.engines import litellm_proxy, llama_server, llama_server_binary, model_path
 from tests.helpers.rawhttp import free_port
 from tests.helpers.sshd import Lab, NetNamespace
 from tests.helpers.supervised import Supervisor
@@ -208,6 +208,57 @@ def test_exposure_flags_an_open_server_on_all_interfaces_and_passes_a_keyed_one_
     assert t1 > t0, "the one-token completion reached the open engine"
     assert t2 == t1, "--no-completion still generated"
     assert rc_text == 1 and "EXPOSED  open" in text and "ok       keyed" in text and "fix:" in text
+
+
+def test_exposure_flags_a_litellm_proxy_without_a_master_key_and_passes_one_with_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The real LiteLLM proxy in front of a real llama-server, once with a master key and once without: the
+    one without lets a key-less caller list models and generate (the backend's prompt counter grows), and is
+    flagged with the master-key fix; the one with it refuses both and passes; the key never shows. (This
+    LiteLLM refuses to start without a master key unless `dangerously_permit_weak_or_unset_master_key` is
+    set: the open one is started so, as an operator would have to.)"""
+    master = "sk-gateway-master-" + os.urandom(4).hex()
+    monkeypatch.setenv("GATEWAY_KEY", master)
+    model = model_path("tiny")
+    with (
+        llama_server(tmp_path, model, "-c", "512") as backend,
+        litellm_proxy(tmp_path, {"tiny": backend}, master) as keyed_url,
+        litellm_proxy(tmp_path, {"tiny": backend}, None) as open_url,
+    ):
+        engines = (
+            f'[[engines]]\nname = "gw-open"\nkind = "litellm"\nurl = "{open_url}"\n'
+            f'[[engines]]\nname = "gw-keyed"\nkind = "litellm"\nurl = "{keyed_url}"\napi_key_env = "GATEWAY_KEY"\n'
+        )
+        config = tmp_path / "pool.toml"
+        config.write_text(engines)
+        t0 = _prompt_tokens(backend)
+        rc = main(["exposure", "--config", str(config), "--json"])
+        out = capsys.readouterr().out
+        t1 = _prompt_tokens(backend)
+        rc_skip = main(["exposure", "--config", str(config), "--json", "--no-completion"])
+        skipped_out = capsys.readouterr().out
+        t2 = _prompt_tokens(backend)
+    doc, skipped = json.loads(out), json.loads(skipped_out)
+    entries = {e["name"]: e for e in doc["engines"]}
+    opened, keyed = entries["gw-open"], entries["gw-keyed"]
+    assert rc == 1 and doc["exposed"] is True
+    assert opened["unauthenticated"] is True and opened["exposed"] is True
+    checks = {f["check"]: f for f in opened["findings"]}
+    assert {"litellm_master_key", "completion_without_key", "models_without_key"} <= set(checks)
+    assert checks["litellm_master_key"]["exposed"] and "master_key" in checks["litellm_master_key"]["fix"]
+    assert "the gateway accepts a caller without a key" in checks["completion_without_key"]["found"]
+    assert keyed["unauthenticated"] is False and keyed["exposed"] is False, keyed
+    assert not {"litellm_master_key", "completion_without_key", "models_without_key"} & {
+        f["check"] for f in keyed["findings"]
+    }
+    assert t1 > t0, "the key-less completion through the open gateway reached the engine"
+    assert rc_skip == 1 and {e["name"]: e["unauthenticated"] for e in skipped["engines"]} == {
+        "gw-open": True,
+        "gw-keyed": False,
+    }
+    assert t2 == t1, "--no-completion still generated"
+    assert master not in out and master not in skipped_out
 
 
 def _prompt_tokens(url: str) -> float:

@@ -115,3 +115,20 @@ async def test_the_ledger_in_a_replay_reads_the_recording(tmp_path: Path) -> Non
             assert_shows(screen, engine)
     finally:
         replay.close()
+
+
+async def test_the_ledger_shows_idle_burn_per_host_today(tmp_path: Path) -> None:
+    path = tmp_path / "history.sqlite3"
+    _, last = write_store(path)
+    app = PoolApp(uipool.config(), live=False, read_only=True, clock=lambda: last + 1, theme_state=tmp_path / "ui.json")
+    async with app.run_test(size=(140, 50)) as pilot:
+        app.store_path = path
+        screen = await open_ledger(pilot, app)
+        assert screen.doc is not None
+        (host,) = [h for h in screen.doc["hosts"] if h["date"] == screen.doc["to"]]
+        assert host["busy_s"] > 0 and host["idle_s"] == 0  # the engine ran a request at every poll
+        table = screen.query_one("#ledger-hosts", DataTable)
+        assert table.row_count == 1
+        assert str(table.get_cell(host["host"], "busy")) == "0 min"
+        assert str(table.get_cell(host["host"], "load_w")) == f"{host['load_power_w']:.0f} W"
+        assert str(table.get_cell(host["host"], "idle_w")) == "n/a"  # never idle: unknown, not 0 W

@@ -178,3 +178,12 @@ async def test_slots_text_is_counted_never_kept() -> None:
     assert secret not in text and secret not in repr(got)
     assert got.slots_entries == 1 and "slots_open" in {f.check for f in result.findings}
     assert "cors_open" in {f.check for f in result.findings}
+
+
+def test_a_refusal_answered_with_500_counts_as_a_refusal_when_the_key_is_served() -> None:
+    gateway = Engine.model_validate({"name": "gw", "kind": "litellm", "url": "http://gw:4000"})
+    # LiteLLM 1.108.7 without its database package: a key-less call fails with 500, the keyed one is served
+    refused = judge(gateway, Probe(models_status=500, keyed_models_status=200, completion_status=500), None, None)
+    assert refused.unauthenticated is False and not refused.findings
+    broken = judge(gateway, Probe(models_status=500, keyed_models_status=500, completion_status=500), None, None)
+    assert broken.unauthenticated is None  # failing with the key too: nothing learned about the key

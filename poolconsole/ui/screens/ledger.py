@@ -53,6 +53,8 @@ class LedgerScreen(Screen[None]):
         yield Static(f"reading the ledger from {self.store} ...", id="ledger-decision", markup=False)
         yield PlotextPlot(id="ledger-chart")
         yield DataTable(id="ledger-table", cursor_type="row")
+        yield DataTable(id="ledger-hosts", cursor_type="row")
+        yield Static("", id="ledger-hints", markup=False)
         yield Footer()
 
     def on_mount(self) -> None:
@@ -70,6 +72,18 @@ class LedgerScreen(Screen[None]):
             ("idle_kwh", "Idle kWh"),
         ):
             table.add_column(label, key=key)
+        hosts = self.query_one("#ledger-hosts", DataTable)
+        for key, label in (
+            ("host", "Host (today)"),
+            ("idle", "Idle"),
+            ("busy", "Busy"),
+            ("unknown", "Unknown"),
+            ("idle_w", "Power idle"),
+            ("load_w", "Power under load"),
+            ("idle_kwh", "Idle kWh"),
+            ("kwh", "kWh"),
+        ):
+            hosts.add_column(label, key=key)
         self._read()
 
     @work(group="ledger", exclusive=True, exit_on_error=False)
@@ -122,6 +136,27 @@ class LedgerScreen(Screen[None]):
             + "".join("\n" + line for line in gateway)
         )
         self._chart(entries)
+        self._hosts(doc)
+
+    def _hosts(self, doc: dict[str, Any]) -> None:
+        """Idle burn per host today: hours idle and busy, power at idle against under load, with the hint."""
+        table = self.query_one("#ledger-hosts", DataTable)
+        table.clear()
+        today = [e for e in doc.get("hosts") or () if e["date"] == doc["to"]]
+        for e in today:
+            cells = (
+                e["host"],
+                _hours(e["idle_s"]),
+                _hours(e["busy_s"]),
+                _hours(e["unknown_s"]) if e["unknown_s"] else "-",
+                NA if e["idle_power_w"] is None else f"{e['idle_power_w']:.0f} W",
+                NA if e["load_power_w"] is None else f"{e['load_power_w']:.0f} W",
+                _kwh(e["idle_energy_kwh"]),
+                _kwh(e["energy_kwh"]),
+            )
+            table.add_row(*(Text(c) for c in cells), key=e["host"])
+        hints = [f"{e['host']}: {e['hint']}" for e in today if e["hint"]]
+        self.query_one("#ledger-hints", Static).update("\n".join(hints))
 
     def _chart(self, entries: list[dict[str, Any]]) -> None:
         widget = self.query_one("#ledger-chart", PlotextPlot)

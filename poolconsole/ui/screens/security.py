@@ -1,0 +1,114 @@
+"""The exposure audit in the console (`S`): ops.exposure run over the pool's engines and gateways (a models
+list, a one-token completion unless skipped, /metrics and llama.cpp's /slots, all without a key; `ss -ltn`
+on each host over SSH), then one row per engine and gateway (answers without a key, where it listens, the
+verdict) and every finding with its fix. Never destructive, so the same in --read-only; response bodies are
+never shown (the audit keeps only status codes, model names and counts)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Header, Static
+
+from poolconsole.config.models import PoolConfig
+from poolconsole.model.units import NA
+from poolconsole.ops.exposure import EngineExposure
+
+COMPLETION_CHOICES = (
+    "models list, one-token completion, /metrics, /slots (full audit)",
+    "skip the completion: models list, /metrics, /slots only",
+)
+KEY_TEXT = {True: "answers without a key", False: "requires a key", None: NA}
+
+
+def verdict(result: EngineExposure) -> str:
+    if result.exposed:
+        return "EXPOSED"
+    if result.findings:
+        return "contained"  # worth knowing, reachable only on loopback, the tailnet or the LAN
+    return "ok" if result.unauthenticated is False else "not checked"
+
+
+def finding_lines(results: list[EngineExposure]) -> list[str]:
+    """Each engine's findings with their fixes, then what could not be checked."""
+    out: list[str] = []
+    for r in results:
+        if not r.findings and not r.unchecked:
+            continue
+        out.append(f"{r.name} ({r.kind}, {r.url}): {verdict(r)}")
+        for f in r.findings:
+            out.append(f"  {'!!' if f.exposed else '--'} {f.found}")
+            out.append(f"     fix: {f.fix}")
+        out += [f"  ?? {why}" for why in r.unchecked]
+    return out
+
+
+class SecurityScreen(Screen[None]):
+    CSS_PATH = Path(__file__).with_suffix(".tcss")
+
+    def __init__(self, config: PoolConfig, completion: bool = True) -> None:
+        super().__init__()
+        self.config = config
+        self.completion = completion
+        self.results: list[EngineExposure] | None = None
+        """The audit's results once it has run."""
+        self.problem: str | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        probe = "with" if self.completion else "without"
+        yield Static(
+            f"exposure audit of {len(self.config.engines)} engines and gateways ({probe} the one-token completion) ...",
+            id="security-summary",
+            markup=False,
+        )
+        yield DataTable(id="security-table", cursor_type="row")
+        yield Static("", id="security-findings", markup=False)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one("#security-table", DataTable)
+        for key, label in (
+            ("name", "Engine / gateway"),
+            ("kind", "Kind"),
+            ("key", "Without a key"),
+            ("listen", "Listens on"),
+            ("verdict", "Verdict"),
+            ("findings", "Findings"),
+        ):
+            table.add_column(label, key=key)
+        self._audit()
+
+    @work(group="exposure", exclusive=True, exit_on_error=False)
+    async def _audit(self) -> None:
+        from poolconsole.ops.exposure import audit
+
+        try:
+            results = await audit(self.config, self.completion)
+        except Exception as exc:  # shown on the screen: the console keeps running
+            self.problem = f"exposure audit stopped: {type(exc).__name__}: {exc}"
+            self.query_one("#security-summary", Static).update(self.problem)
+            return
+        self.show(results)
+
+    def show(self, results: list[EngineExposure]) -> None:
+        self.results = results
+        table = self.query_one("#security-table", DataTable)
+        table.clear()
+        for r in results:
+            listen = NA if r.listen is None else ", ".join(r.listen) or "-"
+            cells = (r.name, r.kind, KEY_TEXT[r.unauthenticated], listen, verdict(r), str(len(r.findings)))
+            table.add_row(*(Text(c) for c in cells), key=r.name)
+        exposed = [r.name for r in results if r.exposed]
+        probe = "with" if self.completion else "without"
+        head = (
+            f"EXPOSED: {', '.join(exposed)} ({len(exposed)} of {len(results)})"
+            if exposed
+            else f"nothing exposed ({len(results)} checked)"
+        )
+        self.query_one("#security-summary", Static).update(f"{head}; probed {probe} the one-token completion")
+        self.query_one("#security-findings", Static).update("\n".join(finding_lines(results)) or "no findings")

@@ -1,0 +1,89 @@
+"""The exposure audit in the console, on `poolconsole demo --scenario oom`: `S` asks whether to send the
+one-token completion, then lists each engine and the gateway with whether it answers without a key, where
+it listens and the verdict, and every finding with its fix: `embeddings` (Ollama, no key) is flagged, the
+keyed engines and the gateway pass. Skipping the completion sends none: llama.cpp lists its models without
+a key even when started with one, so only the completion (refused, 401) shows that it requires a key."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from textual.pilot import Pilot
+from textual.widgets import DataTable, Static
+
+from poolconsole.config import parse_config
+from poolconsole.sim.demo import KEYLESS_ENGINE, SimPool
+from poolconsole.ui import registry
+from poolconsole.ui.app import PoolApp
+from poolconsole.ui.screens.action import ProfilePicker
+from poolconsole.ui.screens.security import COMPLETION_CHOICES, SecurityScreen
+
+KEY = next(a.key for a in registry.ACTIONS if a.id == "security")
+KEYED = ("qwen3-next-80b", "gemma3-27b-nvfp4", "gateway")
+LLAMACPP_KEYED = "qwen2.5-coder-3090"
+"""llama.cpp with --api-key: /v1/models answers without the key, the completion does not."""
+
+
+@pytest.fixture
+async def oom_pool(tmp_path: Path) -> AsyncIterator[SimPool]:
+    pool = SimPool("oom", seed=7)
+    pool.oom_after_s = 3600.0  # no crash during this test
+    await pool.start(tmp_path / "keys")
+    try:
+        await pool.wait_ready()
+        yield pool
+    finally:
+        await pool.stop()
+
+
+async def audited(pilot: Pilot[None], app: PoolApp, choice: str) -> SecurityScreen:
+    await pilot.press(KEY)
+    await pilot.pause()
+    assert isinstance(app.screen, ProfilePicker) and list(COMPLETION_CHOICES) == app.screen.profiles
+    app.screen.dismiss(choice)
+    for _ in range(150):
+        await pilot.pause(0.1)
+        screen = app.screen
+        if isinstance(screen, SecurityScreen) and (screen.results is not None or screen.problem is not None):
+            assert screen.problem is None, screen.problem
+            return screen
+    raise AssertionError(f"the audit did not finish: {app.screen!r}")
+
+
+def cell(screen: SecurityScreen, row: str, column: str) -> str:
+    return str(screen.query_one("#security-table", DataTable).get_cell(row, column))
+
+
+async def test_security_screen_flags_the_keyless_engine(oom_pool: SimPool, tmp_path: Path) -> None:
+    pool = oom_pool
+    app = PoolApp(parse_config(pool.config_toml()), theme_state=tmp_path / "ui.json", read_only=True)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await asyncio.sleep(1.0)
+        screen = await audited(pilot, app, COMPLETION_CHOICES[1])  # read-only: the audit is still there
+        assert not screen.completion
+        assert cell(screen, LLAMACPP_KEYED, "key") == "answers without a key"  # its models list: no completion sent
+        assert cell(screen, KEYLESS_ENGINE, "key") == "answers without a key"
+        assert cell(screen, KEYLESS_ENGINE, "verdict") == "EXPOSED"
+        for name in KEYED:
+            assert cell(screen, name, "key") == "requires a key", name
+            assert cell(screen, name, "verdict") != "EXPOSED", name
+        assert cell(screen, KEYLESS_ENGINE, "listen") == "n/a"  # the sim hosts have no `ss`: unknown, not "none"
+        summary = str(screen.query_one("#security-summary", Static).render())
+        assert summary.startswith("EXPOSED: ") and KEYLESS_ENGINE in summary  # (llama.cpp's lists count too)
+        findings = str(screen.query_one("#security-findings", Static).render())
+        assert "/v1/models answers without a key" in findings and "fix: Ollama has no keys" in findings
+        assert "iproute2" in findings  # what could not be checked is said
+
+        await pilot.press("escape")
+        await pilot.pause()
+        screen = await audited(pilot, app, COMPLETION_CHOICES[0])
+        assert screen.completion
+        assert cell(screen, LLAMACPP_KEYED, "key") == "requires a key"  # the completion went out, and was refused
+        assert cell(screen, KEYLESS_ENGINE, "verdict") == "EXPOSED"
+        for name in KEYED:
+            assert cell(screen, name, "key") == "requires a key", name
+        summary = str(screen.query_one("#security-summary", Static).render())
+        assert summary.startswith(f"EXPOSED: {KEYLESS_ENGINE} (1 of 8)"), summary
