@@ -413,12 +413,7 @@ class Checker:
             summary,
             concurrency=concurrency,
             requests=requests,
-            ttft_s=stats.ttft,
-            connect_s=stats.connect,
-            itl_s=stats.itl,
-            output_tokens_per_s=stats.tokens_per_s,
-            prompt_tokens=stats.prompt_tokens,
-            output_tokens=stats.output_tokens,
+            **stats.figures(),
             details={"wall_s": wall},
         )
 

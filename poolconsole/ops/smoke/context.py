@@ -263,12 +263,7 @@ async def run_length(
         "; ".join(problems + facts),
         concurrency=concurrency,
         requests=concurrency,
-        ttft_s=stats.ttft,
-        connect_s=stats.connect,
-        itl_s=stats.itl,
-        output_tokens_per_s=stats.tokens_per_s,
-        prompt_tokens=stats.prompt_tokens or round(statistics.fmean(counts)),
-        output_tokens=stats.output_tokens,
+        **(stats.figures() | {"prompt_tokens": stats.prompt_tokens or round(statistics.fmean(counts))}),
         details={
             "context_tokens": length,
             "prompt_tokens_sent": counts,

@@ -279,6 +279,17 @@ class LevelStats:
     """Connection set-up of the requests that opened a connection: mean, p95 and how many did; None
     when every request went out on a kept-alive connection."""
 
+    def figures(self) -> dict[str, Any]:
+        """The timing and token fields of a CheckResult measured at this level."""
+        return {
+            "ttft_s": self.ttft,
+            "connect_s": self.connect,
+            "itl_s": self.itl,
+            "output_tokens_per_s": self.tokens_per_s,
+            "prompt_tokens": self.prompt_tokens,
+            "output_tokens": self.output_tokens,
+        }
+
 
 def level_stats(results: list[StreamResult], wall_s: float) -> LevelStats:
     good = [r for r in results if r.ok]
