@@ -13,8 +13,6 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from prometheus_client.parser import text_string_to_metric_families
-
 ENGINE_PREFIXES = ("vllm", "sglang", "llamacpp")
 
 
@@ -80,6 +78,8 @@ class Exposition:
 
 
 def _strict(text: str) -> list[Sample]:
+    from prometheus_client.parser import text_string_to_metric_families  # the fallback: not at start-up
+
     samples: list[Sample] = []
     for family in text_string_to_metric_families(text):
         for s in family.samples:

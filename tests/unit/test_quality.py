@@ -42,10 +42,22 @@ def test_layer_contracts() -> None:
 
 def test_the_console_starts_without_the_action_and_ssh_libraries() -> None:
     """Start-up imports only what the first frame needs: httpx and the openai SDK (actions, smoke tests)
-    and asyncssh (hosts) load when first used, so a console's first poll is not held back by them."""
+    and asyncssh (hosts) load when first used, so a console's first poll is not held back by them; so do
+    the charts (plotext), prometheus_client's strict parser, the actions and every screen but the overview."""
+    later = (
+        "httpx",
+        "openai",
+        "asyncssh",
+        "plotext",
+        "prometheus_client",
+        "poolconsole.ops.lifecycle",
+        "poolconsole.ui.screens.detail",
+        "poolconsole.ui.screens.action",
+        "poolconsole.ui.screens.ledger",
+    )
     code = (
         "import sys; import poolconsole.cli, poolconsole.ui.app\n"
-        "loaded = [m for m in ('httpx', 'openai', 'asyncssh') if m in sys.modules]\n"
+        f"loaded = [m for m in {later!r} if m in sys.modules]\n"
         "assert not loaded, loaded\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
