@@ -1,11 +1,20 @@
 """Engines read from a Prometheus-compatible query API (Prometheus, Thanos Query, VictoriaMetrics, Mimir)
 instead of their own endpoints: the same EngineSnapshot the direct poller builds, from instant queries.
 
-One poll of an engine is two instant queries to /api/v1/query, concurrent:
+What one engine needs is two instant vectors:
 
 - the raw series of the metric families the direct collector reads (the engine spec's names) and the
   target's `up`, selected by the engine's `instance` label (HOST:PORT of its url) or its `selector`;
-- the `timestamp()` of the target's `up`: when Prometheus scraped it, the sample's time.
+- the `timestamp()` of the target's `up` (or its running-requests gauge): when Prometheus scraped it,
+  the sample's time.
+
+Every engine on one query API is read in one batch (EngineReads): each engine's poll loop asks it, and
+the first ask of a tick sends one instant query per group (the engines matched by instance, up to
+BATCH_INSTANCES of them in one `instance=~"a|b|..."`; each distinct selector on its own) holding both
+vectors (`raw or label_replace(timestamp(up{...}), ...)`); each engine gets its slice. The loops keep
+their own cadence and still never overlap themselves; only the fetch is shared: a loop that asks while a
+batch is in flight, or within REUSE_S of one that answered, gets that batch's reading. 1,000 engines are
+5 queries a tick instead of 2,000 (benchmarks/scale_bench.py measures both).
 
 The series go through the same mapping as a /metrics page (aliases per version, ranks, histograms), so
 every field reads as it does when polled directly. Counters are read as counters, not through `rate()`:
@@ -31,9 +40,10 @@ import base64
 import json
 import math
 import os
+import re
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -118,6 +128,8 @@ class PrometheusAPI:
         self.users = 0
         parts = urlsplit(source.url)
         self.where = parts.netloc.rpartition("@")[2]
+        self.engine_reads = EngineReads(self)
+        """The engines read from this API, batched."""
 
     def acquire(self) -> PrometheusAPI:
         self.users += 1
@@ -187,21 +199,30 @@ class PrometheusAPI:
                 elapsed_s=elapsed,
             )
 
-    async def scrape_error(self, labels: dict[str, str]) -> str | None:
-        """The last scrape error Prometheus reports for the target with these job / instance labels."""
+    async def active_targets(self) -> list[dict[str, Any]]:
+        """/api/v1/targets' active targets; none when it cannot be read."""
         fetched = await self.get("/api/v1/targets?state=active")
         if not fetched.ok:
-            return None
+            return []
         try:
             targets = json.loads(fetched.body)["data"]["activeTargets"]
         except (ValueError, KeyError, TypeError):
-            return None
-        for target in targets:
-            mine = target.get("labels", {})
-            if all(mine.get(k) == labels.get(k) for k in ("job", "instance") if k in labels):
-                error = str(target.get("lastError") or "")
-                return error or None
-        return None
+            return []
+        return targets if isinstance(targets, list) else []
+
+    async def scrape_error(self, labels: dict[str, str]) -> str | None:
+        """The last scrape error Prometheus reports for the target with these job / instance labels."""
+        return scrape_error_in(await self.active_targets(), labels)
+
+
+def scrape_error_in(targets: Iterable[dict[str, Any]], labels: dict[str, str]) -> str | None:
+    """The lastError of the first target with these job / instance labels."""
+    for target in targets:
+        mine = target.get("labels", {})
+        if all(mine.get(k) == labels.get(k) for k in ("job", "instance") if k in labels):
+            error = str(target.get("lastError") or "")
+            return error or None
+    return None
 
 
 def quoted(value: str) -> str:
@@ -217,7 +238,8 @@ def matchers(engine: Engine) -> str:
 
 
 def selection(engine: Engine) -> str:
-    """Every series this engine's mapping reads, and its target's `up`."""
+    """Every series this engine's mapping reads, and its target's `up` (the per-engine query a batch
+    replaces; benchmarks/scale_bench.py measures it beside the batch)."""
     spec = SPEC[engine.kind]
     names = "|".join(sorted({*spec.wanted, "up"}))
     return f'{{__name__=~"{names}", {matchers(engine)}}}'
@@ -230,6 +252,181 @@ def scrape_time(engine: Engine) -> str:
     running = SPEC[engine.kind].gauges["requests_running"][0]
     parts = [f"timestamp(up{{{sel}}})", *(f'timestamp({{__name__="{name}", {sel}}})' for name in running)]
     return f"max({' or '.join(parts)})"
+
+
+BATCH_INSTANCES = 200
+"""Engines matched by instance in one batched query: 200 keep the query's URL near 6 KB (under the 8 KB
+request line a proxy in front of the query API commonly allows) and its answer near 1 MB."""
+REUSE_S = 0.25
+"""A loop that asks this soon after a batch answered takes that reading (Prometheus scrapes every few
+seconds at most, so it is as fresh) instead of sending another query for every engine."""
+SCRAPE_OF = "poolconsole_scrape_of"
+"""The label a batch puts on each `timestamp()` series: which family it is the scrape time of."""
+
+
+def running_families(kind: EngineKind) -> tuple[str, ...]:
+    """The families whose timestamp() is an engine's scrape time: `up`, then its running-requests gauge."""
+    return ("up", *SPEC[kind].gauges["requests_running"][0])
+
+
+def batch_expression(kinds: Iterable[EngineKind], sel: str) -> str:
+    """One instant query reading every engine under the matchers `sel`: the raw series of the kinds'
+    families and each target's `up`, `or` the timestamp() of `up` and of the running-requests gauges, one
+    family at a time (timestamp() reads the samples' own times only of a plain selector, and drops the
+    name), each tagged with SCRAPE_OF so that `or` (which matches label sets without the name) keeps them."""
+    chosen = sorted(set(kinds), key=str)
+    names = "|".join(sorted({"up", *(n for k in chosen for n in SPEC[k].wanted)}))
+    families = sorted({f for k in chosen for f in running_families(k)})
+    parts = [f'{{__name__=~"{names}", {sel}}}']
+    parts += [
+        f'label_replace(timestamp({{__name__="{family}", {sel}}}), "{SCRAPE_OF}", "{family}", "", "")'
+        for family in families
+    ]
+    return " or ".join(parts)
+
+
+def instances_matcher(instances: Iterable[str]) -> str:
+    """instance=~"a|b|..." matching exactly these instance labels."""
+    return f"instance=~{quoted('|'.join(re.escape(i) for i in sorted(set(instances))))}"
+
+
+@dataclass(frozen=True)
+class _Group:
+    """Engines read by one query: those matched by instance (sliced by it) or those of one selector."""
+
+    expr: str
+    keys: tuple[int, ...]
+    by_instance: bool
+
+
+@dataclass
+class Batch:
+    """One tick's reading of every engine on the API: each engine's two vectors, by its poller's key."""
+
+    api: PrometheusAPI
+    members: dict[int, Engine]
+    tasks: dict[int, asyncio.Task[dict[int, tuple[Answer, Answer]]]] = field(default_factory=dict)
+    """Each engine's group query: a group's engines go on as soon as its answer is in (the first frame
+    shows the first 200 engines without waiting for the other queries)."""
+    done_at: float | None = None
+    """When its last query answered."""
+    _targets: asyncio.Task[list[dict[str, Any]]] | None = None
+
+    async def scrape_error(self, labels: dict[str, str]) -> str | None:
+        """As PrometheusAPI.scrape_error, with /api/v1/targets read once per batch for every stale engine."""
+        if self._targets is None:
+            self._targets = asyncio.ensure_future(self.api.active_targets())
+        return scrape_error_in(await asyncio.shield(self._targets), labels)
+
+
+def batch_groups(members: dict[int, Engine]) -> list[_Group]:
+    """The queries of one batch: the engines matched by instance in chunks of BATCH_INSTANCES instances, and
+    each distinct selector on its own (a selector's matchers cannot be merged into another's)."""
+    by_instance: dict[str, list[int]] = {}
+    by_selector: dict[str, list[int]] = {}
+    for key, engine in members.items():
+        if engine.selector is None:
+            by_instance.setdefault(engine.instance, []).append(key)
+        else:
+            by_selector.setdefault(matchers(engine), []).append(key)
+    groups = []
+    instances = sorted(by_instance)
+    for at in range(0, len(instances), BATCH_INSTANCES):
+        chunk = instances[at : at + BATCH_INSTANCES]
+        keys = tuple(k for i in chunk for k in by_instance[i])
+        kinds = {members[k].kind for k in keys}
+        groups.append(_Group(batch_expression(kinds, instances_matcher(chunk)), keys, True))
+    for sel, same in by_selector.items():
+        groups.append(_Group(batch_expression({members[k].kind for k in same}, sel), tuple(same), False))
+    return groups
+
+
+def engine_slice(engine: Engine, series: Sequence[Series], elapsed_s: float | None) -> tuple[Answer, Answer]:
+    """An engine's two vectors out of its group's answer: its families' raw series (and `up`), as the
+    per-engine selection gives them, and the latest timestamp() of its scrape-time families."""
+    wanted = {"up", *SPEC[engine.kind].wanted}
+    stamp_of = set(running_families(engine.kind))
+    values: list[Series] = []
+    stamps: list[Series] = []
+    for s in series:
+        name = s.labels.get("__name__")
+        if name is None:
+            if s.labels.get(SCRAPE_OF) in stamp_of:
+                stamps.append(s)
+        elif name in wanted:
+            values.append(s)
+    latest = max(stamps, key=lambda s: s.value, default=None)
+    stamp = (Series({}, latest.value, latest.at),) if latest is not None else ()
+    return Answer(tuple(values), elapsed_s=elapsed_s), Answer(stamp, elapsed_s=elapsed_s)
+
+
+class EngineReads:
+    """Every engine read from one query API, coalesced into one batch per tick (module docstring)."""
+
+    def __init__(self, api: PrometheusAPI) -> None:
+        self.api = api
+        self.members: dict[int, Engine] = {}
+        self.latest: Batch | None = None
+        self.queries = 0
+        """Instant queries sent (benchmarks read it)."""
+
+    def join(self, key: int, engine: Engine) -> None:
+        self.members[key] = engine
+
+    def leave(self, key: int) -> None:
+        self.members.pop(key, None)
+        if not self.members and self.latest is not None:
+            for task in self.latest.tasks.values():
+                task.cancel()  # nobody waits for it any more
+
+    async def read(self, key: int) -> tuple[Answer, Answer, Batch]:
+        """This engine's two vectors: from the batch in flight or the one that answered within REUSE_S
+        when it holds the engine, else from a new batch of every member."""
+        batch = self.latest
+        now = time.monotonic()
+        if (
+            batch is None
+            or key not in batch.tasks
+            or (batch.done_at is not None and now - batch.done_at > REUSE_S)
+            or any(t.cancelled() for t in batch.tasks.values())
+        ):
+            batch = self._start()
+        values, stamps = (await asyncio.shield(batch.tasks[key]))[key]
+        return values, stamps, batch
+
+    def _start(self) -> Batch:
+        batch = Batch(self.api, dict(self.members))
+        groups = batch_groups(batch.members)
+        left = len(groups)
+
+        def answered(_: asyncio.Future[Any]) -> None:
+            nonlocal left
+            left -= 1
+            if left == 0:
+                batch.done_at = time.monotonic()
+
+        for group in groups:
+            task = asyncio.ensure_future(self._run(batch, group))
+            task.add_done_callback(answered)
+            batch.tasks.update(dict.fromkeys(group.keys, task))
+        self.queries += len(groups)
+        self.latest = batch
+        return batch
+
+    async def _run(self, batch: Batch, group: _Group) -> dict[int, tuple[Answer, Answer]]:
+        answer = await self.api.query(group.expr)
+        if not answer.ok:
+            return {k: (answer, answer) for k in group.keys}
+        if not group.by_instance:
+            return {k: engine_slice(batch.members[k], answer.series, answer.elapsed_s) for k in group.keys}
+        by_instance: dict[str, list[Series]] = {}
+        for s in answer.series:
+            by_instance.setdefault(s.labels.get("instance", ""), []).append(s)
+        out = {}
+        for k in group.keys:
+            engine = batch.members[k]
+            out[k] = engine_slice(engine, by_instance.get(engine.instance, ()), answer.elapsed_s)
+        return out
 
 
 @dataclass
@@ -252,16 +449,17 @@ class PrometheusEnginePoller:
     def __post_init__(self) -> None:
         self.api.acquire()
         self.where = f"{{{matchers(self.engine)}}}"
+        self.api.engine_reads.join(id(self), self.engine)
 
     async def aclose(self) -> None:
+        self.api.engine_reads.leave(id(self))
         await self.api.release()
 
     async def poll(self) -> EngineSnapshot:
-        expr = selection(self.engine)
         wall, mono = time.time(), time.monotonic()
         try:
-            values, stamps = await asyncio.gather(self.api.query(expr), self.api.query(scrape_time(self.engine)))
-            return await self._snapshot(values, stamps)
+            values, stamps, batch = await self.api.engine_reads.read(id(self))
+            return await self._snapshot(values, stamps, batch)
         except Exception as exc:  # a collector must never take the console down
             return self._unknown(
                 EngineState.DEGRADED, f"internal error while reading this engine from Prometheus: {exc!r}", wall, mono
@@ -303,7 +501,7 @@ class PrometheusEnginePoller:
     def _extra(self, more: dict[str, Any] | None = None) -> dict[str, Any]:
         return {"read_from": "prometheus", "prometheus": self.api.source.url, "selector": self.where, **(more or {})}
 
-    async def _snapshot(self, values: Answer, stamps: Answer) -> EngineSnapshot:
+    async def _snapshot(self, values: Answer, stamps: Answer, batch: Batch) -> EngineSnapshot:
         kind = self.engine.kind
         spec = SPEC[kind]
         latency = max((a.elapsed_s for a in (values, stamps) if a.elapsed_s is not None), default=None)
@@ -335,7 +533,7 @@ class PrometheusEnginePoller:
             return self._unknown(EngineState.DEGRADED, error, at, monotonic, latency_s=latency)
         down = [u for u in ups if u.value == 0]
         if down:
-            said = await self.api.scrape_error(down[0].labels)
+            said = await batch.scrape_error(down[0].labels)
             reason = "stale in Prometheus: its last scrape failed (up == 0)"
             error = reason + (f": {said}" if said else "")
             return self._unknown(

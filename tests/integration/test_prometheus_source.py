@@ -16,7 +16,14 @@ from typing import Any
 import pytest
 
 from poolconsole import cli
-from poolconsole.collect.prometheus_source import PrometheusAPI, PrometheusEnginePoller
+from poolconsole.collect.prometheus_source import (
+    REUSE_S,
+    Batch,
+    PrometheusAPI,
+    PrometheusEnginePoller,
+    scrape_time,
+    selection,
+)
 from poolconsole.config import PoolConfig, parse_config
 from poolconsole.config.models import Engine, EngineKind, PrometheusSource
 from poolconsole.model.pool_state import PoolState
@@ -282,3 +289,104 @@ async def test_prometheus_alone_discovers_the_replayed_engines(pool: Pool, monke
     assert read_only
     assert {e.kind.value for e in config.engines} == {"vllm", "sglang", "llamacpp"}
     assert all(e.read == "prometheus" and e.control is None for e in config.engines)
+
+
+def several(pool: Pool) -> list[Engine]:
+    """The three replayed engines by instance, the vLLM one again by a selector, an engine Prometheus does not
+    scrape, and one whose selector Prometheus refuses (an RE2 parse error): one batch, three queries."""
+    by_instance = [Engine(name=n, kind=e.kind, url=e.url, read="prometheus") for n, e in pool.engines.items()]
+    url = pool.engines["vllm"].url
+    return [
+        *by_instance,
+        Engine(name="vllm-by-job", kind=EngineKind.VLLM, url=url, read="prometheus", selector='{job="vllm"}'),
+        Engine(name="absent", kind=EngineKind.SGLANG, url="http://127.0.0.1:9", read="prometheus"),
+        Engine(name="bad-regex", kind=EngineKind.VLLM, url=url, read="prometheus", selector='{job=~"("}'),
+    ]
+
+
+async def one_by_one(reader: PrometheusEnginePoller) -> EngineSnapshot:
+    """The engine read as before batching: its own two instant queries."""
+    engine, api = reader.engine, reader.api
+    values, stamps = await asyncio.gather(api.query(selection(engine)), api.query(scrape_time(engine)))
+    return await reader._snapshot(values, stamps, Batch(api, {}))
+
+
+def comparable(view: dict[str, Any]) -> dict[str, Any]:
+    """A view's JSON without what the time of the query moves (latency, the sample's age, and the poll's
+    time when no scrape dated it), floats rounded."""
+    if "scraped_at" not in view["details"]:
+        view = {k: v for k, v in view.items() if k != "polled_at"}
+
+    def rounded(value: Any) -> Any:
+        if isinstance(value, float):
+            return round(value, 4)
+        if isinstance(value, dict):
+            return {k: rounded(v) for k, v in value.items() if k not in ("latency_ms", "sample_age_s")}
+        if isinstance(value, list):
+            return [rounded(v) for v in value]
+        return value
+
+    return dict(rounded(view))
+
+
+async def test_one_batch_reads_every_engine_as_its_own_queries_did(pool: Pool) -> None:
+    api = PrometheusAPI(PrometheusSource(url=pool.prom.url))
+    readers = [PrometheusEnginePoller(engine, api) for engine in several(pool)]
+    try:
+        rounds: list[tuple[list[EngineSnapshot], list[EngineSnapshot]]] = []
+        deadline = time.monotonic() + 30
+        while len(rounds) < 2:
+            assert time.monotonic() < deadline, "the batch and the per-engine queries never agreed on the scrapes read"
+            sent = api.engine_reads.queries
+            batched = list(await asyncio.gather(*(r.poll() for r in readers)))
+            assert api.engine_reads.queries - sent == 3  # by instance; each selector on its own (12 before)
+            alone = list(await asyncio.gather(*(one_by_one(r) for r in readers)))
+            if [b.extra.get("scraped_at") for b in batched] == [a.extra.get("scraped_at") for a in alone]:
+                rounds.append((batched, alone))  # both read the same scrape of every target
+                await asyncio.sleep(1.2 * SCRAPE_S)
+            else:
+                await asyncio.sleep(2 * REUSE_S)  # a new batch, not the reading just taken
+        for i, reader in enumerate(readers):
+            batched_view = engine_view([rounds[0][0][i], rounds[1][0][i]]).to_json()
+            alone_view = engine_view([rounds[0][1][i], rounds[1][1][i]]).to_json()
+            assert comparable(batched_view) == comparable(alone_view), reader.engine.name
+        states = {r.engine.name: (v.state, v.error) for r, v in zip(readers, rounds[1][0], strict=True)}
+        for name in ("vllm", "sglang", "llamacpp", "vllm-by-job"):
+            assert states[name] == ("ok", None), states[name]
+        views = {r.engine.name: engine_view([rounds[0][0][i], rounds[1][0][i]]) for i, r in enumerate(readers)}
+        assert views["vllm-by-job"].requests_running == views["vllm"].requests_running == 8.0
+        assert (views["vllm"].generation_tokens_per_s or 0) > 0.5 * RATE
+        assert states["absent"][0] == "down" and "no series in Prometheus" in (states["absent"][1] or "")
+        assert states["bad-regex"][0] == "degraded" and (states["bad-regex"][1] or "").startswith("query error: ")
+    finally:
+        for reader in readers:
+            await reader.aclose()
+
+
+async def test_in_one_batch_each_engine_keeps_its_own_reason(pool: Pool) -> None:
+    api = PrometheusAPI(PrometheusSource(url=pool.prom.url))
+    readers = {e.name: PrometheusEnginePoller(e, api) for e in several(pool)}
+    try:
+        await pool.engines["sglang"].kill()
+        deadline = time.monotonic() + 30
+        while True:
+            snaps = dict(zip(readers, await asyncio.gather(*(r.poll() for r in readers.values())), strict=True))
+            if snaps["sglang"].state != "ok":
+                break
+            assert time.monotonic() < deadline, "Prometheus never marked the target down"
+            await asyncio.sleep(0.3)
+        stale = snaps["sglang"]
+        assert stale.state == "down" and stale.error is not None
+        assert "stale in Prometheus" in stale.error and "connection refused" in stale.error, stale.error
+        for name in ("vllm", "llamacpp", "vllm-by-job"):  # the same batch: the others read as ever
+            assert snaps[name].state == "ok" and snaps[name].metrics is not None, (name, snaps[name].error)
+        assert snaps["absent"].state == "down" and "no series in Prometheus for {instance=" in (
+            snaps["absent"].error or ""
+        )
+        refused = snaps["bad-regex"]
+        assert refused.state == "degraded" and refused.error is not None and refused.error.startswith("query error: ")
+        assert "error parsing regexp" in refused.error, refused.error  # Prometheus' own words
+        assert refused.missing["requests_running"] == refused.error
+    finally:
+        for reader in readers.values():
+            await reader.aclose()

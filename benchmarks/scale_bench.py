@@ -1,0 +1,411 @@
+"""Scale benchmark (issue 16): 1,000 engines read through a real Prometheus, beside 64 read directly.
+
+`python benchmarks/scale_bench.py [--engines 1000] [--direct 64] [--minutes 1] [--scrape 5]`
+(`--minutes 10` for the issue's figure; the default is a quick run).
+
+A few simulated exporters (aiohttp on 127.0.0.1, `--per-exporter` engines each) serve the engines' series
+with distinct `instance` labels (eNNNN:8000), a third each vLLM 0.32.0, SGLang 0.5.1 and llama.cpp pages
+from the real captures (tests/fixtures/real; only the families the console reads, so that Prometheus'
+own ingest leaves the two cores to the console), every generation counter growing. Debian's Prometheus
+scrapes them with `honor_labels: true`. Then, one after the other on the same Prometheus:
+
+- batched: the console on `[prometheus]`, every engine `read = "prometheus"` (one batch per tick);
+- per-engine: the same console with the reads as before batching (two instant queries per engine per
+  poll, selection() and scrape_time(): the queries this change replaced);
+- direct: the console scraping `--direct` engines itself (the same captures, one port each).
+
+"The console" is the real TUI process (`python -m poolconsole --config FILE`) in a tmux pane of 160x48,
+as the peers harness runs it, at the default 2 s poll interval. Measured: its CPU (utime + stime over
+the window, in % of one core), the time to the first frame with data (the pane shows an engine row and
+no longer "no data yet"), the time of one refresh (the overview's refresh_screen, timed inside that
+process by a shim that wraps it and writes each duration to a file), RSS sampled through the window,
+and Prometheus' query rate (its own prometheus_http_requests_total for /api/v1/query).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from aiohttp import web  # noqa: E402
+
+from poolconsole.collect.engines.poll import SPEC  # noqa: E402
+from poolconsole.config.models import EngineKind  # noqa: E402
+from tests.helpers.prometheus import prometheus_binary  # noqa: E402
+from tests.helpers.rawhttp import free_port  # noqa: E402
+from tests.integration.test_prometheus_source import LLAMACPP, VLLM, sglang_page  # noqa: E402
+
+KINDS = (EngineKind.VLLM, EngineKind.SGLANG, EngineKind.LLAMACPP)
+COUNTER = {
+    EngineKind.VLLM: "vllm:generation_tokens_total",
+    EngineKind.SGLANG: "sglang:generation_tokens_total",
+    EngineKind.LLAMACPP: "llamacpp:tokens_predicted_total",
+}
+RATE = 250.0
+TMUX = ["tmux", "-L", "scalebench", "-f", "/dev/null"]
+
+
+def page(kind: EngineKind) -> str:
+    if kind is EngineKind.VLLM:
+        return (VLLM / "metrics.load.txt").read_text()
+    if kind is EngineKind.SGLANG:
+        return sglang_page().decode()
+    return (LLAMACPP / "metrics-after-requests.txt").read_text()
+
+
+class Template:
+    """One kind's page cut to the families the console reads, as (head, tail) pieces around the counter's
+    value, with `{instance}` to fill in every sample's labels."""
+
+    def __init__(self, kind: EngineKind) -> None:
+        wanted = SPEC[kind].wanted
+        lines: list[str] = []
+        self.base = 0.0
+        for line in page(kind).splitlines():
+            if not line or line.startswith("#"):
+                continue
+            name, _, rest = line.partition("{") if "{" in line.split(" ")[0] else (line.split(" ")[0], "", "")
+            if name not in wanted:
+                continue
+            if rest:
+                labels, _, value = rest.rpartition("}")
+                lines.append(f'{name}{{instance="@",{labels}}}{value}')
+            else:
+                lines.append(f'{name}{{instance="@"}} {line.split(" ", 1)[1]}')
+        text = "\n".join(lines) + "\n"
+        counter = next(i for i, line in enumerate(lines) if line.startswith(COUNTER[kind] + "{"))
+        self.base = float(lines[counter].rsplit(" ", 1)[1])
+        before = "\n".join(lines[:counter]) + "\n" + lines[counter].rsplit(" ", 1)[0] + " "
+        after = text[len("\n".join(lines[: counter + 1])) :]
+        self.head, self.tail = before.split("@"), after.split("@")
+
+    def render(self, instance: str, value: float) -> str:
+        return instance.join(self.head) + repr(value) + instance.join(self.tail)
+
+
+TEMPLATES: dict[EngineKind, Template] = {}
+
+
+def kind_of(i: int) -> EngineKind:
+    return KINDS[i % 3]
+
+
+def engine_page(i: int, since: float, instance: str | None = None) -> str:
+    kind = kind_of(i)
+    template = TEMPLATES.setdefault(kind, Template(kind))
+    return template.render(instance or f"e{i:04d}:8000", template.base + RATE * (time.time() - since))
+
+
+async def serve(apps: list[tuple[web.Application, int]]) -> list[web.AppRunner]:
+    runners = []
+    for app, port in apps:
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", port).start()
+        runners.append(runner)
+    return runners
+
+
+def exporter(first: int, count: int, since: float) -> web.Application:
+    async def metrics(_: web.Request) -> web.Response:
+        body = "".join(engine_page(i, since) for i in range(first, first + count))
+        return web.Response(text=body, content_type="text/plain")
+
+    app = web.Application()
+    app.router.add_get("/metrics", metrics)
+    return app
+
+
+def direct_engine(i: int, since: float, port: int) -> web.Application:
+    """One engine on its own port, as the direct poller reads it (its /metrics without instance labels)."""
+    kind = kind_of(i)
+    models = {
+        EngineKind.VLLM: (VLLM / "v1_models.json").read_text(),
+        EngineKind.SGLANG: '{"object":"list","data":[{"id":"Qwen-32B","object":"model"}]}',
+        EngineKind.LLAMACPP: (LLAMACPP / "v1-models.json").read_text(),
+    }[kind]
+    slots = (LLAMACPP / "slots-after-requests.json").read_text()
+
+    async def metrics(_: web.Request) -> web.Response:
+        body = engine_page(i, since, "_").replace('instance="_",', "").replace('{instance="_"}', "")
+        return web.Response(text=body, content_type="text/plain")
+
+    async def listed(_: web.Request) -> web.Response:
+        return web.Response(text=models, content_type="application/json")
+
+    async def slotted(_: web.Request) -> web.Response:
+        return web.Response(text=slots, content_type="application/json")
+
+    app = web.Application()
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/v1/models", listed)
+    app.router.add_get("/slots", slotted)
+    return app
+
+
+def config(engines: int, prometheus: str | None, ports: list[int] | None = None) -> str:
+    text = f'[prometheus]\nurl = "{prometheus}"\n\n' if prometheus else ""
+    for i in range(engines):
+        kind = kind_of(i)
+        if ports is None:
+            url, read = f"http://e{i:04d}:8000", "prometheus"
+        else:
+            url, read = f"http://127.0.0.1:{ports[i]}", "direct"
+        text += f'[[engines]]\nname = "e{i:04d}"\nkind = "{kind}"\nurl = "{url}"\nread = "{read}"\n\n'
+    return text
+
+
+SHIM = """
+import asyncio, sys, time
+from poolconsole.collect import prometheus_source as ps
+from poolconsole.ui.app import PoolApp
+
+out = open(sys.argv[1], "a", buffering=1)
+inner = PoolApp.refresh_screen
+
+def refresh_screen(self):
+    started = time.perf_counter()
+    inner(self)
+    out.write(f"{time.perf_counter() - started:.6f}\\n")
+
+PoolApp.refresh_screen = refresh_screen
+
+if sys.argv[2] == "per-engine":  # the reads as before batching: two instant queries per engine per poll
+    async def read(self, key):
+        engine = self.members[key]
+        self.queries += 2
+        values, stamps = await asyncio.gather(
+            self.api.query(ps.selection(engine)), self.api.query(ps.scrape_time(engine))
+        )
+        return values, stamps, ps.Batch(self.api, {})
+
+    ps.EngineReads.read = read
+
+from poolconsole.cli import main
+sys.exit(main(["--config", sys.argv[3]]))
+"""
+
+
+def cpu_ticks(pid: int) -> int:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return sum(int(f) for f in fields[11:15])
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def pane(session: str) -> str:
+    done = subprocess.run([*TMUX, "capture-pane", "-p", "-t", session], capture_output=True, text=True)
+    return done.stdout
+
+
+async def query_count(prom: str) -> float:
+    """Instant queries Prometheus has answered: its own counter, from its /metrics (it does not scrape itself)."""
+    import httpx
+
+    async with httpx.AsyncClient(trust_env=False, timeout=30) as client:
+        text = (await client.get(f"{prom}/metrics")).text
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("prometheus_http_requests_total{") and 'handler="/api/v1/query"' in line
+    )
+
+
+async def measure(name: str, directory: Path, config_text: str, mode: str, seconds: float, prom: str) -> dict[str, Any]:
+    path = directory / f"{name}.toml"
+    path.write_text(config_text)
+    times = directory / f"{name}.refresh"
+    times.write_text("")
+    shim = directory / "shim.py"
+    shim.write_text(SHIM)
+    env = {
+        **os.environ,
+        "XDG_CONFIG_HOME": str(directory / "xdg" / name / "config"),
+        "XDG_DATA_HOME": str(directory / "xdg" / name / "data"),
+        "XDG_STATE_HOME": str(directory / "xdg" / name / "state"),
+        "XDG_CACHE_HOME": str(directory / "xdg" / name / "cache"),
+        "PYTHONPATH": str(ROOT),
+    }
+    session = f"scale-{name}"
+    command = " ".join([sys.executable, str(shim), str(times), mode, str(path)])
+    launched = time.monotonic()
+    subprocess.run(
+        [*TMUX, "new-session", "-d", "-s", session, "-x", "160", "-y", "48", f"exec {command}"], check=True, env=env
+    )
+    pid = int(
+        subprocess.run([*TMUX, "display", "-p", "-t", session, "#{pane_pid}"], capture_output=True, text=True).stdout
+    )
+    first_frame = None
+    try:
+        while time.monotonic() - launched < 120:
+            frame = pane(session)
+            if "e00" in frame and "no data yet" not in frame and "Engine" in frame:
+                first_frame = time.monotonic() - launched
+                break
+            await asyncio.sleep(0.05)
+        first_text = pane(session)
+        await asyncio.sleep(max(0.0, 10 - (time.monotonic() - launched)))  # settled: every loop has polled
+        queries0, ticks0, at0 = await query_count(prom) if prom else 0.0, cpu_ticks(pid), time.monotonic()
+        refreshes_before = len(times.read_text().split())
+        rss = [rss_mib(pid)]
+        step = max(5.0, seconds / 10)
+        while time.monotonic() - at0 < seconds:
+            await asyncio.sleep(min(step, seconds - (time.monotonic() - at0)))
+            rss.append(rss_mib(pid))
+        ticks1, at1 = cpu_ticks(pid), time.monotonic()
+        queries1 = await query_count(prom) if prom else 0.0
+        end_text = pane(session)
+    finally:
+        subprocess.run([*TMUX, "kill-session", "-t", session], capture_output=True)
+    durations = [float(x) * 1000 for x in times.read_text().split()[refreshes_before:]]
+    (directory / f"{name}.first.txt").write_text(first_text)
+    (directory / f"{name}.end.txt").write_text(end_text)
+    return {
+        "name": name,
+        "cpu_pct": 100 * (ticks1 - ticks0) / os.sysconf("SC_CLK_TCK") / (at1 - at0),
+        "first_frame_s": first_frame,
+        "refresh_ms_mean": statistics.mean(durations) if durations else None,
+        "refresh_ms_max": max(durations) if durations else None,
+        "refreshes": len(durations),
+        "rss_mib": rss,
+        "queries_per_s": (queries1 - queries0) / (at1 - at0) if prom else None,
+        "window_s": at1 - at0,
+        "ok_end": end_text.count(" ok "),
+    }
+
+
+async def main(args: argparse.Namespace) -> None:
+    if shutil.which("tmux") is None:
+        raise SystemExit("scale_bench needs tmux (the console runs in a pane, as the peers harness runs it)")
+    since = time.time()
+    seconds = args.minutes * 60
+    with tempfile.TemporaryDirectory(prefix="scale-bench-") as tmp:
+        directory = Path(tmp)
+        exporters = []
+        for first in range(0, args.engines, args.per_exporter):
+            exporters.append((exporter(first, min(args.per_exporter, args.engines - first), since), free_port()))
+        direct_ports = [free_port() for _ in range(args.direct)]
+        direct = [(direct_engine(i, since, port), port) for i, port in enumerate(direct_ports)]
+        runners = await serve(exporters + direct)
+        targets = ", ".join(f"'127.0.0.1:{port}'" for _, port in exporters)
+        port = free_port()
+        (directory / "prometheus.yml").write_text(
+            f"global: {{scrape_interval: {args.scrape:g}s, scrape_timeout: {args.scrape:g}s}}\nscrape_configs:\n"
+            f"  - job_name: engines\n    honor_labels: true\n    static_configs: [{{targets: [{targets}]}}]\n"
+        )
+        prom_log = (directory / "prometheus.log").open("w")
+        prom_proc = subprocess.Popen(
+            [
+                prometheus_binary(),
+                f"--config.file={directory / 'prometheus.yml'}",
+                f"--storage.tsdb.path={directory / 'data'}",
+                f"--web.listen-address=127.0.0.1:{port}",
+            ],
+            stdout=prom_log,
+            stderr=subprocess.STDOUT,
+        )
+        prom = f"http://127.0.0.1:{port}"
+        results = []
+        try:
+            import httpx
+
+            async with httpx.AsyncClient(trust_env=False, timeout=30) as client:
+                deadline = time.monotonic() + 120
+                while True:
+                    try:
+                        doc = (
+                            await client.get(
+                                f"{prom}/api/v1/query", params={"query": "count(vllm:num_requests_running)"}
+                            )
+                        ).json()
+                        if doc["data"]["result"] and float(doc["data"]["result"][0]["value"][1]) >= args.engines // 3:
+                            break
+                    except (httpx.TransportError, KeyError, ValueError):
+                        pass
+                    if prom_proc.poll() is not None or time.monotonic() > deadline:
+                        log = (directory / "prometheus.log").read_text()[-2000:]
+                        raise SystemExit(f"Prometheus did not scrape the exporters:\n{log}")
+                    await asyncio.sleep(1)
+                series = (await client.get(f"{prom}/api/v1/query", params={"query": "count({job='engines'})"})).json()
+            print(
+                f"Prometheus {prom}: {series['data']['result'][0]['value'][1]} series of {args.engines} engines "
+                f"in {len(exporters)} exporters, scraped every {args.scrape} s; window {seconds:.0f} s each"
+            )
+            results.append(await measure("batched", directory, config(args.engines, prom), "batched", seconds, prom))
+            results.append(
+                await measure("per-engine", directory, config(args.engines, prom), "per-engine", seconds, prom)
+            )
+            results.append(
+                await measure("direct", directory, config(args.direct, None, direct_ports), "direct", seconds, "")
+            )
+        finally:
+            prom_proc.terminate()
+            prom_proc.wait(30)
+            prom_log.close()
+            for runner in runners:
+                await runner.cleanup()
+        report(results, args)
+        if args.json:
+            print(json.dumps(results))
+
+
+def report(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
+    def fmt(value: float | None, spec: str) -> str:
+        return "n/a" if value is None else format(value, spec)
+
+    heads = {
+        "batched": f"{args.engines} via Prometheus, batched",
+        "per-engine": f"{args.engines} via Prometheus, per engine",
+        "direct": f"{args.direct} direct",
+    }
+    rows = [
+        ("CPU, % of one core", [fmt(r["cpu_pct"], ".1f") for r in results]),
+        ("first frame with data, s", [fmt(r["first_frame_s"], ".2f") for r in results]),
+        ("one refresh (refresh_screen), ms mean", [fmt(r["refresh_ms_mean"], ".1f") for r in results]),
+        ("one refresh, ms max", [fmt(r["refresh_ms_max"], ".1f") for r in results]),
+        ("RSS start -> end, MiB", [f"{r['rss_mib'][0]:.0f} -> {r['rss_mib'][-1]:.0f}" for r in results]),
+        ("RSS max, MiB", [f"{max(r['rss_mib']):.0f}" for r in results]),
+        ("Prometheus queries / s", [fmt(r["queries_per_s"], ".1f") for r in results]),
+        ("rows ' ok ' on the last frame", [str(r["ok_end"]) for r in results]),
+    ]
+    width = max(len(label) for label, _ in rows)
+    cols = [max(len(heads[r["name"]]), 12) for r in results]
+    print(f"{'':{width}}  " + "  ".join(f"{heads[r['name']]:>{c}}" for r, c in zip(results, cols, strict=True)))
+    for label, values in rows:
+        print(f"{label:{width}}  " + "  ".join(f"{v:>{c}}" for v, c in zip(values, cols, strict=True)))
+    for r in results:
+        print(
+            f"{r['name']}: RSS every {r['window_s'] / max(1, len(r['rss_mib']) - 1):.0f} s: "
+            + " ".join(f"{x:.0f}" for x in r["rss_mib"])
+        )
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--engines", type=int, default=1000)
+    parser.add_argument("--per-exporter", type=int, default=100)
+    parser.add_argument("--direct", type=int, default=64)
+    parser.add_argument(
+        "--minutes", type=float, default=1.0, help="measuring window of each console (10 for the issue)"
+    )
+    parser.add_argument("--scrape", type=float, default=5.0, help="Prometheus' scrape interval, s")
+    parser.add_argument("--json", action="store_true")
+    asyncio.run(main(parser.parse_args()))
