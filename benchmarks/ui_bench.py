@@ -9,6 +9,9 @@ UI_BENCH_LOOP=uvloop runs the same on uvloop where installed (measured ~5 % less
 prints the number of objects the cyclic collector tracks every 30 s (to tell garbage from a leak).
 UI_BENCH_POOL=PATH polls a demo pool already running with that config (`poolconsole demo --serve-only
 --config-out PATH`) instead of starting one: benchmarks/ui_ab.sh runs two consoles side by side on one pool.
+
+`python benchmarks/ui_bench.py refresh [ROUNDS]` (issue 16 item 5): no pool, no polling; the overview's cost of one
+refresh at 64 and 1,000 engines side by side (refresh_rows, the grid's visible lines, the summary, a filter key).
 """
 
 from __future__ import annotations
@@ -114,7 +117,75 @@ async def main(nodes: int, seconds: float) -> None:
     print(f"pid {os.getpid()}")
 
 
+async def refresh_cost(engines: int, rounds: int, every: int, size: tuple[int, int] = (200, 50)) -> dict[str, float]:
+    """One overview refresh on the big capture-based pool (tests/helpers/bigpool.py), headless and with no
+    polling: each round every `every`-th target gets its next poll (applied outside the clock), then
+    OverviewScreen.refresh_rows and the grid's visible lines are timed. Mean ms per refresh."""
+    from poolconsole.model.summary import summarise
+    from poolconsole.ui.grid import PoolGrid
+    from poolconsole.ui.screens.overview import OverviewScreen
+    from tests.helpers import bigpool, uipool
+
+    cfg = bigpool.config(engines)
+    pages = bigpool.Pages()
+    now = [uipool.T0]
+    with tempfile.TemporaryDirectory() as tmp:
+        app = PoolApp(cfg, live=False, clock=lambda: now[0], theme_state=Path(tmp) / "ui.json")
+        async with app.run_test(size=size) as pilot:
+            totals = {"refresh_rows": 0.0, "summarise": 0.0, "draw visible": 0.0, "filter key": 0.0}
+            for step in range(rounds + 2):
+                now[0] = uipool.T0 + step
+                hosts, snaps = bigpool.polls(cfg, pages, step, 1 if step < 2 else every)
+                for host in hosts:
+                    app.apply_host(host)
+                for snap in snaps:
+                    app.apply_engine(snap)
+                screen = app.screen
+                assert isinstance(screen, OverviewScreen)
+                grid = screen.query_one(PoolGrid)
+                t0 = time.perf_counter()
+                screen.refresh_rows()
+                t1 = time.perf_counter()
+                for y in range(grid.size.height):
+                    grid.render_line(y)
+                t2 = time.perf_counter()
+                summarise(app.state, app.alerts)
+                t3 = time.perf_counter()
+                await pilot.pause()
+                if step >= 2:  # the first two rounds build everything (the first frame): not counted
+                    totals["refresh_rows"] += t1 - t0
+                    totals["draw visible"] += t2 - t1
+                    totals["summarise"] += t3 - t2
+            screen = app.screen
+            assert isinstance(screen, OverviewScreen)
+            for round_ in range(rounds):  # a keystroke in the filter box: the rows matching it
+                screen.filter_text = "e00"[: 1 + round_ % 3]
+                t0 = time.perf_counter()
+                screen.refresh_rows()
+                totals["filter key"] += time.perf_counter() - t0
+            screen.filter_text = ""
+    return {k: v / rounds * 1e3 for k, v in totals.items()}
+
+
+async def refresh_main(rounds: int) -> None:
+    """`python benchmarks/ui_bench.py refresh [ROUNDS]`: the overview's per-refresh cost at 64 and 1,000
+    engines side by side (4 engines and 16 GPUs a host), every target new each refresh (a 1 s poll) and an
+    eighth of them (a 2 s refresh over a 15 s Prometheus scrape)."""
+    for every in (1, 8):
+        small = await refresh_cost(64, rounds, every)
+        big = await refresh_cost(1000, rounds, every)
+        changed = "every target" if every == 1 else f"1 in {every} targets"
+        print(f"overview refresh, {changed} polled since the last, mean of {rounds} (ms):")
+        print(f"  {'':16} {'64 engines':>11} {'1000 engines':>13} {'ratio':>6}")
+        for key in small:
+            ratio = big[key] / small[key] if small[key] else float("nan")
+            print(f"  {key:16} {small[key]:11.2f} {big[key]:13.2f} {ratio:6.1f}")
+
+
 if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "refresh":
+        asyncio.run(refresh_main(int(sys.argv[2]) if len(sys.argv) > 2 else 20))
+        sys.exit(0)
     if os.environ.get("UI_BENCH_LOOP") == "uvloop":
         import uvloop
 

@@ -9,11 +9,11 @@ import time
 from collections.abc import Callable, Iterable
 from functools import partial
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from textual import work
 from textual.app import App
-from textual.command import Provider
+from textual.command import CommandPalette, Provider
 from textual.css.query import NoMatches
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
@@ -28,22 +28,22 @@ from poolconsole.model.notices import summarise
 from poolconsole.model.pool_state import HISTORY_POINTS
 from poolconsole.model.snapshots import EngineSnapshot
 from poolconsole.ops import audit
-from poolconsole.ops.fit import KvCapacity, LiveMemory, Verdict, fit, live_memory
-from poolconsole.ops.lifecycle import ActionContext, ActionRefused, plan_restart, restart, rollover
 from poolconsole.runtime.live import LivePool, Update
-from poolconsole.runtime.replay import Replay
 from poolconsole.runtime.store import Store, StoreBusy, StoreProblem, fill_history, read_history
 from poolconsole.ui import registry, themes
 from poolconsole.ui.palette import Entry, PoolCommands
-from poolconsole.ui.screens.action import ActionScreen, AuditScreen, ConfirmAction, ProfilePicker
-from poolconsole.ui.screens.detail import DetailScreen
-from poolconsole.ui.screens.events import EventsScreen
-from poolconsole.ui.screens.ledger import LedgerScreen
-from poolconsole.ui.screens.others import AlertsScreen, GatewayScreen, HelpScreen
 from poolconsole.ui.screens.overview import OverviewScreen
-from poolconsole.ui.screens.smoke import SmokeScreen
+
+if TYPE_CHECKING:  # the other screens and the actions are imported where first used, not at start-up
+    from poolconsole.ops.fit import KvCapacity, LiveMemory
+    from poolconsole.ops.lifecycle import ActionContext
+    from poolconsole.runtime.replay import Replay
+    from poolconsole.ui.screens.action import ActionScreen
+    from poolconsole.ui.screens.smoke import SmokeScreen
 
 REDRAW_S = 1.0  # the poll cadence: redrawing faster only burns CPU
+FILL_LATEST_S = 2.0
+"""The charts are filled from the history store after the first frame with data, or this long after launch."""
 
 
 PRELOAD_KEEP_ALIVES = ("5m", "30m", "1h", "24h", "-1")
@@ -92,6 +92,8 @@ class PoolApp(App[None]):
         self.sub_title = subtitle + ("  [read-only]" if read_only else "")
         self._dirty = False
         self._drawn_data = False
+        self._fill_pending: Callable[[], object] | None = None
+        """The charts' fill from the history store, until it starts (after the first frame with data)."""
         self._fired: list[AlertEvent] = []
         self.smoke_db: Path | None = None
         self.audit_path: Path | None = None
@@ -180,7 +182,15 @@ class PoolApp(App[None]):
         else:
             self.history_store.bind(self.state)
             self.runtime.recorder = self.history_store
-        self._fill_history(self.store_path, self.state.clock())
+        # Read once the first polls are on screen (or after FILL_LATEST_S): the read is CPU that would
+        # otherwise delay the first frame with data; the charts take the stored points before the live ones.
+        self._fill_pending = partial(self._fill_history, self.store_path, self.state.clock())
+        self.set_timer(FILL_LATEST_S, self._start_fill)
+
+    def _start_fill(self) -> None:
+        fill, self._fill_pending = self._fill_pending, None
+        if fill is not None:
+            fill()
 
     @work(group="history", exclusive=True, exit_on_error=False)
     async def _fill_history(self, path: Path, until: float) -> None:
@@ -228,6 +238,7 @@ class PoolApp(App[None]):
         if not self._drawn_data:
             self._drawn_data = True
             self.call_later(self._redraw)
+            self.call_after_refresh(self._start_fill)
 
     def _redraw(self) -> None:
         """Coalesced: however many results arrived, the visible screen redraws once, and what fired since
@@ -259,10 +270,33 @@ class PoolApp(App[None]):
         return next((s for s in self.screen_stack if isinstance(s, OverviewScreen)), None)
 
     def action_open_detail(self) -> None:
+        """Enter: the selected row's detail; on a group line with rows under it, fold or unfold them."""
         overview = self._overview()
         key = overview.selected() if overview else None
-        if key is not None and isinstance(self.screen, OverviewScreen):
+        if key is not None and isinstance(self.screen, OverviewScreen) and not self.screen.toggle_group(key):
+            self.open_detail(key)
+
+    def open_detail(self, key: str) -> None:
+        from poolconsole.ui.screens.detail import DetailScreen
+
+        if isinstance(self.screen, OverviewScreen) and not key.startswith("model:"):
             self.push_screen(DetailScreen(self.state, key, self.window_index))
+
+    def action_group(self) -> None:
+        if isinstance(self.screen, OverviewScreen):
+            self.screen.next_grouping()
+
+    def action_collapse(self) -> None:
+        if isinstance(self.screen, OverviewScreen):
+            self.screen.toggle_group(self.screen.selected(), from_member=True)
+
+    def action_collapse_all(self) -> None:
+        if isinstance(self.screen, OverviewScreen):
+            self.screen.toggle_all()
+
+    def action_problems(self) -> None:
+        if isinstance(self.screen, OverviewScreen):
+            self.screen.toggle_problems()
 
     def action_filter(self) -> None:
         if isinstance(self.screen, OverviewScreen):
@@ -277,9 +311,13 @@ class PoolApp(App[None]):
             self.screen.toggle_attention()
 
     def action_gateway(self) -> None:
+        from poolconsole.ui.screens.others import GatewayScreen
+
         self._replace_top(GatewayScreen(self.state))
 
     def action_alerts(self) -> None:
+        from poolconsole.ui.screens.others import AlertsScreen
+
         self._replace_top(AlertsScreen(self.alerts))
 
     def action_palette(self) -> None:
@@ -287,6 +325,8 @@ class PoolApp(App[None]):
         self.action_command_palette()
 
     def action_events(self) -> None:
+        from poolconsole.ui.screens.events import EventsScreen
+
         self._replace_top(EventsScreen(self.events))
 
     def action_toggle_events(self) -> None:
@@ -295,6 +335,8 @@ class PoolApp(App[None]):
             overview.toggle_events()
 
     def action_help(self) -> None:
+        from poolconsole.ui.screens.others import HelpScreen
+
         shown = registry.visible(self.read_only, self.replay is not None)
         self._replace_top(HelpScreen(shown, dict(self.config.keys), self.read_only))
 
@@ -315,6 +357,8 @@ class PoolApp(App[None]):
         self._start_smoke([])
 
     def _start_smoke(self, targets: list[str]) -> None:
+        from poolconsole.ui.screens.smoke import SmokeScreen
+
         screen = SmokeScreen(targets)
         self._replace_top(screen)
         self._smoke(screen, targets)
@@ -323,7 +367,15 @@ class PoolApp(App[None]):
     async def _smoke(self, screen: SmokeScreen, targets: list[str]) -> None:
         """One smoke run at a time; results land in the screen as they finish, then in the store."""
         from poolconsole.ops.smoke import store
-        from poolconsole.ops.smoke.runner import SmokeOptions, active_profiles, conditions, document, run_smoke
+        from poolconsole.ops.smoke.runner import (
+            SmokeOptions,
+            active_profiles,
+            choose_targets,
+            conditions,
+            document,
+            engine_reported,
+            run_smoke,
+        )
 
         options = SmokeOptions(tuple(targets), via_gateway=not targets, concurrency=(1, 4), requests=4)
         try:
@@ -334,7 +386,8 @@ class PoolApp(App[None]):
             audit_path = self.audit_path or audit.default_path()
             active = await asyncio.to_thread(active_profiles, self.config, audit_path)
             hosts = {n: h.snapshot for n, h in self.state.hosts.items() if h.snapshot is not None}
-            measured_on = conditions(self.config, versions, active, hosts)
+            reported = await engine_reported(self.config, choose_targets(self.config, options))
+            measured_on = conditions(self.config, versions, active, hosts, reported)
             run_id = await asyncio.to_thread(
                 store.save_run, db, seed, doc["passed"], "console", doc["results"], measured_on
             )
@@ -359,6 +412,8 @@ class PoolApp(App[None]):
         return engine
 
     def _action_context(self, engine: Engine, screen: ActionScreen) -> ActionContext:
+        from poolconsole.ops.lifecycle import ActionContext, ActionRefused
+
         host = self.config.host(engine.host)
         if host is None or self.ssh is None:
             raise ActionRefused(f"{engine.name} has no [[hosts]] entry to run commands on")
@@ -368,6 +423,9 @@ class PoolApp(App[None]):
         )
 
     def action_restart(self) -> None:
+        from poolconsole.ops.lifecycle import ActionRefused, plan_restart
+        from poolconsole.ui.screens.action import ActionScreen, ConfirmAction
+
         engine = self._selected_engine()
         if engine is None:
             return
@@ -392,6 +450,10 @@ class PoolApp(App[None]):
 
     @work(group="actions-ui", exclusive=True, exit_on_error=False)
     async def action_rollover(self) -> None:
+        from poolconsole.ops.fit import Verdict, fit, live_memory
+        from poolconsole.ops.lifecycle import plan_restart
+        from poolconsole.ui.screens.action import ActionScreen, ConfirmAction, ProfilePicker
+
         engine = self._selected_engine()
         if engine is None:
             return
@@ -444,6 +506,8 @@ class PoolApp(App[None]):
         live: LiveMemory | None = None,
         kv: KvCapacity | None = None,
     ) -> None:
+        from poolconsole.ops.lifecycle import ActionRefused, restart, rollover
+
         try:
             ctx = self._action_context(engine, screen)
             if profile is None:
@@ -476,6 +540,7 @@ class PoolApp(App[None]):
 
     def action_ollama_unload(self) -> None:
         from poolconsole.ops import ollama as ollama_ops  # httpx: loaded when first used
+        from poolconsole.ui.screens.action import ConfirmAction, ProfilePicker
 
         engine = self._selected_ollama()
         if engine is None:
@@ -502,6 +567,7 @@ class PoolApp(App[None]):
 
     def action_ollama_preload(self) -> None:
         from poolconsole.ops import ollama as ollama_ops  # httpx: loaded when first used
+        from poolconsole.ui.screens.action import ConfirmAction, ProfilePicker
 
         engine = self._selected_ollama()
         if engine is None:
@@ -536,6 +602,8 @@ class PoolApp(App[None]):
         self.push_screen(ProfilePicker(engine.name, on_disk, None, f"Preload which model on {engine.name}?"), keep)
 
     def _start_ollama(self, engine: Engine, model: str, keep_alive: str | None) -> None:
+        from poolconsole.ui.screens.action import ActionScreen
+
         verb = "unload" if keep_alive is None else "preload"
         screen = ActionScreen(f"{verb} {model} on {engine.name}")
         self._replace_top(screen)
@@ -544,6 +612,7 @@ class PoolApp(App[None]):
     @work(group="actions", exit_on_error=False)
     async def _ollama(self, screen: ActionScreen, engine: Engine, model: str, keep_alive: str | None) -> None:
         from poolconsole.ops import ollama as ollama_ops  # httpx: loaded when first used
+        from poolconsole.ops.lifecycle import ActionRefused
 
         ctx = ollama_ops.OllamaContext(self.audit_path or audit.default_path(), screen.progress, self.read_only)
         action = "ollama unload" if keep_alive is None else "ollama preload"
@@ -563,18 +632,102 @@ class PoolApp(App[None]):
     def action_ledger(self) -> None:
         """The ledger of the history store: the one recorded into, or the recording played back (on its
         clock). It only reads, so it is the same in --read-only."""
+        from poolconsole.ui.screens.ledger import LedgerScreen
+
         path = self.replay.reader.path if self.replay is not None else self.store_path
         if path is None:
             self.notify("no history store: the ledger reads one ([store] in hosts.toml, or `poolconsole record`)")
             return
         self._replace_top(LedgerScreen(path, self.state.clock(), self.config.ledger))
 
+    # -- the engine's log and the exposure audit (read-only) ------------------------------------------
+    def action_logs(self) -> None:
+        """The engine of the detail screen, or of the overview's selected row: its log read and followed."""
+        from poolconsole.collect.engine_logs import LogsUnavailable, follow_logs, log_plan, read_logs
+        from poolconsole.ui.screens.detail import DetailScreen
+        from poolconsole.ui.screens.logs import LogScreen
+
+        screen = self.screen
+        track = screen.engine if isinstance(screen, DetailScreen) else None
+        if track is None and not isinstance(screen, OverviewScreen):
+            return
+        engine = track.config if track is not None else self._selected_engine()
+        if engine is None:
+            return
+        host = self.config.host(engine.host)
+        if self.replay is not None or self.ssh is None or host is None:
+            why = "a replay has no live pool" if self.replay is not None else "no SSH to its host"
+            self.notify(f"{engine.name}: its log is read over SSH from its host ({why})", severity="warning")
+            return
+        try:
+            source = log_plan(engine, None, 1, 1).source
+        except LogsUnavailable as exc:
+            self.notify(str(exc), severity="warning", timeout=10)
+            return
+        conn = self.ssh.connections.get(host.name) or self.ssh.add(host)
+        self.push_screen(
+            LogScreen(
+                engine.name,
+                source,
+                partial(read_logs, conn, engine),
+                lambda on_line: follow_logs(conn, engine, on_line, lines=1),
+            )
+        )
+
+    def action_log_find(self) -> None:
+        from poolconsole.ui.screens.logs import LogScreen
+
+        if isinstance(self.screen, LogScreen):
+            self.screen.open_search()
+
+    def action_log_next(self, forward: bool) -> None:
+        from poolconsole.ui.screens.logs import LogScreen
+
+        if isinstance(self.screen, LogScreen):
+            self.screen.next_match(forward)
+
+    def action_log_error(self) -> None:
+        from poolconsole.ui.screens.logs import LogScreen
+
+        if isinstance(self.screen, LogScreen):
+            self.screen.last_error()
+
+    def action_log_follow(self) -> None:
+        from poolconsole.ui.screens.logs import LogScreen
+
+        if isinstance(self.screen, LogScreen):
+            self.screen.toggle_follow()
+
+    def action_security(self) -> None:
+        """The exposure audit (ops.exposure), never destructive; the operator picks whether the one-token
+        completion is sent."""
+        from poolconsole.ui.screens.action import ProfilePicker
+        from poolconsole.ui.screens.security import COMPLETION_CHOICES, SecurityScreen
+
+        if self.replay is not None:
+            self.notify("the exposure audit probes the live pool: not in a replay", severity="warning")
+            return
+        if not self.config.engines:
+            self.notify("the config has no [[engines]] to check", severity="warning")
+            return
+
+        def picked(choice: str | None) -> None:
+            if choice is not None:
+                self._replace_top(SecurityScreen(self.config, completion=choice == COMPLETION_CHOICES[0]))
+
+        question = "Exposure audit: every engine and gateway is probed without a key. Send a completion?"
+        self.push_screen(ProfilePicker("exposure", list(COMPLETION_CHOICES), None, question), picked)
+
     @work(group="audit", exclusive=True, exit_on_error=False)
     async def action_audit_log(self) -> None:
+        from poolconsole.ui.screens.action import AuditScreen
+
         entries = await asyncio.to_thread(audit.entries, self.audit_path or audit.default_path(), 200)
         self._replace_top(AuditScreen(entries))
 
     def action_window(self) -> None:
+        from poolconsole.ui.screens.detail import DetailScreen
+
         self.window_index = (self.window_index + 1) % 2
         if isinstance(self.screen, DetailScreen):
             self.screen.toggle_window()
@@ -598,6 +751,8 @@ class PoolApp(App[None]):
         A replay also refuses what reaches the live pool; the replay's own keys exist only in a replay."""
         if self.read_only and action in registry.MUTATING:
             return False
+        if not registry.on_screen(action, self._screen_name()):
+            return False  # not this screen's: its key does nothing here and the footer leaves it out
         if self.replay is None:
             return action not in registry.REPLAY
         return action not in registry.LIVE_ONLY
@@ -644,10 +799,16 @@ class PoolApp(App[None]):
         elif isinstance(self.screen, OverviewScreen):
             self.screen.clear_filter()
 
+    def _screen_name(self) -> str:
+        """The registry's name of the screen the keys and the palette act on (the one under the palette)."""
+        under = next((s for s in reversed(self.screen_stack) if not isinstance(s, CommandPalette)), self.screen)
+        return registry.screen_name(under)
+
     def palette_entries(self) -> Iterable[Entry]:
         """The palette's entries: every visible action of the registry (with its key), then the themes."""
         keymap = dict(self.config.keys)
-        for a in registry.visible(self.read_only, self.replay is not None):  # hidden actions are not even listed
+        shown = registry.visible(self.read_only, self.replay is not None, self._screen_name())
+        for a in shown:  # hidden actions, and those of other screens, are not even listed
             key = registry.key_label(keymap.get(a.id, a.key))
             yield Entry(f"{a.title}  ({key})", a.help, partial(self.run_action, a.action.removeprefix("app.")))
         for theme in self.pool_themes:

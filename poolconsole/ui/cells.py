@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from rich.text import Text
 
+from poolconsole.config.models import Engine, PoolConfig
 from poolconsole.model.hosts import GpuProcess, GpuReading, HostSnapshot, HostState, SystemMemory
 from poolconsole.model.pool_state import EngineTrack, HostTrack, PoolState, binned, sparkline
 from poolconsole.model.snapshots import EngineState
@@ -163,13 +164,73 @@ def engine_memory(
     return text
 
 
-def host_line(state: PoolState, track: HostTrack, c: Colors, width: int, why: str | None = None) -> Text:
+COLLAPSED = "▸ "
+"""Before a group line whose rows are folded away (c, Enter or a click opens it again)."""
+STATE_SEVERITY = {"ok": 0, "polling": 1, "degraded": 2}
+"""Worse states rank higher; any state not named here (down, unreachable, auth failed, ...) ranks 3."""
+
+
+def state_word(state: EngineState | HostState | None) -> str:
+    return "polling" if state is None else STATE_WORDS.get(state.value, state.value)
+
+
+def group_tag(states: Sequence[str], engines: int, problems: int, severity: int | None, c: Colors) -> Text:
+    """A folded group's count and worst state ("[4 engines, worst down, 2 problems]"), in the colour of
+    its worst problem: what the hidden rows hold stays on screen. `states` are the state words of its
+    `engines` engines (and of its host), `severity` the worst problem's (0 critical, 1 warning, None: none)."""
+    worst = max(states, key=lambda w: STATE_SEVERITY.get(w, 3), default="ok")
+    count = f"{engines} engine{'' if engines == 1 else 's'}"
+    words = f"{count}, all ok" if worst == "ok" and not problems else f"{count}, worst {worst}"
+    if problems:
+        words += f", {problems} problem{'' if problems == 1 else 's'}"
+    bad = severity == 0 or STATE_SEVERITY.get(worst, 3) >= 3
+    colour = c.bad if bad else c.warn if severity == 1 or worst != "ok" else c.ok
+    return Text(f"[{words}]", style=f"bold {colour}")
+
+
+def model_line(model: str, tracks: Sequence[EngineTrack], c: Colors, width: int, tag: Text | None = None) -> Text:
+    """A model's line over the engines serving it: how many, their states, their tok/s and requests running
+    / waiting summed (n/a when none of them is known, the unknown ones counted apart)."""
+    text = Text(COLLAPSED if tag is not None else "")
+    text.append(model or "no model", style="bold")
+    if tag is not None:
+        text.append("  ")
+        text.append_text(tag)
+    counts: dict[str, int] = {}
+    for track in tracks:
+        word = state_word(track.view.state if track.view else None)
+        counts[word] = counts.get(word, 0) + 1
+    text.append(f"  {len(tracks)} engine{'' if len(tracks) == 1 else 's'}", style=c.dim)
+    for word, count in sorted(counts.items(), key=lambda kv: -STATE_SEVERITY.get(kv[0], 3)):
+        style = c.ok if word == "ok" else c.warn if STATE_SEVERITY.get(word, 3) < 3 else f"bold {c.bad}"
+        text.append(f"  {count} {word}", style=style)
+
+    def total(values: list[float | None]) -> str:
+        known = [v for v in values if v is not None]
+        figure = num(sum(known)) if known else NA
+        return figure + (f" ({len(values) - len(known)} n/a)" if known and len(known) < len(values) else "")
+
+    views = [t.view for t in tracks]
+    tps = total([v.generation_tokens_per_s if v else None for v in views])
+    running = total([v.requests_running if v else None for v in views])
+    waiting = total([v.requests_waiting if v else None for v in views])
+    text.append(f"  tok/s {tps}  run/wait {running}/{waiting}", style=c.dim)
+    return text
+
+
+def host_line(
+    state: PoolState, track: HostTrack, c: Colors, width: int, why: str | None = None, tag: Text | None = None
+) -> Text:
     """A host's line over its engines: its name and state, then each GPU as a bar of its own (a 4-GPU
     tensor-parallel node shows four), unified memory drawn apart (◆, the theme's `unified` colour), swap
-    on it flagged; the used/total memory, the power draw and what needs attention when they fit `width`."""
+    on it flagged; the used/total memory, the power draw and what needs attention when they fit `width`.
+    Folded (its engines hidden), `tag` says how many and their worst, right after the name."""
     snap = track.snapshot
-    text = Text()
+    text = Text(COLLAPSED if tag is not None else "")
     text.append(track.config.name, style="bold")
+    if tag is not None:
+        text.append("  ")
+        text.append_text(tag)
     if snap is None:
         text.append("  polling", style=c.dim)
         return text
@@ -346,16 +407,35 @@ def host_row(
     }  # fmt: skip
 
 
+_SHARED: dict[int, tuple[object, frozenset[str]]] = {}
+
+
+def shared_engines(config: PoolConfig) -> frozenset[str]:
+    """The engines that run on the same host's cards as another (no `gpus` list: all of them); worked out
+    once per config, host by host (over every pair of the pool it took 52 % of a refresh at 1,000 engines)."""
+    cached = _SHARED.get(id(config))
+    if cached is not None and cached[0] is config:
+        return cached[1]
+    by_host: dict[str, list[Engine]] = {}
+    for engine in config.engines:
+        if engine.host:
+            by_host.setdefault(engine.host, []).append(engine)
+    shared: set[str] = set()
+    for engines in by_host.values():
+        for me in engines:
+            for other in engines:
+                overlap = me.gpus is None or other.gpus is None or bool(set(me.gpus) & set(other.gpus))
+                if other.name != me.name and overlap:
+                    shared.add(me.name)
+                    break
+    _SHARED.clear()  # one config at a time (the console's); a test's next pool replaces it
+    _SHARED[id(config)] = (config, frozenset(shared))
+    return frozenset(shared)
+
+
 def shares_gpus(state: PoolState, name: str) -> bool:
     """Whether another engine runs on the same host's cards (no `gpus` list: all of them)."""
-    me = state.engines[name].config
-    if not me.host:
-        return False
-    for other in state.config.engines:
-        overlap = me.gpus is None or other.gpus is None or bool(set(me.gpus) & set(other.gpus))
-        if other.name != name and other.host == me.host and overlap:
-            return True
-    return False
+    return name in shared_engines(state.config)
 
 
 def host_of_row(state: PoolState, key: str) -> str | None:

@@ -10,7 +10,7 @@ style, and only the lines of changed rows are redrawn.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -137,8 +137,8 @@ class PoolGrid(ScrollView, can_focus=True):
         Binding("pagedown", "page(1)", "Page down", show=False),
         Binding("home", "jump(0)", "First row", show=False),
         Binding("end", "jump(-1)", "Last row", show=False),
-        Binding("left", "scroll_left", "Scroll left", show=False),
-        Binding("right", "scroll_right", "Scroll right", show=False),
+        Binding("left", "scroll_column(-1)", "Scroll left a column", show=False),
+        Binding("right", "scroll_column(1)", "Scroll right a column", show=False),
     ]
     COMPONENT_CLASSES: ClassVar[set[str]] = {
         "pool-grid--header",
@@ -172,6 +172,18 @@ class PoolGrid(ScrollView, can_focus=True):
 
     class RowSelected(Message):
         """A row was clicked."""
+
+        def __init__(self, grid: PoolGrid, key: str) -> None:
+            super().__init__()
+            self.grid = grid
+            self.key = key
+
+        @property
+        def control(self) -> PoolGrid:
+            return self.grid
+
+    class RowActivated(Message):
+        """A row was double-clicked (the owner opens it, as Enter does)."""
 
         def __init__(self, grid: PoolGrid, key: str) -> None:
             super().__init__()
@@ -303,6 +315,27 @@ class PoolGrid(ScrollView, can_focus=True):
         self.move_cursor(self.position[keep] if keep in self.rows else min(self.cursor_row, len(self.order) - 1))
         self.refresh()
 
+    def reorder(self, order: Iterable[str], new: Mapping[str, list[Text]], spans: Collection[str] = ()) -> None:
+        """A new order (rows sorted again, added, gone) that keeps every row already here: its cells and the
+        strips built for it (a row that scrolled out of sight and back costs nothing). Rows not here yet, or
+        turning from a data row into a line across the columns or back, take their cells from `new`. The
+        cursor stays on its row's key."""
+        keep = self.cursor_key
+        order = list(order)
+        rows: dict[str, Row] = {}
+        for key in order:
+            row = self.rows.get(key)
+            span = key in spans
+            rows[key] = Row(list(new[key]), span) if row is None or row.span != span or key in new else row
+        moved = order != self.order
+        self.order, self.rows = order, rows
+        if moved:
+            self.position = {key: line for line, key in enumerate(order)}
+            self._resize()
+            self.refit()
+            self.move_cursor(self.position[keep] if keep in rows else min(self.cursor_row, len(order) - 1))
+        self.refresh()  # the lines in view are drawn from the rows' built strips where nothing changed
+
     def update_cells(self, changes: Iterable[tuple[str, str, Text]]) -> None:
         """Several cells at once; only the lines of rows that changed are drawn again."""
         changed: set[str] = set()
@@ -339,6 +372,25 @@ class PoolGrid(ScrollView, can_focus=True):
     def action_jump(self, row: int) -> None:
         self.move_cursor(row if row >= 0 else len(self.order) - 1)
 
+    def column_starts(self) -> list[int]:
+        """Where each column begins, in cells from the table's left edge."""
+        starts, x = [], 0
+        for column in self.columns:
+            starts.append(x)
+            x += column.width + sum(self.pad)
+        return starts
+
+    def action_scroll_column(self, step: int) -> None:
+        """Scroll by whole columns: the next (or previous) column's left edge to the left of the view."""
+        at = int(self.scroll_x)
+        starts = [x for x in self.column_starts() if x <= self.max_scroll_x] + [int(self.max_scroll_x)]
+        target = (
+            min((x for x in starts if x > at), default=at)
+            if step > 0
+            else max((x for x in starts if x < at), default=0)
+        )
+        self.scroll_to(x=target, animate=False, immediate=True)
+
     async def _on_click(self, event: events.Click) -> None:
         if event.y == 0:  # the header: the column under the pointer
             x, at = 0, event.x + int(self.scroll_x)
@@ -351,7 +403,8 @@ class PoolGrid(ScrollView, can_focus=True):
         line = event.y + int(self.scroll_y) - 1
         if event.y >= 1 and 0 <= line < len(self.order):
             self.move_cursor(line)
-            self.post_message(self.RowSelected(self, self.order[line]))
+            key = self.order[line]
+            self.post_message(self.RowActivated(self, key) if event.chain >= 2 else self.RowSelected(self, key))
 
     # -- drawing -------------------------------------------------------------------------------------
     def notify_style_update(self) -> None:

@@ -22,12 +22,64 @@ class Action:
     """Shown in the footer."""
     replay: bool = False
     """Only while a recording is played back (`poolconsole replay`)."""
+    screens: tuple[str, ...] = ()
+    """The screens it applies to: its key works there and the footer and the palette show it there only (a
+    screen is named by its class, less "Screen", in lower case: "overview", "detail"). Empty: every screen."""
 
+
+OVERVIEW = ("overview",)
+ENGINE = ("overview", "detail")
+"""Actions on the selected engine: the overview's row, or the engine the detail screen shows."""
+LOG = ("log",)
+"""The engine log view (screens.logs.LogScreen)."""
 
 ACTIONS: tuple[Action, ...] = (
-    Action("detail", "Node detail", "enter", "app.open_detail", "GPUs, metrics and history charts of the selected row"),
-    Action("filter", "Filter", "slash", "app.filter", "Show only rows containing some text"),
-    Action("sort", "Sort", "s", "app.sort", "Sort by the next column (host, tok/s, KV, waiting, name)"),
+    Action(
+        "detail",
+        "Node detail",
+        "enter",
+        "app.open_detail",
+        "GPUs, metrics and history charts of the selected row (on a group line: fold or unfold the group)",
+        screens=OVERVIEW,
+    ),
+    Action("filter", "Filter", "slash", "app.filter", "Show only rows containing some text", screens=OVERVIEW),
+    Action(
+        "sort", "Sort", "s", "app.sort", "Sort by the next column (host, tok/s, KV, waiting, name)", screens=OVERVIEW
+    ),
+    Action(
+        "group",
+        "Group by",
+        "G",
+        "app.group",
+        "Group the rows by host, by model, or not at all (each group under its line)",
+        screens=OVERVIEW,
+    ),
+    Action(
+        "collapse",
+        "Fold group",
+        "c",
+        "app.collapse",
+        "Fold or unfold the selected row's group (its line keeps the count and the worst state)",
+        show=False,
+        screens=OVERVIEW,
+    ),
+    Action(
+        "collapse_all",
+        "Fold all",
+        "C",
+        "app.collapse_all",
+        "Fold every group (all folded: unfold them)",
+        show=False,
+        screens=OVERVIEW,
+    ),
+    Action(
+        "problems",
+        "Problems only",
+        "p",
+        "app.problems",
+        "Only the rows that need attention (the status line says how many are hidden), or all of them",
+        screens=OVERVIEW,
+    ),
     Action(
         "attention",
         "Problems first",
@@ -35,6 +87,7 @@ ACTIONS: tuple[Action, ...] = (
         "app.attention",
         "Rows that need attention first, or not (on by default while anything is wrong)",
         show=False,
+        screens=OVERVIEW,
     ),
     Action("gateway", "Gateway", "g", "app.gateway", "LiteLLM routes, drift and degrade hints"),
     Action("alerts", "Alerts", "a", "app.alerts", "The alert log"),
@@ -52,8 +105,16 @@ ACTIONS: tuple[Action, ...] = (
         "app.toggle_events",
         "Show or hide the overview's pane of the newest events",
         show=False,
+        screens=OVERVIEW,
     ),
-    Action("smoke", "Smoke test", "m", "app.smoke", "Smoke-test the selected engine (all checks, stored, vs baseline)"),
+    Action(
+        "smoke",
+        "Smoke test",
+        "m",
+        "app.smoke",
+        "Smoke-test the selected engine (all checks, stored, vs baseline)",
+        screens=ENGINE,
+    ),
     Action("smoke_all", "Smoke test pool", "M", "app.smoke_all", "Smoke-test every engine, one after another"),
     Action(
         "restart",
@@ -62,6 +123,7 @@ ACTIONS: tuple[Action, ...] = (
         "app.restart",
         "Restart the selected engine over SSH (confirmed, audited)",
         mutating=True,
+        screens=ENGINE,
     ),
     Action(
         "rollover",
@@ -70,6 +132,7 @@ ACTIONS: tuple[Action, ...] = (
         "app.rollover",
         "Roll the selected engine to another quantization profile (fit check, rollback on failure)",
         mutating=True,
+        screens=ENGINE,
     ),
     Action(
         "ollama_unload",
@@ -79,6 +142,7 @@ ACTIONS: tuple[Action, ...] = (
         "Ollama: unload one of the selected instance's resident models (keep_alive 0; confirmed, audited)",
         mutating=True,
         show=False,
+        screens=ENGINE,
     ),
     Action(
         "ollama_preload",
@@ -88,6 +152,35 @@ ACTIONS: tuple[Action, ...] = (
         "Ollama: load a model of the selected instance with a keep-alive (confirmed, audited)",
         mutating=True,
         show=False,
+        screens=ENGINE,
+    ),
+    Action(
+        "logs",
+        "Engine log",
+        "l",
+        "app.logs",
+        "The selected engine's log over SSH (bounded, redacted), followed while open; find, last error",
+        screens=ENGINE,
+    ),
+    Action("log_find", "Find", "f", "app.log_find", "Log view: search for a text (then n / N)", screens=LOG),
+    Action("log_next", "Next match", "n", "app.log_next(True)", "Log view: the next match", screens=LOG),
+    Action("log_previous", "Previous match", "N", "app.log_next(False)", "Log view: the previous match", screens=LOG),
+    Action(
+        "log_error",
+        "Last error",
+        "x",
+        "app.log_error",
+        "Log view: the newest failure-mode line, then back through the error lines",
+        screens=LOG,
+    ),
+    Action("log_follow", "Follow", "F", "app.log_follow", "Log view: pause or resume following", screens=LOG),
+    Action(
+        "security",
+        "Exposure audit",
+        "S",
+        "app.security",
+        "Which engines and gateways answer without a key or listen on every interface (with the fixes); "
+        "sends a models list and, unless skipped, a one-token completion",
     ),
     Action("audit", "Audit log", "L", "app.audit_log", "Every action taken, with its commands and outcome"),
     Action(
@@ -97,7 +190,14 @@ ACTIONS: tuple[Action, ...] = (
         "app.ledger",
         "Tokens per day per engine, busy hours, energy, and whether the pool pays off (from the history store)",
     ),
-    Action("window", "Chart window", "w", "app.window", "Switch history charts between 5 minutes and 1 hour"),
+    Action(
+        "window",
+        "Chart window",
+        "w",
+        "app.window",
+        "Switch history charts between 5 minutes and 1 hour",
+        screens=("detail",),
+    ),
     Action("theme", "Next theme", "t", "app.next_theme", "Cycle through the themes in themes/ (remembered)"),
     Action("refresh", "Poll now", "r", "app.poll_now", "Poll every target now"),
     Action("help", "Help", "question_mark", "app.help", "Keys and actions"),
@@ -121,8 +221,30 @@ ACTIONS: tuple[Action, ...] = (
 )
 
 
-def visible(read_only: bool, replaying: bool = False) -> list[Action]:
-    return [a for a in ACTIONS if not (read_only and a.mutating) and a.replay <= replaying]
+def visible(read_only: bool, replaying: bool = False, screen: str | None = None) -> list[Action]:
+    """The actions offered: not the mutating ones read-only, the replay's only in a replay, and with a
+    `screen`, only those that apply to it."""
+    return [
+        a
+        for a in ACTIONS
+        if not (read_only and a.mutating) and a.replay <= replaying and (screen is None or applies(a, screen))
+    ]
+
+
+def applies(action: Action, screen: str) -> bool:
+    return not action.screens or screen in action.screens
+
+
+def screen_name(screen: object) -> str:
+    """How `screens` names a screen: its class's name less "Screen", lower case (OverviewScreen: overview)."""
+    return type(screen).__name__.removesuffix("Screen").lower()
+
+
+def on_screen(action: str, screen: str) -> bool:
+    """Whether the action method `action` (as Textual names it: "open_detail", "replay_seek") applies to
+    `screen`; an action the registry does not know applies everywhere."""
+    screens = SCREENS_OF.get(action, ())
+    return not screens or screen in screens
 
 
 LIVE_ONLY = frozenset({"smoke", "smoke_all", "poll_now"})
@@ -131,6 +253,7 @@ REPLAY = frozenset(a.action.removeprefix("app.").split("(")[0] for a in ACTIONS 
 
 
 MUTATING = frozenset(a.action.removeprefix("app.") for a in ACTIONS if a.mutating)
+SCREENS_OF = {a.action.removeprefix("app.").split("(")[0]: a.screens for a in ACTIONS}
 
 
 def bindings() -> list[Binding]:
@@ -147,12 +270,14 @@ def keymap_problems(keys: dict[str, str]) -> list[str]:
         if action_id not in ids
     ]
     problems += [f"keys.{action_id}: the key is empty" for action_id, key in keys.items() if not key.strip()]
-    bound: dict[str, str] = {}
-    for a in ACTIONS:
+    bound: dict[str, list[Action]] = {}
+    for a in ACTIONS:  # one key may serve two actions of different screens (f: filter, and find in a log)
         key = keys.get(a.id, a.key)
-        if key in bound:
-            problems.append(f"keys: {key_label(key)!r} is the key of both {bound[key]} and {a.id}")
-        bound[key] = a.id
+        for other in bound.get(key, []):
+            if not a.screens or not other.screens or set(a.screens) & set(other.screens):
+                problems.append(f"keys: {key_label(key)!r} is the key of both {other.id} and {a.id}")
+                break
+        bound.setdefault(key, []).append(a)
     return problems
 
 

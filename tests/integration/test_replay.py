@@ -16,6 +16,7 @@ from poolconsole.runtime.replay import Replay
 from poolconsole.runtime.store import Store, record
 from poolconsole.sim.demo import SimPool
 from poolconsole.ui.app import PoolApp
+from poolconsole.ui.grid import PoolGrid
 from poolconsole.ui.screens.overview import OverviewScreen
 
 
@@ -108,6 +109,8 @@ async def test_the_console_plays_a_recording_read_only(recording: tuple[Path, di
             assert replay.position == at  # paused: the recording's clock stands still
             await pilot.press("left_square_bracket")
             assert replay.position <= at
+            grid = app.screen.query_one(PoolGrid)  # Enter on an engine's row (on a host's line it folds the group)
+            grid.move_cursor(next(i for i, k in enumerate(grid.order) if k.startswith("engine:")))
             await pilot.press("enter")
             await pilot.pause()
             assert type(app.screen).__name__ == "DetailScreen"

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from textual.widgets import DataTable
+from textual.widgets import DataTable, Input
 
 from poolconsole.config import parse_config
 from poolconsole.sim.demo import SimPool
@@ -97,6 +97,21 @@ async def test_overview_rows_filter_sort_and_cursor(tmp_path: Path) -> None:
         await pilot.press("s")  # sort by tok/s
         await settle(pilot, app)
         assert "tok/s" in str(app.screen.query_one("#status-line").render())
+
+
+async def test_typing_q_in_the_filter_filters_and_does_not_quit(tmp_path: Path) -> None:
+    """`q` quits from the screens, but in a text box it is a letter ("qwen"): the box gets it."""
+    app = static_app(tmp_path)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await feed(app)
+        await settle(pilot, app)
+        await pilot.press("slash", *"qwen")
+        await settle(pilot, app)
+        assert app.is_running and app.screen.query_one("#filter", Input).value == "qwen"
+        assert "engine:qwen3-next-80b" in table_rows(app) and "engine:embeddings" not in table_rows(app)
+        await pilot.press("escape", "q")
+        await pilot.pause()
+        assert not app.is_running
 
 
 async def test_detail_gateway_help_and_back(tmp_path: Path) -> None:
@@ -213,7 +228,11 @@ async def test_smoke_action_runs_and_shows_results(tmp_path: Path) -> None:
             assert {"models", "chat", "chat_stream", "completions"} <= checks
             assert all(r.passed for r in app.screen.results), [r.reason for r in app.screen.results]
             assert app.screen.query_one("#smoke-results", DataTable).row_count == len(app.screen.results)
-        assert (tmp_path / "smoke.sqlite3").exists()
+        from poolconsole.ops.smoke.store import list_runs
+
+        (run,) = list_runs(tmp_path / "smoke.sqlite3")
+        measured = run["conditions"]["qwen3-30b-a3b"]  # what the engine itself says it runs with, as the CLI stores
+        assert measured["engine_reported"]["max_context"] is not None, measured["engine_reported"]
 
 
 async def pick_profile(pilot: object, app: PoolApp, profile: str) -> None:

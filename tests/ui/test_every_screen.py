@@ -62,6 +62,9 @@ async def back_to_overview(pilot: Pilot[None], app: PoolApp) -> None:
     for _ in range(8):
         if isinstance(app.screen, OverviewScreen) and len(app.screen_stack) == 2:
             app.screen.clear_filter()  # Esc: an open filter box would take the next keys
+            app.screen.collapsed.clear()  # folded groups and the problems-only view hide the engine's row
+            app.screen.problems_only = False
+            app.screen.refresh_rows()
             return
         if isinstance(app.screen, (ProfilePicker, ConfirmAction, CommandPalette)):
             app.screen.dismiss(None)  # type: ignore[arg-type]
@@ -135,7 +138,9 @@ async def test_palette_lists_every_action_with_its_key_as_plain_text(tmp_path: P
         assert isinstance(app.screen, CommandPalette)
         entries = [e.title for e in app.palette_entries()]
         assert "Filter  (/)" in entries and "Help  (?)" in entries
-        assert {a.title for a in registry.ACTIONS if not a.replay} <= {t.split("  (")[0] for t in entries}
+        titles = {t.split("  (")[0] for t in entries}
+        assert {a.title for a in registry.ACTIONS if not a.replay and registry.applies(a, "overview")} <= titles
+        assert not {a.title for a in registry.ACTIONS if not registry.applies(a, "overview")} & titles  # the detail's
         assert not {a.title for a in registry.ACTIONS if a.replay} & {t.split("  (")[0] for t in entries}
         await pilot.press("escape")
         await pilot.pause()

@@ -143,3 +143,20 @@ async def test_a_theme_switch_redraws_the_rows_in_its_colours() -> None:
         app.theme = "textual-light" if app.theme != "textual-light" else "textual-dark"
         await pilot.pause()
         assert [segment.style for segment in grid.render_line(2)] != before
+
+
+async def test_left_and_right_scroll_by_whole_columns() -> None:
+    app = GridApp(3)
+    async with app.run_test(size=(16, 8)) as pilot:
+        grid = app.query_one(PoolGrid)
+        assert grid.column_starts() == [0, 10, 18] and grid.max_scroll_x == 14  # 30 cells in 16
+        await pilot.press("right")
+        assert grid.scroll_x == 10 and line_text(grid, 0).startswith(" Value  ")  # the next column at the left
+        await pilot.press("right")  # the last column whole at the right edge: as far as it goes
+        assert grid.scroll_x == 14 and line_text(grid, 0).rstrip().endswith("Note")
+        await pilot.press("right")
+        assert grid.scroll_x == 14
+        await pilot.press("left")
+        assert grid.scroll_x == 10
+        await pilot.press("left")
+        assert grid.scroll_x == 0 and line_text(grid, 0).startswith(" Name ")

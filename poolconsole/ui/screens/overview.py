@@ -6,6 +6,8 @@ wrong), and the columns fit the width (folding the least important ones on a nar
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable, Iterable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +19,7 @@ from textual.widgets import Footer, Header, Input, Static
 
 from poolconsole.model.alerts import Alerts
 from poolconsole.model.events import CRITICAL, OK, WARNING, EventLog
-from poolconsole.model.pool_state import PoolState, host_vram_fraction
+from poolconsole.model.pool_state import EngineTrack, PoolState, host_vram_fraction
 from poolconsole.model.summary import Summary, summarise
 from poolconsole.ui import cells
 from poolconsole.ui.grid import SPAN, PoolGrid
@@ -38,6 +40,16 @@ TEXT_SORTS = frozenset({"host", "engine", "kind", "model", "why"})
 STATE_RANK = {"ok": 0.0, "degraded": 1.0, "down": 2.0, "auth_failed": 2.0}
 
 
+GROUPINGS = ("host", "model", "engine")
+"""`G` cycles: grouped by host, grouped by model, one flat list by name."""
+
+
+def model_of(track: EngineTrack) -> str:
+    """The model an engine serves, to group by: the first it lists, else the configured one."""
+    view = track.view
+    return (view.models[0] if view and view.models else None) or track.config.model or "no model"
+
+
 def _clock(at: float) -> str:
     return dt.datetime.fromtimestamp(at, dt.UTC).strftime("%H:%M:%S")
 
@@ -54,6 +66,11 @@ def _plain(value: Text | str) -> str:
 def _signature(value: Text | str) -> str:
     """What a cell shows, to compare with the last frame (a Text is made only for cells that changed)."""
     return value if isinstance(value, str) else value.plain + str(value.style) + str(value.spans)
+
+
+def _spanning(build: Callable[[], Text]) -> dict[str, Text | str]:
+    """A line across the columns as a row's cells: its one cell."""
+    return {SPAN: build()}
 
 
 def _text(value: Text | str) -> Text:
@@ -127,6 +144,8 @@ class OverviewScreen(Screen[None]):
         """The timeline the events pane shows, newest first (None: no pane)."""
         self.show_events = True
         self._events_drawn: tuple[int, int, int, str] | None = None
+        self._box_lines: dict[str, int] = {}
+        """Lines each `height: auto` box (summary, events) took when last drawn."""
         self.sort_key = "host"
         """The column rows are sorted by (`s` cycles SORTS; a click on a header picks any column)."""
         self.reverse = False
@@ -140,6 +159,21 @@ class OverviewScreen(Screen[None]):
         """Rows that need attention first: None follows the pool (on while anything is wrong)."""
         self.summary: Summary | None = None
         self._summary_drawn: tuple[str, int] | None = None
+        self.collapsed: set[str] = set()
+        """The group lines whose rows are folded away (`c`, Enter or a click on the line; `C` all of them)."""
+        self.problems_only = False
+        """`p`: only the rows that need attention (and their groups' lines)."""
+        self.hidden = 0
+        """Rows left out by the filter, the problems-only view and folding (the status line says how many)."""
+        self.group_of: dict[str, str] = {}
+        """Row key -> its group's line key ("host:NAME", "model:NAME"; "" for rows outside every group)."""
+        self.members: dict[str, list[str]] = {}
+        """A group's line key -> the keys of its rows."""
+        self._rank: dict[str, int] = {}
+        self._cache: dict[str, tuple[tuple[Any, ...], dict[str, Any], str]] = {}
+        """Row key -> (what its cells were built from, its cells, their text in lower case for the filter)."""
+        self.built = 0
+        """How many rows' cells were built (tests count them: an unchanged target builds none)."""
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -175,31 +209,110 @@ class OverviewScreen(Screen[None]):
         return self.alerts
 
     def rows(self) -> dict[str, dict[str, Text | str]]:
+        """Every row's cells (before the filter, the problems-only view and folding), keyed by row. A row's
+        cells are built again only when what they show changed: its target's latest view or snapshot, its
+        host's snapshot, its "why", its age, the column widths or the theme (at 1,000 engines building
+        every row each refresh was most of its cost). Also sets the rows' groups (`members`, `group_of`)."""
         c = cells.Colors.from_theme(self.app.theme_variables)
         summary = self.summary or summarise(self.state, self._alerts())
-        why = summary.why()
+        why, rank = summary.why(), summary.rank()
         grid = self.query_one(PoolGrid)
         widths = {column.key: column.width for column in grid.columns}
+        shape = (tuple(widths.items()), c)
+        grouping = self.grouped()
+        span_width = grid.row_width - grid.pad[0]
+        state = self.state
         out: dict[str, dict[str, Any]] = {}
-        with_engines = set()
-        for track in self.state.engines.values():
+        self.group_of, self.members = {}, {}
+        self._rank = {}
+        fresh: dict[str, tuple[tuple[Any, ...], dict[str, Any], str]] = {}
+        cache = self._cache
+
+        def cached(key: str, stamp: tuple[Any, ...], build: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+            hit = cache.get(key)
+            if hit is None or hit[0] != stamp:
+                made = build()
+                hit = (stamp, made, "\0".join(_plain(v).lower() for v in made.values()))
+                self.built += 1
+            fresh[key] = hit
+            return hit[1]
+
+        with_engines: set[str] = set()
+        for track in state.engines.values():
             name, host = track.config.name, track.config.host or ""
+            key = f"engine:{name}"
+            need = min(rank.get(name, 2), rank.get(host, 2))
+            self._rank[key] = need
             reason = why.get(name) or why.get(host)  # the host's own trouble (swap in use) is the engine's too
-            out[f"engine:{name}"] = cells.engine_row(self.state, track, c, widths, reason)
-            with_engines.add(track.config.host)
+            host_track = state.hosts.get(host)
+            snap = host_track.snapshot if host_track else None
+            stamp: tuple[Any, ...] = (
+                track.view,
+                snap,
+                reason,
+                cells.age(state.age_s(track.last_ok_at)),
+                len(track.history.times),
+                shape,
+            )
+            out[key] = cached(key, stamp, partial(cells.engine_row, state, track, c, widths, reason))
+            with_engines.add(host)
+            if grouping == "host":
+                self._join(f"host:{host}", key)
+            elif grouping == "model":
+                self._join(f"model:{model_of(track)}", key)
         self.spans = set()
-        for host_track in self.state.hosts.values():
-            key, reason = f"host:{host_track.config.name}", why.get(host_track.config.name)
-            if self.grouped():  # a line over its engines: the host's GPUs, a bar per card
-                width = grid.row_width - grid.pad[0]
-                out[key] = {SPAN: cells.host_line(self.state, host_track, c, width, reason)}
+        for host_track in state.hosts.values():
+            host = host_track.config.name
+            key, reason = f"host:{host}", why.get(host)
+            self._rank[key] = rank.get(host, 2)
+            snap = host_track.snapshot
+            if grouping == "host":  # a line over its engines: the host's GPUs, a bar per card
+                tag = self._tag(key, snap.state if snap else None, c)
+                stamp = (snap, reason, span_width, tag and (tag.plain, str(tag.style)), shape)
+                build = partial(cells.host_line, state, host_track, c, span_width, reason, tag)
+                out[key] = cached(key, stamp, partial(_spanning, build))
                 self.spans.add(key)
-            elif host_track.config.name not in with_engines:
-                out[key] = cells.host_row(self.state, host_track, c, widths, reason)
-        if self.filter_text:
-            needle = self.filter_text.lower()
-            out = {k: r for k, r in out.items() if any(needle in _plain(v).lower() for v in r.values())}
+                self._join(key, key)
+            elif host not in with_engines:
+                age = cells.age(state.age_s(host_track.last_ok_at))
+                out[key] = cached(
+                    key, (snap, reason, age, shape), partial(cells.host_row, state, host_track, c, widths, reason)
+                )
+                self._join("", key)
+        if grouping == "model":
+            for group in [g for g in self.members if g.startswith("model:")]:
+                tracks = [state.engines[k[7:]] for k in self.members[group]]
+                tag = self._tag(group, None, c)
+                stamp = (tuple(t.view for t in tracks), span_width, tag and (tag.plain, str(tag.style)), shape)
+                build = partial(cells.model_line, group[6:], tracks, c, span_width, tag)
+                out[group] = cached(group, stamp, partial(_spanning, build))
+                self._rank[group] = min((self._rank[k] for k in self.members[group]), default=2)
+                self.members[group].insert(0, group)
+                self.group_of[group] = group
+                self.spans.add(group)
+        self._cache = fresh  # targets gone from the pool leave with it
         return out
+
+    def _join(self, group: str, key: str) -> None:
+        self.group_of[key] = group
+        if key != group:
+            self.members.setdefault(group, []).append(key)
+        else:
+            self.members.setdefault(group, [])
+
+    def _tag(self, group: str, own: Any, c: cells.Colors) -> Text | None:
+        """A folded group line's count and worst state (None while it is open): over every row of the group,
+        whatever the filter hides, so a problem is never folded out of sight."""
+        if group not in self.collapsed:
+            return None
+        keys = [k for k in self.members.get(group, []) if k.startswith("engine:")]
+        words = [cells.state_word(v.state if (v := self.state.engines[k[7:]].view) else None) for k in keys]
+        if own is not None:
+            words.append(cells.state_word(own))
+        needs = [self._rank.get(k, 2) for k in keys] + [self._rank.get(group, 2)]
+        problems = sum(1 for n in needs[:-1] if n < 2)
+        worst = min(needs)
+        return cells.group_tag(words, len(keys), problems, worst if worst < 2 else None, c)
 
     def attention_first(self) -> bool:
         """Whether the rows that need attention come first: as toggled (`!`), else while anything is wrong."""
@@ -207,31 +320,33 @@ class OverviewScreen(Screen[None]):
             return self.attention
         return self.summary is not None and not self.summary.healthy
 
-    def grouped(self) -> bool:
-        """Rows grouped by host, each group under its host line: while sorted by host."""
-        return self.sort_key == "host"
+    def grouped(self) -> str | None:
+        """How rows are grouped, each group under its line: by host while sorted by host, by model while
+        sorted by model (`G` cycles host, model, none); None: one flat list."""
+        return self.sort_key if self.sort_key in ("host", "model") else None
 
     def _order(self, rows: dict[str, dict[str, Any]]) -> list[str]:
         column = self.sort_key
-        rank = self.summary.rank() if self.attention_first() and self.summary is not None else {}
+        first = self.attention_first() and self.summary is not None and bool(self.summary.rank())
 
         def need(key: str) -> int:  # critical, warning, then the rest; each in the sort's order
-            name = key.split(":", 1)[1]
-            host = cells.host_of_row(self.state, key) or ""
-            return min(rank.get(name, 2), rank.get(host, 2))
+            return self._rank.get(key, 2) if first else 2
 
         if self.grouped():
             groups: dict[str, list[str]] = {}
             for key in rows:
-                groups.setdefault(cells.host_of_row(self.state, key) or "", []).append(key)
-            for members in groups.values():  # the host line first, then its engines by name
-                members.sort(key=lambda k: (not k.startswith("host:"), k))
-            hosts = sorted(groups, reverse=self.reverse)
-            if rank:
-                hosts.sort(key=lambda h: min(need(k) for k in groups[h]))
-                for members in groups.values():
-                    members.sort(key=lambda k: -1 if k.startswith("host:") else need(k))
-            return [key for host in hosts for key in groups[host]]
+                groups.setdefault(self.group_of.get(key, ""), []).append(key)
+            for group, members in groups.items():  # the group's line first, then its rows by name
+                members.sort(key=lambda k: (k != group, k))
+            names = sorted((g for g in groups if g), reverse=self.reverse) + ([""] if "" in groups else [])
+            if first:  # the groups by their worst row (over every row of the group, shown or not)
+                worst = {
+                    g: min([need(k) for k in self.members.get(g, [])] + [need(k) for k in groups[g]]) for g in groups
+                }
+                names.sort(key=lambda g: worst[g])
+                for group, members in groups.items():
+                    members.sort(key=lambda k: -1 if k == group else need(k))
+            return [key for group in names for key in groups[group]]
         if column in TEXT_SORTS:
             texts = {k: _plain(rows[k].get(column, "")) for k in rows}
             order = sorted(rows, key=lambda k: (texts[k], _plain(rows[k]["engine"])), reverse=self.reverse)
@@ -242,16 +357,35 @@ class OverviewScreen(Screen[None]):
             values = {k: _view_number(self.state, k, column) for k in rows}
             sign = 1.0 if self.reverse else -1.0
             order = sorted(rows, key=lambda k: (values[k] is None, sign * (values[k] or 0.0), k))
-        if rank:
+        if first:
             order.sort(key=need)
         return order
 
+    def shown(self, rows: dict[str, dict[str, Any]]) -> list[str]:
+        """The rows on screen, in order: those matching the filter, only the problems (`p`: a group's line
+        stays over its problems), the rows of folded groups left out (not while filtering: a search shows
+        what it finds)."""
+        keys: Iterable[str] = rows
+        if self.filter_text:
+            needle = self.filter_text.lower()
+            keys = [k for k in keys if needle in self._cache[k][2]]
+        if self.problems_only:
+            bad_groups = {self.group_of.get(k) for k in rows if self._rank.get(k, 2) < 2}
+            keys = [k for k in keys if self._rank.get(k, 2) < 2 or (k in self.spans and k in bad_groups)]
+        order = self._order({k: rows[k] for k in keys})
+        if self.collapsed and not self.filter_text:
+            order = [k for k in order if self.group_of.get(k) not in self.collapsed or k == self.group_of.get(k)]
+        return order
+
     def refresh_rows(self) -> None:
-        """Apply the latest model to the table: update changed cells only, add and drop rows as needed."""
+        """Apply the latest model to the table: build the cells of the rows whose data changed, update the
+        cells that differ, add and drop rows as needed (keyed diffs); the rows of the others stay as drawn."""
         table = self.query_one(PoolGrid)
         self.summary = summarise(self.state, self._alerts())
+        before = {k: v[1] for k, v in self._cache.items()}
         rows = self.rows()
-        order = self._order(rows)
+        order = self.shown(rows)
+        self.hidden = len(rows) - len(order)
         keys = table.column_keys
         with self.app.batch_update():
             self._draw_summary()
@@ -261,20 +395,27 @@ class OverviewScreen(Screen[None]):
             def columns(key: str) -> list[str]:
                 return [SPAN] if key in spans else keys
 
-            if list(self.rendered) != order or any(k in table.rows and table.is_span(k) != (k in spans) for k in order):
-                table.set_rows(order, {key: [_text(rows[key][c]) for c in columns(key)] for key in order}, spans)
-                self.rendered = {key: {c: _signature(rows[key][c]) for c in columns(key)} for key in order}
-            else:
-                changes = []
-                for key in order:
-                    old = self.rendered[key]
+            new: dict[str, list[Text]] = {}
+            changes = []
+            rendered: dict[str, dict[str, str]] = {}
+            for key in order:
+                old = self.rendered.get(key)
+                cells_now = rows[key]
+                if old is None or table.rows.get(key) is None or table.is_span(key) != (key in spans):
+                    new[key] = [_text(cells_now[c]) for c in columns(key)]
+                    old = {c: _signature(cells_now[c]) for c in columns(key)}
+                elif before.get(key) is not cells_now:  # built again this refresh: its cells compared
                     for column in columns(key):
-                        value = rows[key][column]
+                        value = cells_now[column]
                         signature = _signature(value)
                         if old.get(column) != signature:
                             changes.append((key, column, _text(value)))
                             old[column] = signature
-                table.update_cells(changes)
+                rendered[key] = old
+            self.rendered = rendered
+            if new or order != table.order:
+                table.reorder(order, new, spans)
+            table.update_cells(changes)
         self._status_line()
 
     def selected(self) -> str | None:
@@ -289,7 +430,8 @@ class OverviewScreen(Screen[None]):
         if drawn == self._summary_drawn:
             return
         self._summary_drawn = drawn
-        box.update(summary_text(self.summary, width, cells.Colors.from_theme(self.app.theme_variables)))
+        text = summary_text(self.summary, width, cells.Colors.from_theme(self.app.theme_variables))
+        box.update(text, layout=self._height_changed(box, text))
 
     def _draw_events(self) -> None:
         """The newest events under the table, as many as the pane's lines hold; redrawn only when the
@@ -319,7 +461,15 @@ class OverviewScreen(Screen[None]):
             line = f"{_clock(event.at)}  {event.target}  {event.text()}"
             text.append("\n")
             text.append(line if len(line) <= width else line[: width - 1] + "…", style=colour.get(event.severity, ""))
-        pane.update(text)
+        pane.update(text, layout=self._height_changed(pane, text))
+
+    def _height_changed(self, box: Static, text: Text) -> bool:
+        """Whether a box of `height: auto` takes another number of lines with `text`: only then is the
+        screen laid out again (a Static's update lays out the whole screen by default, each second)."""
+        lines = text.plain.count("\n") + 1
+        changed = self._box_lines.get(box.id or "") != lines
+        self._box_lines[box.id or ""] = lines
+        return changed
 
     def toggle_events(self) -> None:
         """Show or hide the events pane (the table takes its lines)."""
@@ -347,8 +497,11 @@ class OverviewScreen(Screen[None]):
         filt = f"  filter: {self.filter_text!r}" if self.filter_text else ""
         first = ", problems first" if self.attention_first() else ""
         sort = LABELS.get(self.sort_key, self.sort_key) + (", reversed" if self.reverse else "")
-        sort += ", grouped by host" if self.grouped() else ""
-        line = f"{shown} rows  sorted by {sort}{first}{filt}  active alerts: {alerts}{mode}"
+        grouping = self.grouped()
+        sort += f", grouped by {grouping}" if grouping else ""
+        hidden = f"  problems only: {self.hidden} hidden" if self.problems_only else ""
+        hidden = hidden or (f"  {self.hidden} hidden" if self.hidden else "")
+        line = f"{shown} rows  sorted by {sort}{first}{filt}{hidden}  active alerts: {alerts}{mode}"
         if line != self.status_text:
             self.status_text = line
             # One line of fixed height: no layout pass (one would also redraw the whole table).
@@ -400,4 +553,52 @@ class OverviewScreen(Screen[None]):
         self.refresh_rows()
 
     def on_pool_grid_row_selected(self, event: PoolGrid.RowSelected) -> None:
-        self.app.call_later(self.app.run_action, "open_detail")
+        """A click selects its row (the grid moved the cursor there); on a group line it folds or unfolds it."""
+        if event.key in self.spans:
+            self.toggle_group(event.key)
+
+    def on_pool_grid_row_activated(self, event: PoolGrid.RowActivated) -> None:
+        """A double click opens the row, as Enter does; on a host's line its detail (the first click of the
+        two folded the group: the second unfolds it again)."""
+        if event.key in self.spans:
+            self.toggle_group(event.key)
+        opener = getattr(self.app, "open_detail", None)
+        if callable(opener):
+            opener(event.key)
+
+    def toggle_group(self, key: str | None, from_member: bool = False) -> bool:
+        """Fold or unfold the group whose line is `key` (with `from_member`, the group of the row `key`);
+        False when there is no such group with rows under it. The cursor goes to the group's line."""
+        group = self.group_of.get(key or "") if from_member else key
+        if not group or group not in self.spans or not [m for m in self.members.get(group, []) if m != group]:
+            return False
+        self.collapsed ^= {group}
+        self.refresh_rows()
+        table = self.query_one(PoolGrid)
+        if group in table.position:
+            table.move_cursor(table.position[group])
+        return True
+
+    def toggle_all(self) -> None:
+        """`C`: fold every group, or, with all of them folded, unfold them all (the cursor stays in its group)."""
+        table = self.query_one(PoolGrid)
+        current = self.selected()
+        foldable = {g for g in self.spans if [m for m in self.members.get(g, []) if m != g]}
+        self.collapsed = set() if foldable <= self.collapsed else foldable
+        self.refresh_rows()
+        group = self.group_of.get(current or "")
+        if current not in table.position and group in table.position:
+            table.move_cursor(table.position[group])
+
+    def next_grouping(self) -> None:
+        """`G`: grouped by host, by model, then one flat list (by name), and round again."""
+        current = self.grouped() or "engine"
+        self.sort_key = GROUPINGS[(GROUPINGS.index(current) + 1) % len(GROUPINGS)]
+        self.reverse = False
+        self.sort_index = next((i for i, (k, _) in enumerate(SORTS) if k == self.sort_key), self.sort_index)
+        self.refresh_rows()
+
+    def toggle_problems(self) -> None:
+        """`p`: only the rows that need attention, or every row again."""
+        self.problems_only = not self.problems_only
+        self.refresh_rows()

@@ -1,0 +1,55 @@
+"""A live console fills its charts from the history store once its first polls are on screen (issue 14:
+"on launch its charts are filled from it"), not before: the read would delay the first frame with data.
+
+The engine answers nothing (a closed port on 127.0.0.1): its first poll is a failure, which is a result
+drawn like any other, so the fill follows it."""
+
+from __future__ import annotations
+
+import socket
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from poolconsole.config import parse_config
+from poolconsole.model.pool_state import PoolState
+from poolconsole.runtime.store import Store
+from poolconsole.ui.app import PoolApp
+from tests.helpers import uipool
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def test_a_live_console_fills_its_charts_from_the_store(tmp_path: Path) -> None:
+    cfg = uipool.config()
+    state = PoolState(cfg)
+    view = next(
+        v
+        for v in (state.apply_engine(s) for s in uipool.engine_snapshots(cfg))
+        if v.kind == "vllm" and v.kv_cache_usage
+    )
+    config = parse_config(
+        f'[[engines]]\nname = "{view.name}"\nkind = "vllm"\nurl = "http://127.0.0.1:{closed_port()}"\n'
+        "[settings]\npoll_interval_s = 1\n"
+    )
+    path = tmp_path / "history.sqlite3"
+    store = Store(path, background=False)
+    t0 = time.time() - 120
+    for i in range(30):
+        store.engine(replace(view, polled_at=t0 + 2 * i, kv_cache_usage=i / 100), t0 + 2 * i)
+    store.close()
+
+    app = PoolApp(config, theme_state=tmp_path / "ui.json", store=path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        for _ in range(100):  # the first poll fails at once: its frame, then the read
+            await pilot.pause(0.05)
+            if len(app.state.engines[view.name].history.times) >= 30:
+                break
+        track = app.state.engines[view.name]
+        assert track.view is not None and not track.view.state.answering, "the failed first poll was not applied"
+        assert track.history.kv.tail(31)[:30] == [i / 100 for i in range(30)], "the stored points are not in the chart"
+        assert track.history.times.tail(31)[0] == t0
