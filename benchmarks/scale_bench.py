@@ -1,17 +1,21 @@
 """Scale benchmark (issue 16): 1,000 engines read through a real Prometheus, beside 64 read directly.
 
-`python benchmarks/scale_bench.py [--engines 1000] [--direct 64] [--minutes 1] [--scrape 5]`
+`python benchmarks/scale_bench.py [--engines 1000] [--hosts 250] [--direct 64] [--minutes 1] [--scrape 5]`
 (`--minutes 10` for the issue's figure; the default is a quick run).
 
 A few simulated exporters (aiohttp on 127.0.0.1, `--per-exporter` engines each) serve the engines' series
 with distinct `instance` labels (eNNNN:8000), a third each vLLM 0.32.0, SGLang 0.5.1 and llama.cpp pages
 from the real captures (tests/fixtures/real; only the families the console reads, so that Prometheus'
-own ingest leaves the two cores to the console), every generation counter growing. Debian's Prometheus
-scrapes them with `honor_labels: true`. Then, one after the other on the same Prometheus:
+own ingest leaves the two cores to the console), every generation counter growing. The same exporters
+carry the engines' hosts (`--hosts`, hNNNN, the engines spread evenly over them): node_exporter's memory
+and swap (instance hNNNN:9100) and a DCGM exporter's series for `--gpus-per-host` GPUs each (hNNNN:9400).
+Debian's Prometheus scrapes them with `honor_labels: true`. Then, one after the other on the same
+Prometheus:
 
-- batched: the console on `[prometheus]`, every engine `read = "prometheus"` (one batch per tick);
+- batched: the console on `[prometheus]`, every engine and host `read = "prometheus"` (one batch per tick
+  for the engines, one for the hosts);
 - per-engine: the same console with the reads as before batching (two instant queries per engine per
-  poll, selection() and scrape_time(): the queries this change replaced);
+  poll, selection() and scrape_time(), and three per host: the queries batching replaced);
 - direct: the console scraping `--direct` engines itself (the same captures, one port each).
 
 "The console" is the real TUI process (`python -m poolconsole --config FILE`) in a tmux pane of 160x48,
@@ -119,9 +123,47 @@ async def serve(apps: list[tuple[web.Application, int]]) -> list[web.AppRunner]:
     return runners
 
 
-def exporter(first: int, count: int, since: float) -> web.Application:
+def host_of(i: int, engines: int, hosts: int) -> int | None:
+    """The host engine i runs on (the engines spread evenly over the hosts), None without hosts."""
+    return i * hosts // engines if hosts else None
+
+
+def host_page(h: int, gpus: int, since: float) -> str:
+    """Host hNNNN's node_exporter memory and swap and its DCGM exporter's GPUs (the families the console
+    reads, the labels DCGM exporter 3.x writes), the GPU figures moving a little with time."""
+    name, t = f"h{h:04d}", time.time() - since
+    node = f'instance="{name}:9100"'
+    lines = [
+        f"node_memory_MemTotal_bytes{{{node}}} 540000000000",
+        f"node_memory_MemAvailable_bytes{{{node}}} {400000000000 + (h * 7919) % 90000000000}",
+        f"node_memory_SwapTotal_bytes{{{node}}} 8589930496",
+        f"node_memory_SwapFree_bytes{{{node}}} 8589930496",
+    ]
+    for g in range(gpus):
+        labels = (
+            f'instance="{name}:9400",gpu="{g}",UUID="GPU-{h:08d}-0000-0000-0000-{g:012d}",device="nvidia{g}",'
+            f'modelName="NVIDIA H100 80GB HBM3",Hostname="{name}",DCGM_FI_DRIVER_VERSION="550.54.15"'
+        )
+        used = 40000 + (h * 31 + g * 17 + int(t)) % 30000
+        lines += [
+            f"DCGM_FI_DEV_FB_USED{{{labels}}} {used}",
+            f"DCGM_FI_DEV_FB_FREE{{{labels}}} {81559 - used}",
+            f"DCGM_FI_DEV_GPU_UTIL{{{labels}}} {(h + g + int(t)) % 100}",
+            f"DCGM_FI_DEV_POWER_USAGE{{{labels}}} {300 + (h + g) % 300}.5",
+            f"DCGM_FI_DEV_GPU_TEMP{{{labels}}} {40 + (h + g) % 40}",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def exporter(first: int, count: int, since: float, args: argparse.Namespace) -> web.Application:
+    def first_on_host(i: int) -> int | None:
+        h = host_of(i, args.engines, args.hosts)
+        return h if h is not None and (i == 0 or host_of(i - 1, args.engines, args.hosts) != h) else None
+
     async def metrics(_: web.Request) -> web.Response:
         body = "".join(engine_page(i, since) for i in range(first, first + count))
+        hosts = (first_on_host(i) for i in range(first, first + count))  # each host on its first engine's
+        body += "".join(host_page(h, args.gpus_per_host, since) for h in hosts if h is not None)
         return web.Response(text=body, content_type="text/plain")
 
     app = web.Application()
@@ -156,15 +198,19 @@ def direct_engine(i: int, since: float, port: int) -> web.Application:
     return app
 
 
-def config(engines: int, prometheus: str | None, ports: list[int] | None = None) -> str:
+def config(engines: int, prometheus: str | None, ports: list[int] | None = None, hosts: int = 0) -> str:
     text = f'[prometheus]\nurl = "{prometheus}"\n\n' if prometheus else ""
+    for h in range(hosts):
+        text += f'[[hosts]]\nname = "h{h:04d}"\naddress = "h{h:04d}"\nread = "prometheus"\n\n'
     for i in range(engines):
         kind = kind_of(i)
         if ports is None:
             url, read = f"http://e{i:04d}:8000", "prometheus"
         else:
             url, read = f"http://127.0.0.1:{ports[i]}", "direct"
-        text += f'[[engines]]\nname = "e{i:04d}"\nkind = "{kind}"\nurl = "{url}"\nread = "{read}"\n\n'
+        text += f'[[engines]]\nname = "e{i:04d}"\nkind = "{kind}"\nurl = "{url}"\nread = "{read}"\n'
+        host = host_of(i, engines, hosts)
+        text += f'host = "h{host:04d}"\n\n' if host is not None else "\n"
     return text
 
 
@@ -193,6 +239,19 @@ if sys.argv[2] == "per-engine":  # the reads as before batching: two instant que
         return values, stamps, ps.Batch(self.api, {})
 
     ps.EngineReads.read = read
+
+    from poolconsole.collect import prometheus_hosts as ph
+
+    async def host_poll(self):  # and three per host
+        self.reads.queries += 3
+        answers = await asyncio.gather(
+            self.api.query(ph.host_selection(self.host)),
+            self.api.query(ph.host_scrape_times(self.host)),
+            self.api.query(ph.recent_exporters(self.host)),
+        )
+        return await self._snapshot(*answers)
+
+    ph.PrometheusHostPoller.poll = host_poll
 
 from poolconsole.cli import main
 sys.exit(main(["--config", sys.argv[3]]))
@@ -301,7 +360,7 @@ async def main(args: argparse.Namespace) -> None:
         directory = Path(tmp)
         exporters = []
         for first in range(0, args.engines, args.per_exporter):
-            exporters.append((exporter(first, min(args.per_exporter, args.engines - first), since), free_port()))
+            exporters.append((exporter(first, min(args.per_exporter, args.engines - first), since, args), free_port()))
         direct_ports = [free_port() for _ in range(args.direct)]
         direct = [(direct_engine(i, since, port), port) for i, port in enumerate(direct_ports)]
         runners = await serve(exporters + direct)
@@ -347,12 +406,12 @@ async def main(args: argparse.Namespace) -> None:
                 series = (await client.get(f"{prom}/api/v1/query", params={"query": "count({job='engines'})"})).json()
             print(
                 f"Prometheus {prom}: {series['data']['result'][0]['value'][1]} series of {args.engines} engines "
-                f"in {len(exporters)} exporters, scraped every {args.scrape} s; window {seconds:.0f} s each"
+                f"and {args.hosts} hosts ({args.gpus_per_host} DCGM GPUs each) in {len(exporters)} exporters, "
+                f"scraped every {args.scrape} s; window {seconds:.0f} s each"
             )
-            results.append(await measure("batched", directory, config(args.engines, prom), "batched", seconds, prom))
-            results.append(
-                await measure("per-engine", directory, config(args.engines, prom), "per-engine", seconds, prom)
-            )
+            pooled = config(args.engines, prom, hosts=args.hosts)
+            results.append(await measure("batched", directory, pooled, "batched", seconds, prom))
+            results.append(await measure("per-engine", directory, pooled, "per-engine", seconds, prom))
             results.append(
                 await measure("direct", directory, config(args.direct, None, direct_ports), "direct", seconds, "")
             )
@@ -372,8 +431,8 @@ def report(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
         return "n/a" if value is None else format(value, spec)
 
     heads = {
-        "batched": f"{args.engines} via Prometheus, batched",
-        "per-engine": f"{args.engines} via Prometheus, per engine",
+        "batched": f"{args.engines} + {args.hosts} hosts via Prometheus, batched",
+        "per-engine": f"{args.engines} + {args.hosts} hosts via Prometheus, per target",
         "direct": f"{args.direct} direct",
     }
     rows = [
@@ -402,6 +461,8 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--engines", type=int, default=1000)
     parser.add_argument("--per-exporter", type=int, default=100)
+    parser.add_argument("--hosts", type=int, default=250, help="hosts the engines run on, read through Prometheus")
+    parser.add_argument("--gpus-per-host", type=int, default=4, help="DCGM exporter GPUs of each host")
     parser.add_argument("--direct", type=int, default=64)
     parser.add_argument(
         "--minutes", type=float, default=1.0, help="measuring window of each console (10 for the issue)"

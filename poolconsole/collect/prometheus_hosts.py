@@ -9,10 +9,18 @@ unified memory), from the series of the exporters Prometheus scrapes on the host
   `power_draw_watts`, `temperature_gpu`, the index and name from `nvidia_smi_gpu_info`.
 
 A host's series are those of every target whose `instance` is the host's `address` with any port
-(gpu-box:9100, gpu-box:9400), or its `selector`. One poll is three instant queries, concurrent: the raw
+(gpu-box:9100, gpu-box:9400), or its `selector`. A host's reading is three instant vectors: the raw
 series and each target's `up`; the `timestamp()` of each target's `up` (when Prometheus scraped it, the
 sample's time); and which targets there carried exporter series in the last ten minutes, so that a
 stopped exporter (its series are gone, its `up` is 0) is told apart from an engine on the same host.
+
+Every host read through one query API is read in one batch per tick (HostReads, prometheus_batch's
+Coalescer, as the engines are): each host keeps its poll loop and its own state and reason, and the
+first ask of a tick sends one instant query per group holding all three vectors (`raw or
+label_replace(timestamp(up), ...) or recent`): the hosts matched by address, up to BATCH_HOST_CHARS of
+addresses in one `instance=~"(a|b|...)(:[0-9]+)?"`, sliced by each series' instance host; each distinct
+selector on its own (a selector Prometheus refuses breaks only its own hosts). 250 hosts named h0001
+are 5 queries a tick instead of 750.
 
 Unified hosts (GB10, Jetson: the GPU exporters report no framebuffer figures, nvidia_gpu_exporter drops
 its `[N/A]` fields, DCGM leaves them out) keep the unified reading: the GPU's memory is the system's,
@@ -22,7 +30,6 @@ Prometheus' scrape error), a query error, an unreachable or refusing query API; 
 
 from __future__ import annotations
 
-import asyncio
 import math
 import re
 import time
@@ -31,7 +38,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from poolconsole.collect.hosts.poll import HostPoller
-from poolconsole.collect.prometheus_source import Answer, PrometheusAPI, Series, quoted
+from poolconsole.collect.prometheus_batch import Batch, Coalescer
+from poolconsole.collect.prometheus_source import SCRAPE_OF, Answer, PrometheusAPI, Series, quoted
 from poolconsole.config.models import Engine, Host
 from poolconsole.model import units
 from poolconsole.model.hosts import GpuReading, HostSnapshot, HostState, SystemMemory
@@ -112,9 +120,13 @@ def host_matchers(host: Host) -> str:
 
 
 def host_selection(host: Host) -> str:
-    """Every series the host reading uses, and each target's `up`."""
+    """Every series the host reading uses, and each target's `up` (one host's own query; a batch holds it)."""
+    return selection_of(host_matchers(host))
+
+
+def selection_of(sel: str) -> str:
     names = "|".join(sorted({*NODE_NAMES, *DCGM_NAMES, *NVSMI_NAMES, "up"}))
-    return f'{{__name__=~"{names}", {host_matchers(host)}}}'
+    return f'{{__name__=~"{names}", {sel}}}'
 
 
 def host_scrape_times(host: Host) -> str:
@@ -123,7 +135,10 @@ def host_scrape_times(host: Host) -> str:
 
 def recent_exporters(host: Host) -> str:
     """(job, instance, exporter) of each target there that carried exporter series lately, even if down now."""
-    sel = host_matchers(host)
+    return recent_of(host_matchers(host))
+
+
+def recent_of(sel: str) -> str:
     terms = [
         f'label_replace(group by (job, instance) (last_over_time({name}{{{sel}}}[{RECENT}])), "exporter", '
         f'{quoted(exporter)}, "", "")'
@@ -265,23 +280,157 @@ def nvidia_smi_gpus(series: Iterable[Series]) -> tuple[list[GpuReading], str | N
     return gpus, driver
 
 
+HostSlice = tuple[Answer, Answer, Answer]
+"""One host's three vectors: the raw series and `up`, the targets' scrape times, the recent exporters."""
+BATCH_HOST_CHARS = 300
+"""Characters of host addresses in one batched query: its instance pattern appears eight times (the raw
+series, the scrape times, six exporter markers), so 300 keep the URL under 7.2 KB (the 8 KB request line
+a proxy in front of the query API commonly allows): 10 hosts named gpu-node-NN.tail1234.ts.net a query
+(7.1 KB), 50 named h0001 (5.5 KB)."""
+
+
+def address_key(address: str) -> str:
+    """A host's address as instance_pattern reads it (IPv6 without its brackets)."""
+    return address.strip("[]")
+
+
+def instance_address(instance: str) -> str | None:
+    """The address_key whose instance_pattern matches this `instance` label: gpu-box of gpu-box:9100 or
+    gpu-box, fd7a::1 of [fd7a::1]:9400 (an IPv6 address only in brackets); None when none does."""
+    found = re.fullmatch(r"\[([^\]]*:[^\]]*)\](?::[0-9]+)?|([^:]*)(?::[0-9]+)?", instance)
+    if found is None:
+        return None
+    return found.group(1) if found.group(1) is not None else found.group(2)
+
+
+def addresses_matcher(addresses: Iterable[str]) -> str:
+    """One instance=~ matcher for what each address's instance_pattern matches (its address_key)."""
+    plain = sorted({a for a in addresses if ":" not in a})
+    ipv6 = sorted({a for a in addresses if ":" in a})
+    alternatives = []
+    if plain:
+        alternatives.append(f"({'|'.join(re.escape(a) for a in plain)})(:[0-9]+)?")
+    if ipv6:
+        alternatives.append(rf"\[({'|'.join(re.escape(a) for a in ipv6)})\](:[0-9]+)?")
+    return f"instance=~{quoted('|'.join(alternatives))}"
+
+
+def batch_expression(sel: str) -> str:
+    """The three vectors of every host under the matchers `sel` in one instant query: the raw series (and
+    `up`) `or` the scrape times, tagged with SCRAPE_OF (timestamp() drops the name, and `or` matches label
+    sets without it) `or` the recent exporters (told apart by their `exporter` label)."""
+    stamps = f'label_replace(timestamp(up{{{sel}}}), "{SCRAPE_OF}", "up", "", "")'
+    return f"{selection_of(sel)} or {stamps} or {recent_of(sel)}"
+
+
+@dataclass(frozen=True)
+class HostGroup:
+    """Hosts read by one query: those matched by address (sliced by instance host) or those of one selector."""
+
+    expr: str
+    keys: tuple[int, ...]
+    by_address: bool
+
+
+def host_groups(members: dict[int, Host]) -> list[HostGroup]:
+    """The queries of one batch: the hosts matched by address, BATCH_HOST_CHARS of addresses a query, and
+    each distinct selector on its own (a selector's matchers cannot be merged into another's)."""
+    by_address: dict[str, list[int]] = {}
+    by_selector: dict[str, list[int]] = {}
+    for key, host in members.items():
+        if host.selector is None:
+            by_address.setdefault(address_key(host.address), []).append(key)
+        else:
+            by_selector.setdefault(host_matchers(host), []).append(key)
+    chunks: list[list[str]] = []
+    size = 0
+    for address in sorted(by_address):
+        if not chunks or (size + len(address) > BATCH_HOST_CHARS and chunks[-1]):
+            chunks.append([])
+            size = 0
+        chunks[-1].append(address)
+        size += len(address) + 1
+    groups = [
+        HostGroup(batch_expression(addresses_matcher(chunk)), tuple(k for a in chunk for k in by_address[a]), True)
+        for chunk in chunks
+    ]
+    groups += [HostGroup(batch_expression(sel), tuple(keys), False) for sel, keys in by_selector.items()]
+    return groups
+
+
+def host_slice(series: Iterable[Series], elapsed_s: float | None) -> HostSlice:
+    """A host's three vectors out of its group's answer, as its own three queries give them."""
+    values: list[Series] = []
+    stamps: list[Series] = []
+    recent: list[Series] = []
+    for s in series:
+        if "__name__" in s.labels:
+            values.append(s)
+        elif SCRAPE_OF in s.labels:
+            stamps.append(Series({k: v for k, v in s.labels.items() if k != SCRAPE_OF}, s.value, s.at))
+        elif "exporter" in s.labels:
+            recent.append(s)
+    values_answer, stamps_answer, recent_answer = (
+        Answer(tuple(f), elapsed_s=elapsed_s) for f in (values, stamps, recent)
+    )
+    return values_answer, stamps_answer, recent_answer
+
+
+class HostReads(Coalescer[Host, HostGroup, HostSlice]):
+    """Every host read from one query API, coalesced into one batch per tick (module docstring)."""
+
+    api: PrometheusAPI
+
+    def groups(self, members: dict[int, Host]) -> list[HostGroup]:
+        return host_groups(members)
+
+    async def run(self, batch: Batch[Host, HostSlice], group: HostGroup) -> dict[int, HostSlice]:
+        answer = await self.api.query(group.expr)
+        if not answer.ok:
+            return dict.fromkeys(group.keys, (answer, answer, answer))
+        if not group.by_address:
+            return dict.fromkeys(group.keys, host_slice(answer.series, answer.elapsed_s))
+        by_address: dict[str, list[Series]] = defaultdict(list)
+        for s in answer.series:
+            address = instance_address(s.labels.get("instance", ""))
+            if address is not None:
+                by_address[address].append(s)
+        return {
+            k: host_slice(by_address.get(address_key(batch.members[k].address), ()), answer.elapsed_s)
+            for k in group.keys
+        }
+
+
+def host_reads(api: PrometheusAPI) -> HostReads:
+    """The API's batch of hosts (one per API, as its engine_reads)."""
+    reads = api.host_reads
+    if not isinstance(reads, HostReads):
+        reads = api.host_reads = HostReads(api)
+    return reads
+
+
 @dataclass
 class PrometheusHostPoller:
     """Reads one host from the query API; the same `poll` as HostPoller, and `aclose` once at the end.
-    The host's SSH settings are left to its actions."""
+    Its reading comes from the API's batch of hosts (HostReads). The host's SSH settings are left to its
+    actions."""
 
     host: Host
     api: PrometheusAPI
     engines: Sequence[Engine] = ()
     clock: Callable[[], float] = time.time
     where: str = field(init=False)
+    reads: HostReads = field(init=False)
 
     def __post_init__(self) -> None:
         self.api.acquire()
         self.where = f"{{{host_matchers(self.host)}}}"
         self.engines = [e for e in self.engines if e.host == self.host.name]
+        self.reads = host_reads(self.api)
+        self.reads.join(id(self), self.host)
 
     async def aclose(self) -> None:
+        self.reads.leave(id(self))
         await self.api.release()
 
     async def close(self) -> None:
@@ -290,12 +439,8 @@ class PrometheusHostPoller:
 
     async def poll(self) -> HostSnapshot:
         try:
-            answers = await asyncio.gather(
-                self.api.query(host_selection(self.host)),
-                self.api.query(host_scrape_times(self.host)),
-                self.api.query(recent_exporters(self.host)),
-            )
-            return await self._snapshot(*answers)
+            (values, stamps, recent), batch = await self.reads.fetch(id(self))
+            return await self._snapshot(values, stamps, recent, batch)
         except Exception as exc:  # a collector never takes the console down
             return self._unknown(
                 HostState.DEGRADED, f"internal error while reading this host from Prometheus: {exc!r}", time.time()
@@ -314,14 +459,18 @@ class PrometheusHostPoller:
             notes=(f"read from Prometheus {self.api.source.url} by {self.where}",),
         )
 
-    async def _stale(self, target: Target, exporter: str) -> str:
+    async def _stale(self, target: Target, exporter: str, batch: Batch[Host, HostSlice] | None) -> str:
         job, instance = target
-        said = await self.api.scrape_error({"job": job, "instance": instance})
+        labels = {"job": job, "instance": instance}
+        said = await (batch.scrape_error(labels) if batch is not None else self.api.scrape_error(labels))
         return f"{exporter} ({job} {instance}) stale in Prometheus: its last scrape failed (up == 0)" + (
             f": {said}" if said else ""
         )
 
-    async def _snapshot(self, values: Answer, stamps: Answer, recent: Answer) -> HostSnapshot:
+    async def _snapshot(
+        self, values: Answer, stamps: Answer, recent: Answer, batch: Batch[Host, HostSlice] | None = None
+    ) -> HostSnapshot:
+        """The snapshot of the host's three vectors (from its batch, or its own three queries)."""
         answers = (values, stamps, recent)
         elapsed = [a.elapsed_s for a in answers if a.elapsed_s is not None]
         rtt = round(max(elapsed) * 1000, 1) if elapsed else None
@@ -352,7 +501,7 @@ class PrometheusHostPoller:
         with_series = {_target(s.labels) for found in fresh.values() for s in found}
         down = sorted(t for t in kinds if ups.get(t) == 0 or (t not in ups and t not in with_series))
         reasons = [
-            await self._stale(t, " and ".join(sorted(kinds[t])))
+            await self._stale(t, " and ".join(sorted(kinds[t])), batch)
             if t in ups
             else f"{' and '.join(sorted(kinds[t]))} ({t[0]} {t[1]}) is no longer scraped by Prometheus"
             for t in down

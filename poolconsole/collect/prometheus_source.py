@@ -35,7 +35,6 @@ error Prometheus reports for it), a query error, an unreachable or refusing quer
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 import math
@@ -54,6 +53,10 @@ from poolconsole.collect.engines.poll import METRICS_HINT, SPEC, _llamacpp_cache
 from poolconsole.collect.fetch import Failure, Fetched, fetch
 from poolconsole.collect.poll_client import PollClient
 from poolconsole.collect.prom import Sample
+from poolconsole.collect.prometheus_batch import REUSE_S as REUSE_S
+from poolconsole.collect.prometheus_batch import Batch as SharedBatch
+from poolconsole.collect.prometheus_batch import Coalescer
+from poolconsole.collect.prometheus_batch import scrape_error_in as scrape_error_in
 from poolconsole.config.models import Engine, EngineKind, PrometheusSource, Settings
 from poolconsole.model.snapshots import COUNTERS, GAUGES, HISTOGRAMS, EngineSnapshot, EngineState
 
@@ -130,6 +133,8 @@ class PrometheusAPI:
         self.where = parts.netloc.rpartition("@")[2]
         self.engine_reads = EngineReads(self)
         """The engines read from this API, batched."""
+        self.host_reads: Coalescer[Any, Any, Any] | None = None
+        """The hosts read from it, batched (prometheus_hosts.HostReads, made by the first host poller)."""
 
     def acquire(self) -> PrometheusAPI:
         self.users += 1
@@ -156,12 +161,12 @@ class PrometheusAPI:
             return {"Authorization": f"Basic {pair}"}, None
         return None, None
 
-    async def get(self, path: str) -> Fetched:
+    async def get(self, path: str, timeout_s: float | None = None) -> Fetched:
         headers, _ = self.headers()
         return await fetch(
             self.client,
             self.source.url + path,
-            timeout_s=self.settings.http_timeout_s,
+            timeout_s=self.settings.http_timeout_s if timeout_s is None else timeout_s,
             max_bytes=self.settings.max_body_bytes,
             headers=headers,
         )
@@ -169,6 +174,20 @@ class PrometheusAPI:
     async def query(self, expr: str) -> Answer:
         """One instant query (evaluated now)."""
         fetched = await self.get("/api/v1/query?query=" + quote(expr, safe=""))
+        failed = self.failed(fetched, "/api/v1/query")
+        if failed is not None:
+            return failed
+        try:
+            return Answer(parse_vector(fetched.body), elapsed_s=fetched.elapsed_s)
+        except (ValueError, KeyError, TypeError, IndexError) as exc:
+            return Answer(
+                error=f"Prometheus at {self.where}: not a query API answer ({exc})",
+                state=EngineState.DEGRADED,
+                elapsed_s=fetched.elapsed_s,
+            )
+
+    def failed(self, fetched: Fetched, endpoint: str) -> Answer | None:
+        """A query that got no answer (refused, timed out, unauthorized, an error) in words; None when it did."""
         elapsed = fetched.elapsed_s
         if fetched.failure in (Failure.REFUSED, Failure.TIMEOUT):
             said = (fetched.error or "").split(" (is the engine")[0]  # fetch's hint is about engines
@@ -186,18 +205,11 @@ class PrometheusAPI:
             if refused is not None:
                 return Answer(error=f"query error: {refused}", state=EngineState.DEGRADED, elapsed_s=elapsed)
             if fetched.failure is Failure.NOT_FOUND:
-                error = f"{self.source.url}/api/v1/query answers 404: is [prometheus] url the query API's base URL?"
+                error = f"{self.source.url}{endpoint} answers 404: is [prometheus] url the query API's base URL?"
             else:
                 error = f"Prometheus at {self.where}: {fetched.error}"
             return Answer(error=error, state=EngineState.DEGRADED, elapsed_s=elapsed)
-        try:
-            return Answer(parse_vector(fetched.body), elapsed_s=elapsed)
-        except (ValueError, KeyError, TypeError, IndexError) as exc:
-            return Answer(
-                error=f"Prometheus at {self.where}: not a query API answer ({exc})",
-                state=EngineState.DEGRADED,
-                elapsed_s=elapsed,
-            )
+        return None
 
     async def active_targets(self) -> list[dict[str, Any]]:
         """/api/v1/targets' active targets; none when it cannot be read."""
@@ -213,16 +225,6 @@ class PrometheusAPI:
     async def scrape_error(self, labels: dict[str, str]) -> str | None:
         """The last scrape error Prometheus reports for the target with these job / instance labels."""
         return scrape_error_in(await self.active_targets(), labels)
-
-
-def scrape_error_in(targets: Iterable[dict[str, Any]], labels: dict[str, str]) -> str | None:
-    """The lastError of the first target with these job / instance labels."""
-    for target in targets:
-        mine = target.get("labels", {})
-        if all(mine.get(k) == labels.get(k) for k in ("job", "instance") if k in labels):
-            error = str(target.get("lastError") or "")
-            return error or None
-    return None
 
 
 def quoted(value: str) -> str:
@@ -257,9 +259,6 @@ def scrape_time(engine: Engine) -> str:
 BATCH_INSTANCES = 200
 """Engines matched by instance in one batched query: 200 keep the query's URL near 6 KB (under the 8 KB
 request line a proxy in front of the query API commonly allows) and its answer near 1 MB."""
-REUSE_S = 0.25
-"""A loop that asks this soon after a batch answered takes that reading (Prometheus scrapes every few
-seconds at most, so it is as fresh) instead of sending another query for every engine."""
 SCRAPE_OF = "poolconsole_scrape_of"
 """The label a batch puts on each `timestamp()` series: which family it is the scrape time of."""
 
@@ -299,24 +298,9 @@ class _Group:
     by_instance: bool
 
 
-@dataclass
-class Batch:
-    """One tick's reading of every engine on the API: each engine's two vectors, by its poller's key."""
-
-    api: PrometheusAPI
-    members: dict[int, Engine]
-    tasks: dict[int, asyncio.Task[dict[int, tuple[Answer, Answer]]]] = field(default_factory=dict)
-    """Each engine's group query: a group's engines go on as soon as its answer is in (the first frame
-    shows the first 200 engines without waiting for the other queries)."""
-    done_at: float | None = None
-    """When its last query answered."""
-    _targets: asyncio.Task[list[dict[str, Any]]] | None = None
-
-    async def scrape_error(self, labels: dict[str, str]) -> str | None:
-        """As PrometheusAPI.scrape_error, with /api/v1/targets read once per batch for every stale engine."""
-        if self._targets is None:
-            self._targets = asyncio.ensure_future(self.api.active_targets())
-        return scrape_error_in(await asyncio.shield(self._targets), labels)
+Batch = SharedBatch[Engine, tuple[Answer, Answer]]
+"""One tick's reading of every engine on the API: each engine's two vectors, by its poller's key (a group's
+engines go on as soon as its answer is in; /api/v1/targets read once per batch for every stale engine)."""
 
 
 def batch_groups(members: dict[int, Engine]) -> list[_Group]:
@@ -360,60 +344,22 @@ def engine_slice(engine: Engine, series: Sequence[Series], elapsed_s: float | No
     return Answer(tuple(values), elapsed_s=elapsed_s), Answer(stamp, elapsed_s=elapsed_s)
 
 
-class EngineReads:
-    """Every engine read from one query API, coalesced into one batch per tick (module docstring)."""
+class EngineReads(Coalescer[Engine, _Group, tuple[Answer, Answer]]):
+    """Every engine read from one query API, coalesced into one batch per tick (module docstring; the
+    coalescing is prometheus_batch's Coalescer, which the hosts' batch shares)."""
 
-    def __init__(self, api: PrometheusAPI) -> None:
-        self.api = api
-        self.members: dict[int, Engine] = {}
-        self.latest: Batch | None = None
-        self.queries = 0
-        """Instant queries sent (benchmarks read it)."""
+    api: PrometheusAPI
 
-    def join(self, key: int, engine: Engine) -> None:
-        self.members[key] = engine
-
-    def leave(self, key: int) -> None:
-        self.members.pop(key, None)
-        if not self.members and self.latest is not None:
-            for task in self.latest.tasks.values():
-                task.cancel()  # nobody waits for it any more
+    def groups(self, members: dict[int, Engine]) -> list[_Group]:
+        return batch_groups(members)
 
     async def read(self, key: int) -> tuple[Answer, Answer, Batch]:
-        """This engine's two vectors: from the batch in flight or the one that answered within REUSE_S
-        when it holds the engine, else from a new batch of every member."""
-        batch = self.latest
-        now = time.monotonic()
-        if (
-            batch is None
-            or key not in batch.tasks
-            or (batch.done_at is not None and now - batch.done_at > REUSE_S)
-            or any(t.cancelled() for t in batch.tasks.values())
-        ):
-            batch = self._start()
-        values, stamps = (await asyncio.shield(batch.tasks[key]))[key]
+        """This engine's two vectors (from the batch in flight, one that answered within REUSE_S, or a new
+        batch of every member) and that batch."""
+        (values, stamps), batch = await self.fetch(key)
         return values, stamps, batch
 
-    def _start(self) -> Batch:
-        batch = Batch(self.api, dict(self.members))
-        groups = batch_groups(batch.members)
-        left = len(groups)
-
-        def answered(_: asyncio.Future[Any]) -> None:
-            nonlocal left
-            left -= 1
-            if left == 0:
-                batch.done_at = time.monotonic()
-
-        for group in groups:
-            task = asyncio.ensure_future(self._run(batch, group))
-            task.add_done_callback(answered)
-            batch.tasks.update(dict.fromkeys(group.keys, task))
-        self.queries += len(groups)
-        self.latest = batch
-        return batch
-
-    async def _run(self, batch: Batch, group: _Group) -> dict[int, tuple[Answer, Answer]]:
+    async def run(self, batch: Batch, group: _Group) -> dict[int, tuple[Answer, Answer]]:
         answer = await self.api.query(group.expr)
         if not answer.ok:
             return {k: (answer, answer) for k in group.keys}

@@ -29,7 +29,8 @@ from poolconsole.model.pool_state import HISTORY_POINTS
 from poolconsole.model.snapshots import EngineSnapshot
 from poolconsole.ops import audit
 from poolconsole.runtime.live import LivePool, Update
-from poolconsole.runtime.store import Store, StoreBusy, StoreProblem, fill_history, read_history
+from poolconsole.runtime.prometheus_history import with_prometheus_history
+from poolconsole.runtime.store import Store, StoreBusy, StoredHistory, StoreProblem, fill_history, read_history
 from poolconsole.ui import registry, themes
 from poolconsole.ui.palette import Entry, PoolCommands
 from poolconsole.ui.screens.overview import OverviewScreen
@@ -164,8 +165,11 @@ class PoolApp(App[None]):
 
     def _open_history(self) -> None:
         """The history store records every poll (unless `poolconsole record` already writes it); the charts
-        are filled from what it holds."""
+        are filled from what it holds, and those of engines read from `[prometheus]` from its range queries."""
+        ranged = any(e.read == "prometheus" for e in self.config.engines)
         if self.store_path is None:
+            if ranged:
+                self._schedule_fill(None)
             return
         loop = asyncio.get_running_loop()
 
@@ -178,13 +182,18 @@ class PoolApp(App[None]):
             pass  # another process records this store: its rows fill the charts
         except StoreProblem as exc:
             self.notify(f"{exc}: no history recorded", severity="error", timeout=10)
+            if ranged:
+                self._schedule_fill(None)
             return
         else:
             self.history_store.bind(self.state)
             self.runtime.recorder = self.history_store
+        self._schedule_fill(self.store_path)
+
+    def _schedule_fill(self, path: Path | None) -> None:
         # Read once the first polls are on screen (or after FILL_LATEST_S): the read is CPU that would
         # otherwise delay the first frame with data; the charts take the stored points before the live ones.
-        self._fill_pending = partial(self._fill_history, self.store_path, self.state.clock())
+        self._fill_pending = partial(self._fill_history, path, self.state.clock())
         self.set_timer(FILL_LATEST_S, self._start_fill)
 
     def _start_fill(self) -> None:
@@ -193,13 +202,17 @@ class PoolApp(App[None]):
             fill()
 
     @work(group="history", exclusive=True, exit_on_error=False)
-    async def _fill_history(self, path: Path, until: float) -> None:
+    async def _fill_history(self, path: Path | None, until: float) -> None:
         since = until - HISTORY_POINTS * self.config.settings.poll_interval_s
         try:
-            stored = await asyncio.to_thread(read_history, path, self.config, since, until)
+            stored = StoredHistory()
+            if path is not None:
+                stored = await asyncio.to_thread(read_history, path, self.config, since, until)
         except StoreProblem as exc:
             self.notify(f"history not loaded: {exc}", severity="warning", timeout=10)
-            return
+            stored = StoredHistory()
+        for problem in await with_prometheus_history(self.config, stored, until):
+            self.notify(problem, severity="warning", timeout=10)
         fill_history(self.state, stored)
         self._dirty = True
 

@@ -11,13 +11,20 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from poolconsole.collect.prometheus_hosts import PrometheusHostPoller
+from poolconsole.collect.prometheus_batch import REUSE_S
+from poolconsole.collect.prometheus_hosts import (
+    PrometheusHostPoller,
+    host_reads,
+    host_scrape_times,
+    host_selection,
+    recent_exporters,
+)
 from poolconsole.collect.prometheus_source import PrometheusAPI
 from poolconsole.config import load_config
 from poolconsole.config.models import Host, PrometheusSource
@@ -268,3 +275,100 @@ async def test_the_runtime_reads_telemetry_from_prometheus_and_keeps_ssh_for_act
     spark = snaps["spark"]
     assert spark is not None and spark.source is not None and spark.source.startswith("prometheus ")
     assert spark.memory_kind == "unified" and spark.gpus[0].memory_source == "system"
+
+
+def several_hosts() -> list[Host]:
+    """The three replayed hosts by address, rtx-b again by a selector, a host Prometheus has no series of, and
+    one whose selector Prometheus refuses (an RE2 parse error): one batch, three queries (18 one by one)."""
+    return [
+        *(Host(name=n, address=n, read="prometheus") for n in ("dgx-a", "rtx-b", "spark")),
+        Host(
+            name="rtx-b-by-job",
+            address="rtx-b",
+            read="prometheus",
+            selector='{job=~"node|nvidia_gpu", instance=~"rtx-b:.*"}',
+        ),
+        Host(name="nowhere", address="nowhere", read="prometheus"),
+        Host(name="bad-regex", address="rtx-b", read="prometheus", selector='{instance=~"rtx-b:(98"}'),
+    ]
+
+
+async def host_one_by_one(reader: PrometheusHostPoller) -> HostSnapshot:
+    """The host read as before batching: its own three instant queries."""
+    api, host = reader.api, reader.host
+    answers = await asyncio.gather(
+        api.query(host_selection(host)), api.query(host_scrape_times(host)), api.query(recent_exporters(host))
+    )
+    return await reader._snapshot(*answers)
+
+
+def same_reading(snap: HostSnapshot) -> HostSnapshot:
+    """The snapshot without what the time of the query moves: the round trip, the poll's time, the sample's age."""
+    notes = tuple(n for n in snap.notes if not n.startswith("sample age "))
+    return replace(snap, rtt_ms=None, fetched_at=0.0, notes=notes)
+
+
+async def test_one_batch_reads_every_host_as_its_own_queries_did(pool: Pool) -> None:
+    api = PrometheusAPI(PrometheusSource(url=pool.prom.url))
+    readers = [PrometheusHostPoller(host, api) for host in several_hosts()]
+    try:
+        reads = host_reads(api)
+        sent = reads.queries
+        batched = list(await asyncio.gather(*(r.poll() for r in readers)))
+        assert reads.queries - sent == 3  # by address; each selector on its own (18 one by one)
+        alone = list(await asyncio.gather(*(host_one_by_one(r) for r in readers)))
+        assert reads.queries - sent == 3
+        for reader, one, own in zip(readers, batched, alone, strict=True):
+            assert same_reading(one) == same_reading(own), reader.host.name
+        snaps = {r.host.name: s for r, s in zip(readers, batched, strict=True)}
+        for name in ("dgx-a", "rtx-b", "spark", "rtx-b-by-job"):
+            assert snaps[name].state is HostState.OK, (name, snaps[name].error)
+            assert any(n.startswith("sample age ") for n in snaps[name].notes)
+        assert [g.index for g in snaps["dgx-a"].gpus] == [1, 2]
+        assert snaps["rtx-b-by-job"].gpus == snaps["rtx-b"].gpus and len(snaps["rtx-b"].gpus) == 1
+        spark = snaps["spark"]  # unified: the GPU's memory is MemTotal - MemAvailable
+        node = pool.page("spark node")
+        total = page_value(node, "node_memory_MemTotal_bytes")
+        assert spark.memory_kind == "unified" and spark.gpus[0].memory_total_bytes == total
+        assert spark.gpus[0].memory_used_bytes == total - page_value(node, "node_memory_MemAvailable_bytes")
+        assert snaps["nowhere"].state is HostState.UNREACHABLE and "no node_exporter, DCGM exporter" in (
+            snaps["nowhere"].error or ""
+        )
+        refused = snaps["bad-regex"]
+        assert refused.state is HostState.DEGRADED and (refused.error or "").startswith("query error: bad_data")
+    finally:
+        for reader in readers:
+            await reader.aclose()
+
+
+async def test_in_one_batch_a_stopped_exporter_gives_only_its_host_its_reason(pool: Pool) -> None:
+    api = PrometheusAPI(PrometheusSource(url=pool.prom.url))
+    readers = {h.name: PrometheusHostPoller(h, api) for h in several_hosts()}
+    reads = host_reads(api)
+    try:
+        first = dict(zip(readers, await asyncio.gather(*(r.poll() for r in readers.values())), strict=True))
+        assert first["rtx-b"].state is HostState.OK, first["rtx-b"].error
+        await pool.exporters["rtx-b smi"].kill()
+        deadline = time.monotonic() + 30
+        while True:
+            await asyncio.sleep(2 * REUSE_S)  # a new batch, not the reading just taken
+            sent = reads.queries
+            snaps = dict(zip(readers, await asyncio.gather(*(r.poll() for r in readers.values())), strict=True))
+            assert reads.queries - sent == 3  # still one batch
+            if snaps["rtx-b"].state is not HostState.OK:
+                break
+            assert time.monotonic() < deadline, "Prometheus never marked the exporter down"
+        for name in ("rtx-b", "rtx-b-by-job"):  # both read that exporter: each says so, node_exporter still read
+            stale = snaps[name]
+            assert stale.state is HostState.DEGRADED and stale.error is not None, name
+            assert "nvidia_gpu_exporter (nvidia_gpu rtx-b:9835) stale in Prometheus" in stale.error, stale.error
+            assert "connection refused" in stale.error, stale.error  # Prometheus' own scrape error
+            assert stale.gpus == () and stale.system_memory == first[name].system_memory
+        for name in ("dgx-a", "spark"):  # the same batch: the others read as ever
+            assert snaps[name].state is HostState.OK and snaps[name].error is None, (name, snaps[name].error)
+            assert snaps[name].gpus == first[name].gpus and snaps[name].gpus
+        assert snaps["nowhere"].state is HostState.UNREACHABLE and "no node_exporter" in (snaps["nowhere"].error or "")
+        assert (snaps["bad-regex"].error or "").startswith("query error: bad_data")
+    finally:
+        for reader in readers.values():
+            await reader.aclose()

@@ -3,12 +3,21 @@ validated), the instance matching by host part, and the pure mapping of exporter
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
 
 from poolconsole.collect.prometheus_discovery import hosts_from_targets, instance_host
-from poolconsole.collect.prometheus_hosts import dcgm_gpus, host_matchers, instance_pattern, nvidia_smi_gpus
+from poolconsole.collect.prometheus_hosts import (
+    address_key,
+    addresses_matcher,
+    dcgm_gpus,
+    host_matchers,
+    instance_address,
+    instance_pattern,
+    nvidia_smi_gpus,
+)
 from poolconsole.collect.prometheus_source import Series
 from poolconsole.config import ConfigError, parse_config
 from poolconsole.config.models import Host
@@ -106,3 +115,36 @@ def test_discovered_hosts_group_exporters_by_instance_host() -> None:
         ("spark", "spark", "prometheus"),
     ]
     assert "gpu-box:9400" in (hosts[0].description or "")
+
+
+ADDRESSES = ("gpu-box", "gpu-box.tail.ts.net", "h0001", "fd7a::1", "[fd7a::2]", "10.0.0.5")
+INSTANCES = (
+    "gpu-box:9100",
+    "gpu-box",
+    "gpu-box:",
+    "gpu-box:91a",
+    "gpu-boxx:9100",
+    "gpu-box.tail.ts.net:9400",
+    "gpu-box.tail.ts.net.x:1",
+    "h0001:9835",
+    "[fd7a::1]:9400",
+    "[fd7a::1]",
+    "fd7a::1",
+    "[fd7a::2]:1",
+    "10.0.0.5:9100",
+    "10.0.0.5x",
+    "[gpu-box]:9100",
+    "",
+)
+
+
+def test_a_batch_slices_by_the_address_each_hosts_own_pattern_matches() -> None:
+    """One batched query reads every address's instances in one pattern and gives each series to the host
+    whose own instance_pattern matches it: the same series as the host's own query, no more, no fewer."""
+    keys = {address_key(a) for a in ADDRESSES}
+    together = json.loads(addresses_matcher(keys).removeprefix("instance=~"))  # the PromQL string's pattern
+    for instance in INSTANCES:
+        own = {address_key(a) for a in ADDRESSES if re.fullmatch(instance_pattern(a), instance)}
+        sliced = instance_address(instance)
+        assert ({sliced} & keys) == own, instance
+        assert bool(re.fullmatch(together, instance)) == bool(own), instance

@@ -50,14 +50,16 @@ def local_snapshot(host: Host) -> HostSnapshot | None:
 async def sample_hosts(config: PoolConfig) -> list[HostSnapshot]:
     pool = SSHPool(config.hosts, config.settings.ssh_timeout_s, config.settings.ssh_concurrency)
     api = PrometheusAPI(config.prometheus, config.settings).acquire() if config.prometheus is not None else None
+    readers = {  # every one made before the first polls, so that they read in one batch
+        i: PrometheusHostPoller(h, api, config.engines)
+        for i, h in enumerate(config.hosts)
+        if h.read == "prometheus" and api is not None
+    }
 
-    async def one(host: Host) -> HostSnapshot:
-        if host.read == "prometheus" and api is not None:
-            reader = PrometheusHostPoller(host, api, config.engines)
-            try:
-                return await reader.poll()
-            finally:
-                await reader.aclose()
+    async def one(i: int, host: Host) -> HostSnapshot:
+        reader = readers.get(i)
+        if reader is not None:
+            return await reader.poll()
         if host.local:
             local = await asyncio.to_thread(local_snapshot, host)
             if local is not None:
@@ -65,8 +67,10 @@ async def sample_hosts(config: PoolConfig) -> list[HostSnapshot]:
         return await HostPoller(host, pool[host.name], config.engines).poll()
 
     try:
-        return list(await asyncio.gather(*(one(h) for h in config.hosts)))
+        return list(await asyncio.gather(*(one(i, h) for i, h in enumerate(config.hosts))))
     finally:
+        for reader in readers.values():
+            await reader.aclose()
         await pool.close()
         if api is not None:
             await api.release()

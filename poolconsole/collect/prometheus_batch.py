@@ -1,0 +1,136 @@
+"""Reads of many targets on one Prometheus query API coalesced into one batch per tick: the engines'
+(prometheus_source.EngineReads) and the hosts' (prometheus_hosts.HostReads) share this piece.
+
+Each target keeps its own poll loop and asks its coalescer for its reading. The first ask of a tick starts
+a batch of every member: one query per group (a subclass says how members group and how a group's answer
+is sliced per member); each member gets its slice as soon as its group answered. A loop that asks while a
+batch is in flight, or within REUSE_S of one that answered, gets that batch's reading; so the loops keep
+their cadence and still never overlap themselves, only the fetch is shared. A member that joined after
+the batch started, or a batch whose queries were cancelled, starts the next one.
+
+The batch also reads /api/v1/targets at most once, for every stale target of it that wants Prometheus'
+scrape error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, Protocol, TypeVar
+
+REUSE_S = 0.25
+"""A loop that asks this soon after a batch answered takes that reading (Prometheus scrapes every few
+seconds at most, so it is as fresh) instead of sending another query for every member."""
+
+
+class TargetsAPI(Protocol):
+    """What a batch needs of the query API itself: its active targets (for their scrape errors)."""
+
+    async def active_targets(self) -> list[dict[str, Any]]: ...
+
+
+class Grouped(Protocol):
+    """One query of a batch: the members' keys it reads."""
+
+    @property
+    def keys(self) -> tuple[int, ...]: ...
+
+
+M = TypeVar("M")
+"""A member: what one poll loop reads (an Engine, a Host)."""
+R = TypeVar("R")
+"""One member's reading out of its group's answer."""
+G = TypeVar("G", bound=Grouped)
+
+
+def scrape_error_in(targets: Iterable[dict[str, Any]], labels: dict[str, str]) -> str | None:
+    """The lastError of the first target with these job / instance labels."""
+    for target in targets:
+        mine = target.get("labels", {})
+        if all(mine.get(k) == labels.get(k) for k in ("job", "instance") if k in labels):
+            error = str(target.get("lastError") or "")
+            return error or None
+    return None
+
+
+@dataclass
+class Batch(Generic[M, R]):
+    """One tick's reading of every member, by its poller's key."""
+
+    api: TargetsAPI
+    members: dict[int, M]
+    tasks: dict[int, asyncio.Task[dict[int, R]]] = field(default_factory=dict)
+    """Each member's group query: a group's members go on as soon as its answer is in (the first frame
+    shows the first group without waiting for the other queries)."""
+    done_at: float | None = None
+    """When its last query answered."""
+    _targets: asyncio.Task[list[dict[str, Any]]] | None = None
+
+    async def scrape_error(self, labels: dict[str, str]) -> str | None:
+        """The last scrape error Prometheus reports for the target with these job / instance labels, with
+        /api/v1/targets read once per batch for every stale member."""
+        if self._targets is None:
+            self._targets = asyncio.ensure_future(self.api.active_targets())
+        return scrape_error_in(await asyncio.shield(self._targets), labels)
+
+
+class Coalescer(Generic[M, G, R]):
+    """Every member read from one query API, coalesced into one batch per tick (module docstring).
+    Subclasses give `groups` (the queries of a batch) and `run` (one query, sliced per member)."""
+
+    def __init__(self, api: TargetsAPI) -> None:
+        self.api = api
+        self.members: dict[int, M] = {}
+        self.latest: Batch[M, R] | None = None
+        self.queries = 0
+        """Instant queries sent (tests and benchmarks read it)."""
+
+    def groups(self, members: dict[int, M]) -> Sequence[G]:
+        raise NotImplementedError
+
+    async def run(self, batch: Batch[M, R], group: G) -> dict[int, R]:
+        raise NotImplementedError
+
+    def join(self, key: int, member: M) -> None:
+        self.members[key] = member
+
+    def leave(self, key: int) -> None:
+        self.members.pop(key, None)
+        if not self.members and self.latest is not None:
+            for task in self.latest.tasks.values():
+                task.cancel()  # nobody waits for it any more
+
+    async def fetch(self, key: int) -> tuple[R, Batch[M, R]]:
+        """This member's reading: from the batch in flight or the one that answered within REUSE_S when it
+        holds the member, else from a new batch of every member."""
+        batch = self.latest
+        now = time.monotonic()
+        if (
+            batch is None
+            or key not in batch.tasks
+            or (batch.done_at is not None and now - batch.done_at > REUSE_S)
+            or any(t.cancelled() for t in batch.tasks.values())
+        ):
+            batch = self._start()
+        return (await asyncio.shield(batch.tasks[key]))[key], batch
+
+    def _start(self) -> Batch[M, R]:
+        batch: Batch[M, R] = Batch(self.api, dict(self.members))
+        groups = self.groups(batch.members)
+        left = len(groups)
+
+        def answered(_: asyncio.Future[Any]) -> None:
+            nonlocal left
+            left -= 1
+            if left == 0:
+                batch.done_at = time.monotonic()
+
+        for group in groups:
+            task = asyncio.ensure_future(self.run(batch, group))
+            task.add_done_callback(answered)
+            batch.tasks.update(dict.fromkeys(group.keys, task))
+        self.queries += len(groups)
+        self.latest = batch
+        return batch
