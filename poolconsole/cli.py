@@ -14,12 +14,15 @@ import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from poolconsole import __version__
 from poolconsole.config import ConfigError, PoolConfig, json_schema, load_config
 from poolconsole.model import units
 from poolconsole.ops.audit import AuditUnreadable
+
+if TYPE_CHECKING:
+    from poolconsole.ui.app import PoolApp
 
 EXIT_OK, EXIT_PROBLEM, EXIT_CONFIG = 0, 1, 2
 
@@ -613,6 +616,18 @@ def open_console(
     return EXIT_OK
 
 
+def demo_console(config_path: Path, read_only: bool, scenario: str) -> PoolApp:
+    """The console on the demo pool whose hosts.toml is `config_path`, with the demo's own audit log and
+    smoke store beside it (never the user's: a restart on the simulated pool is no real action)."""
+    from poolconsole.sim.demo import demo_stores
+    from poolconsole.ui.app import PoolApp
+
+    hint = DEMO_HINT.format(user=_home_short(user_config_file()))
+    app = PoolApp(load_config(config_path), read_only=read_only, subtitle=f"demo pool ({scenario})", hint=hint)
+    app.audit_path, app.smoke_db = demo_stores(config_path)
+    return app
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from poolconsole.sim.demo import BackgroundPool, demo_config_path, serve_only
 
@@ -624,8 +639,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if args.config_out is None:
         args.config_out = str(demo_config_path())
     with BackgroundPool(args) as config_path:
-        hint = DEMO_HINT.format(user=_home_short(user_config_file()))
-        return open_console(load_config(config_path), args.read_only, f"demo pool ({args.scenario})", hint)
+        demo_console(config_path, args.read_only, args.scenario).run()
+        return EXIT_OK
 
 
 def cmd_console(args: argparse.Namespace) -> int:

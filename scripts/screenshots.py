@@ -42,6 +42,8 @@ async def main() -> None:
                     ("alerts", ("escape", "a")),
                     ("help", ("escape", "question_mark")),
                     ("filter", ("escape", "slash", *"vllm")),
+                    ("events", ("escape", "escape", "E")),
+                    ("grouped-by-model", ("escape", "G")),
                 ]
                 table = app.screen.query_one("#pool", PoolGrid)
                 keys = list(table.order)
@@ -52,6 +54,7 @@ async def main() -> None:
                     app.clear_notifications()
                     await pilot.pause()
                     app.save_screenshot(str(OUT / f"{name}.svg"))
+                await pilot.press("G", "G")  # back to grouping by host
                 for theme in ("pool-light", "pool-high-contrast", "pool-colorblind"):
                     await pilot.press("escape", "escape")
                     app.set_theme(theme)

@@ -45,18 +45,37 @@ class Fetched:
         return self.failure is None
 
 
-def _connect_reason(exc: BaseException) -> str:
-    """The root cause of a failed connect, in words (the OS error under the connect failure)."""
+def _address(url: str) -> str | None:
+    """`host:port` of `url` (the scheme's port when it names none), for the words of a failed connect."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+    except ValueError:
+        return None
+    host = parts.hostname
+    if not host:
+        return None
+    host = f"[{host}]" if ":" in host else host
+    return f"{host}:{port}" if port else host
+
+
+def _connect_reason(exc: BaseException, address: str | None = None) -> str:
+    """The root cause of a failed connect, in words (the OS error under the connect failure), naming
+    `address` (host:port) when given."""
     seen: BaseException | None = exc
+    to = f" to {address}" if address else ""
     while seen is not None:
         if isinstance(seen, ConnectionRefusedError) or (isinstance(seen, OSError) and seen.errno == errno.ECONNREFUSED):
+            if address:
+                return f"connection refused by {address} (is the engine running and listening on that port?)"
             return "connection refused (is the engine running and listening on this port?)"
         if isinstance(seen, socket.gaierror):
-            return f"host name does not resolve ({seen.strerror})"
+            host = address.rsplit(":", 1)[0] + " " if address else ""
+            return f"host name {host}does not resolve ({seen.strerror})"
         if isinstance(seen, OSError) and seen.errno is not None:
-            return f"cannot connect: {seen.strerror or seen}"
+            return f"cannot connect{to}: {seen.strerror or seen}"
         seen = seen.__cause__ or seen.__context__
-    return f"cannot connect: {exc}"
+    return f"cannot connect{to}: {exc}"
 
 
 def _summarise(body: bytes, limit: int = 160) -> str:
@@ -97,7 +116,7 @@ async def fetch(
         return done(None, b"", {}, Failure.TIMEOUT, f"no answer within {timeout_s:g} s")
     except PollError as exc:
         if exc.kind == "refused":
-            return done(None, b"", {}, Failure.REFUSED, _connect_reason(exc.cause or exc))
+            return done(None, b"", {}, Failure.REFUSED, _connect_reason(exc.cause or exc, _address(url)))
         return done(None, b"", {}, Failure(exc.kind), str(exc))
     except (OSError, ValueError) as exc:
         return done(None, b"", {}, Failure.PROTOCOL, f"{type(exc).__name__}: {exc}")

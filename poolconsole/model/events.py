@@ -125,7 +125,7 @@ class EventLog:
         self._restart_seen[target] = new[-1]
         view = track.view
         for at in new:
-            why = cause or ("its counters went back to zero (a new process)" if view and view.counter_resets else None)
+            why = cause or ("its counters went back to zero: a new process" if view and view.counter_resets else None)
             self.add(Event(at, target, "restart", "restarted", WARNING, why))
 
     def cause(self, target: str, cause: str, at: float) -> None:

@@ -86,6 +86,9 @@ class HostTrack:
     snapshot: HostSnapshot | None = None
     last_ok_at: float | None = None
     vram: Ring = field(default_factory=lambda: Ring(HISTORY_POINTS))
+    gpu_memory_kind: str | None = None
+    """The memory kind of the GPUs it last reported ('dedicated', 'unified'); None: never seen with one. A
+    host down since is still one whose GPUs the totals cannot know."""
 
 
 class PoolState:
@@ -153,6 +156,7 @@ class PoolState:
             track.history, track.totals = History(), {}
         for host in self.hosts.values():
             host.snapshot, host.last_ok_at, host.vram = None, None, Ring(HISTORY_POINTS)
+            host.gpu_memory_kind = None
 
     def record_restart(self, name: str, at: float, started_at: float | None = None) -> bool:
         """A restart seen by another source (the container's record, which says when the process
@@ -172,6 +176,8 @@ class PoolState:
         track.snapshot = snapshot
         if snapshot.state is HostState.OK:
             track.last_ok_at = snapshot.fetched_at
+        if snapshot.gpus:
+            track.gpu_memory_kind = snapshot.memory_kind
         track.vram.append(host_vram_fraction(snapshot))
 
     def engine_vram_fraction(self, name: str) -> float | None:

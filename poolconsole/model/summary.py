@@ -12,8 +12,10 @@ import re
 from dataclasses import dataclass
 
 from poolconsole.model.alerts import Alerts
+from poolconsole.model.failure_modes import MODES
+from poolconsole.model.gateway import gateway_reports
 from poolconsole.model.hosts import HostState
-from poolconsole.model.pool_state import PoolState
+from poolconsole.model.pool_state import HostTrack, PoolState
 from poolconsole.model.snapshots import EngineState
 from poolconsole.model.units import NA, gib, num
 
@@ -135,10 +137,51 @@ def _alert_problem(state: PoolState, target: str, rule: str, message: str) -> tu
     return rule.replace("_", " "), f"{target} {rule.replace('_', ' ')}"
 
 
+FINDING_SHORT = {
+    "vllm_kv_cache_too_small": "KV too small",
+    "vllm_no_cache_blocks": "no KV memory",
+    "quantization_unsupported": "quant unsupported",
+    "cuda_graph_capture": "graph capture",
+    "nccl_error": "NCCL error",
+    "sglang_mem_fraction": "mem pool full",
+    "metal_out_of_memory": "Metal OOM",
+    "llamacpp_buffer_alloc": "alloc failed",
+    "ollama_system_memory": "RAM too small",
+    "gb10_nv_err_no_memory": "GB10 OOM",
+    "cuda_out_of_memory": "CUDA OOM",
+}
+"""A log finding in the row's narrow "why" column (its title is in the verdict)."""
+_TITLES = {mode.id: mode.title for mode in MODES}
+
+
+def _finding(rule: str, message: str) -> tuple[str, str]:
+    """(short words, title) of a log finding's alert ("log:cuda_out_of_memory")."""
+    mode = rule[4:]
+    found = re.search(r"its log shows (.+?): ", message)
+    title = _TITLES.get(mode) or (found.group(1) if found else mode.replace("_", " "))
+    return FINDING_SHORT.get(mode, title if len(title) <= 16 else title[:15] + "…"), title
+
+
+def _no_engine(models: list[str]) -> str:
+    plural = len(models) > 1
+    return f"gateway route{'s' if plural else ''} {', '.join(models)} ha{'ve' if plural else 's'} no engine"
+
+
 def problems(state: PoolState, alerts: Alerts) -> list[Problem]:
-    """Every target that needs a person, the most severe first: targets not answering (from their
-    state, at once), then the alerts that fire. An engine down with its host says so once, on the host."""
+    """Every target that needs a person, the most severe first, one per target with its causes together:
+    targets not answering (from their state, at once, with what their log showed), then the alerts that
+    fire. An engine down with its host says so once, on the host; a gateway route it leaves with no engine
+    is said with it. (A route no engine down explains, config drift, is counted on the gateway's line.)"""
     out: list[Problem] = []
+    logs: dict[str, list[tuple[str, str]]] = {}
+    for (target, rule), event in alerts.active.items():
+        if rule.startswith("log:"):
+            logs.setdefault(target, []).append(_finding(rule, event.message))
+    told: set[str] = set()  # targets whose log findings are in their down problem
+    orphans: dict[str, list[str]] = {}  # a down engine -> the routes it leaves with no engine
+    for _, model, engine in _unserved(state):  # those no engine down explains: counted on the gateway's line
+        if engine is not None:
+            orphans.setdefault(engine, []).append(model)
     down_hosts: dict[str, list[str]] = {}
     for host_track in state.hosts.values():
         snap = host_track.snapshot
@@ -155,8 +198,13 @@ def problems(state: PoolState, alerts: Alerts) -> list[Problem]:
             out.append(Problem(v.name, "engine", CRITICAL, "host down", ""))
             continue
         severity = WARNING if v.state is EngineState.DEGRADED else CRITICAL
-        words = f"{v.name} {v.state.value.replace('_', ' ')} ({brief(v.error)})"
-        out.append(Problem(v.name, "engine", severity, short(v.error), words))
+        found = logs.get(v.name, [])
+        causes = "; ".join([brief(v.error)] + [f"its log: {title}" for _, title in found])
+        words = f"{v.name} {v.state.value.replace('_', ' ')} ({causes})"
+        if v.name in orphans:
+            words += f", so {_no_engine(orphans.pop(v.name))}"
+        told.add(v.name)
+        out.append(Problem(v.name, "engine", severity, found[0][0] if found else short(v.error), words))
     for name, engines in down_hosts.items():
         snap = state.hosts[name].snapshot
         assert snap is not None
@@ -165,14 +213,41 @@ def problems(state: PoolState, alerts: Alerts) -> list[Problem]:
         words = f"{name} {_state_words(state, name)} ({brief(snap.error)})"
         if engines:
             words += f", its engine{'s' if len(engines) > 1 else ''} {', '.join(engines)} down"
+            routes = [model for engine in engines for model in orphans.pop(engine, [])]
+            words += f", so {_no_engine(routes)}" if routes else ""
         out.append(Problem(name, "host", severity, why, words))
+    for engine, routes in orphans.items():  # down, but not counted above (its view says so otherwise)
+        out.append(Problem(engine, "engine", CRITICAL, "route orphaned", f"{engine} down, so {_no_engine(routes)}"))
     for (target, rule), event in alerts.active.items():
-        found = _alert_problem(state, target, rule, event.message)
-        if found is not None:
+        if rule.startswith("log:"):
+            if target not in told:
+                why, title = _finding(rule, event.message)
+                kind = "engine" if target in state.engines else "host"
+                out.append(Problem(target, kind, WARNING, why, f"{target}'s log: {title}"))
+            continue
+        found_alert = _alert_problem(state, target, rule, event.message)
+        if found_alert is not None:
             kind = "engine" if target in state.engines else "host"
-            out.append(Problem(target, kind, SEVERITY.get(rule, WARNING), found[0], found[1]))
+            out.append(Problem(target, kind, SEVERITY.get(rule, WARNING), found_alert[0], found_alert[1]))
     rank = {CRITICAL: 0, WARNING: 1}
-    return sorted(out, key=lambda p: (rank[p.severity], p.kind != "host", p.target))
+    return _one_per_target(sorted(out, key=lambda p: (rank[p.severity], p.kind != "host", p.target)))
+
+
+def _one_per_target(found: list[Problem]) -> list[Problem]:
+    """A target's problems as one, its most severe first, the others' causes after it ("x queueing 47;
+    KV cache 97% full"); a problem said on another target (an engine down with its host) stays apart."""
+    out: list[Problem] = []
+    first: dict[str, int] = {}
+    for p in found:
+        at = first.get(p.target) if p.words else None
+        if at is None:
+            if p.words:
+                first[p.target] = len(out)
+            out.append(p)
+            continue
+        cause = p.words.removeprefix(f"{p.target}: ").removeprefix(f"{p.target}'s ").removeprefix(f"{p.target} ")
+        out[at] = Problem(p.target, out[at].kind, out[at].severity, out[at].why, f"{out[at].words}; {cause}")
+    return out
 
 
 def _state_words(state: PoolState, host: str) -> str:
@@ -198,25 +273,36 @@ def _sum(values: list[float | None]) -> float | None:
     return sum(known) if known else None
 
 
+def _hosts_na(count: int) -> str:
+    return f" ({count} host{'s' if count > 1 else ''} n/a)" if count else ""
+
+
+def _has_gpus(track: HostTrack, kind: str | None = None) -> bool:
+    """Whether a host not answering has GPUs the totals miss: its config says so, or it reported some."""
+    unified = track.config.memory_kind == "unified" or track.gpu_memory_kind == "unified"
+    dedicated = bool(track.config.gpu_memory_gib) or (track.gpu_memory_kind is not None and not unified)
+    return {None: unified or dedicated, "unified": unified, "dedicated": dedicated and not unified}[kind]
+
+
 def _memory(state: PoolState) -> tuple[str, str]:
-    """GPU memory used of total, dedicated and unified apart; a host that does not report is named n/a."""
+    """GPU memory used of total, dedicated and unified apart; the hosts that do not report are counted n/a."""
     parts: dict[str, list[int]] = {"dedicated": [0, 0], "unified": [0, 0]}
     seen: dict[str, bool] = {"dedicated": False, "unified": False}
-    unknown: dict[str, list[str]] = {"dedicated": [], "unified": []}
+    unknown: dict[str, int] = {"dedicated": 0, "unified": 0}
     for track in state.hosts.values():
-        kind = "unified" if (track.config.memory_kind or "") == "unified" else "dedicated"
+        kind = "unified" if _has_gpus(track, "unified") else "dedicated"
         snap = track.snapshot
         if snap is not None and snap.memory_kind == "unified":
             kind = "unified"
         gpus = snap.gpus if snap is not None else ()
         if snap is None or not snap.state.answering:
-            if kind == "unified" or track.config.gpu_memory_gib:
-                unknown[kind].append(track.config.name)
+            if _has_gpus(track, kind):
+                unknown[kind] += 1
             continue
         if not gpus:
             continue
         if any(g.memory_used_bytes is None or not g.memory_total_bytes for g in gpus):
-            unknown[kind].append(track.config.name)
+            unknown[kind] += 1
             continue
         seen[kind] = True
         parts[kind][0] += sum(g.memory_used_bytes or 0 for g in gpus)
@@ -224,37 +310,70 @@ def _memory(state: PoolState) -> tuple[str, str]:
 
     def text(kind: str) -> str:
         used, total = parts[kind]
-        shown = f"{gib(used, 0)}/{gib(total, 0)} GiB" if seen[kind] else NA
-        return shown + (f" ({', '.join(unknown[kind])} n/a)" if unknown[kind] and seen[kind] else "")
+        return f"{gib(used, 0)}/{gib(total, 0)} GiB{_hosts_na(unknown[kind])}" if seen[kind] else NA
 
     return text("dedicated"), text("unified")
 
 
 def _power(state: PoolState) -> str:
-    values: list[float | None] = []
+    """The GPUs' power summed over the hosts that report all of theirs; the others counted n/a."""
+    known: list[float] = []
+    unknown = 0
     for track in state.hosts.values():
         snap = track.snapshot
         if snap is None or not snap.state.answering:
-            if track.config.gpu_memory_gib or track.config.memory_kind == "unified":
-                values.append(None)
+            unknown += _has_gpus(track)
             continue
-        values += [g.power_w for g in snap.gpus]
-    return _total(values, " W")
+        watts = [g.power_w for g in snap.gpus]
+        if any(w is None for w in watts):
+            unknown += 1
+        elif watts:
+            known.append(sum(w for w in watts if w is not None))
+    return f"{sum(known):.0f} W{_hosts_na(unknown)}" if known else NA
 
 
-def _gateway(state: PoolState) -> str:
+def _unserved(state: PoolState) -> list[tuple[str, str, str | None]]:
+    """(gateway, model, the down engine that served it or None) for each gateway route served by no engine."""
     out = []
+    for report in gateway_reports(state):
+        for route in report.routes:
+            if route.engine is None:
+                out.append((report.gateway, route.model, _served_before(state, route.model)))
+    return out
+
+
+def _served_before(state: PoolState, model: str) -> str | None:
+    """The engine not answering now that served `model` when last read (or is named for it)."""
     for track in state.engines.values():
-        if track.config.kind.value != "litellm":
+        v = track.view
+        if track.config.kind.value == "litellm" or v is None or v.state.answering:
             continue
+        served = track.last_read.models if track.last_read is not None else ()
+        if model in served or model in (track.config.name, track.config.model):
+            return track.config.name
+    return None
+
+
+def _gateway(state: PoolState, unserved: list[tuple[str, str, str | None]]) -> str:
+    """Each gateway's state, readiness and routes served by no engine; the name left out when the only
+    gateway is called "gateway" (the line already says it)."""
+    out = []
+    gateways = [t for t in state.engines.values() if t.config.kind.value == "litellm"]
+    for track in gateways:
+        name = track.config.name
+        label = "" if len(gateways) == 1 and name == "gateway" else f"{name} "
         v = track.view
         if v is None:
-            out.append(f"{track.config.name} polling")
+            out.append(f"{label}polling")
             continue
         readiness = v.details.get("readiness")
         ready = readiness.get("status") if isinstance(readiness, dict) else None
         words = v.state.value if v.state is EngineState.OK else f"{v.state.value} ({brief(v.error)})"
-        out.append(f"{track.config.name} {words}" + (f", {ready}" if ready and v.state.answering else ""))
+        words += f", {ready}" if ready and v.state.answering else ""
+        missing = [model for gateway, model, _ in unserved if gateway == name]
+        if missing:
+            words += f", {len(missing)} route{'s' if len(missing) > 1 else ''} with no engine"
+        out.append(f"{label}{words}")
     return "; ".join(out) if out else "none configured"
 
 
@@ -333,7 +452,7 @@ def summarise(state: PoolState, alerts: Alerts, now: float | None = None) -> Sum
     alert_words = (
         ", ".join(f"{n} {s}" for s, n in severities.items() if n) if any(severities.values()) else "none firing"
     )
-    line4 = f"alerts {alert_words} · gateway {_gateway(state)} · {_oldest(state, now)}"
+    line4 = f"alerts {alert_words} · gateway {_gateway(state, _unserved(state))} · {_oldest(state, now)}"
     return Summary(
         verdict,
         not found,

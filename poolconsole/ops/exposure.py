@@ -7,8 +7,9 @@ its host over SSH).
 Never destructive: it sends a models list, a one-token completion (`--no-completion` skips it), and GETs
 of /metrics and /slots, all without a key; the configured key is used only for a models list, when the
 key-less one was not served: to learn a model name for the completion, and to tell a refusal answered with
-an unusual status (LiteLLM without its database package says 500) from a failure. Response bodies are never shown, logged or stored: only status codes, headers the checks
-need, model names and the number of /slots entries are kept.
+an unusual status (LiteLLM without its database package says 500) from a failure. Response bodies are never
+shown, logged or stored: only status codes, headers the checks need, model names and the number of /slots
+entries are kept.
 """
 
 from __future__ import annotations

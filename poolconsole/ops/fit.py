@@ -68,6 +68,8 @@ class FitReport:
     max_context_at_max_seqs: int | None = None
     concurrency_at_max_context: float | None = None
     notes: list[str] = field(default_factory=list)
+    kv_unknown: str | None = None
+    """Why the KV cache was not estimated (None: it was): the verdict then checks the weights only."""
 
     @property
     def fits(self) -> bool:
@@ -77,8 +79,9 @@ class FitReport:
         def g(x: float | None) -> str:
             return units.num(x, 1, " GiB")
 
+        fits = f"fits the weights (KV cache not estimated: {self.kv_unknown})" if self.kv_unknown else "fits"
         head = {
-            Verdict.FITS: "fits",
+            Verdict.FITS: fits,
             Verdict.DOES_NOT_FIT: "DOES NOT FIT",
             Verdict.CANNOT_CHECK: "cannot check: GPU memory unknown",
         }[self.verdict]
@@ -112,6 +115,14 @@ def kv_bytes_per_token(profile: Profile) -> float | None:
     if profile.layers is None or profile.kv_heads is None or profile.head_dim is None:
         return None
     return profile.layers * profile.kv_heads * profile.head_dim * 2 * KV_BYTES[profile.kv_dtype]
+
+
+def kv_unknown(profile: Profile) -> str | None:
+    """Why the profile's KV cache cannot be estimated, in words (None: it can)."""
+    missing = [name for name in ("layers", "kv_heads", "head_dim") if getattr(profile, name) is None]
+    if not missing:
+        return None
+    return f"no {', '.join(missing)} in the profile"
 
 
 def kv_gib(profile: Profile) -> float | None:
@@ -215,6 +226,7 @@ def fit(
         cliff_ctx,
         cliff_conc,
         notes,
+        kv_unknown(profile) if kv_need is None else None,
     )
 
 

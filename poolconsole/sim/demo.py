@@ -458,6 +458,22 @@ class BackgroundPool:
 
 def demo_config_path() -> Path:
     """Where `poolconsole demo` writes the simulated pool's hosts.toml when no --config-out is given."""
+    import warnings
+
     from platformdirs import user_runtime_path
 
-    return user_runtime_path("poolconsole", ensure_exists=True) / f"demo-{os.getpid()}.toml"
+    with warnings.catch_warnings():
+        # without $XDG_RUNTIME_DIR (a plain root shell) platformdirs warns, on the terminal the console
+        # then draws over, before falling back to its own checked directory: that fallback is fine here
+        warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR")
+        runtime = user_runtime_path("poolconsole", ensure_exists=True)
+    return runtime / f"demo-{os.getpid()}.toml"
+
+
+def demo_stores(config_path: Path) -> tuple[Path, Path]:
+    """The demo's own audit log and smoke store, beside its hosts.toml (`demo-PID.audit.sqlite3`,
+    `demo-PID.smoke.sqlite3`): actions and smoke runs on the simulated pool never reach the user's."""
+    return (
+        config_path.with_name(config_path.stem + ".audit.sqlite3"),
+        config_path.with_name(config_path.stem + ".smoke.sqlite3"),
+    )

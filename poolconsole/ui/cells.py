@@ -205,16 +205,19 @@ def model_line(model: str, tracks: Sequence[EngineTrack], c: Colors, width: int,
         style = c.ok if word == "ok" else c.warn if STATE_SEVERITY.get(word, 3) < 3 else f"bold {c.bad}"
         text.append(f"  {count} {word}", style=style)
 
-    def total(values: list[float | None]) -> str:
+    def total(values: list[float | None]) -> tuple[str, int]:
         known = [v for v in values if v is not None]
-        figure = num(sum(known)) if known else NA
-        return figure + (f" ({len(values) - len(known)} n/a)" if known and len(known) < len(values) else "")
+        return (num(sum(known)) if known else NA), (len(values) - len(known) if known else 0)
+
+    def missing(count: int) -> str:
+        return f" ({count} n/a)" if count else ""
 
     views = [t.view for t in tracks]
-    tps = total([v.generation_tokens_per_s if v else None for v in views])
-    running = total([v.requests_running if v else None for v in views])
-    waiting = total([v.requests_waiting if v else None for v in views])
-    text.append(f"  tok/s {tps}  run/wait {running}/{waiting}", style=c.dim)
+    tps, tps_na = total([v.generation_tokens_per_s if v else None for v in views])
+    running, running_na = total([v.requests_running if v else None for v in views])
+    waiting, waiting_na = total([v.requests_waiting if v else None for v in views])
+    text.append(f"  tok/s {tps}{missing(tps_na)}  run/wait {running}/{waiting}", style=c.dim)
+    text.append(missing(max(running_na, waiting_na)), style=c.dim)  # once, after the pair
     return text
 
 

@@ -189,8 +189,11 @@ async def test_ollama(server: RawHTTPServer, client: PollClient) -> None:
 
 
 async def test_refused(client: PollClient) -> None:
-    _, snap = await poll(client, f"http://127.0.0.1:{free_port()}", EngineKind.VLLM)
+    port = free_port()
+    _, snap = await poll(client, f"http://127.0.0.1:{port}", EngineKind.VLLM)
     assert snap.state is EngineState.DOWN and "refused" in (snap.error or "")  # type: ignore[attr-defined]
+    # the words name where it knocked, as the SSH side does ("connection refused by 127.0.0.1:42057 ...")
+    assert f"connection refused by 127.0.0.1:{port} (" in snap.error, snap.error  # type: ignore[attr-defined]
 
 
 async def test_timeout(server: RawHTTPServer, client: PollClient) -> None:

@@ -131,6 +131,6 @@ async def test_a_replay_shows_the_recordings_restarts_and_says_the_rest_is_live_
             assert lines[0].startswith("Events in the recording: restarts and alerts")
             assert "live-only" in lines[0]
             clock = time.strftime("%H:%M:%S", time.gmtime(restart_at))
-            assert f"{clock}  {engine}  restarted (its counters went back to zero (a new process))" in lines, lines
+            assert f"{clock}  {engine}  restarted (its counters went back to zero: a new process)" in lines, lines
     finally:
         replay.close()

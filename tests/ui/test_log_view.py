@@ -165,3 +165,12 @@ def test_last_error_prefers_the_failure_mode_then_walks_back() -> None:
     assert view.first == 3 and view.line(3) == OOM_LINE and view.line(1) is None
     assert view.search("error") == 4
     assert view.next_match() == 3  # wraps around to the oldest match
+
+
+def test_the_search_status_counts_in_words() -> None:
+    from poolconsole.ui.screens.logs import match_words
+
+    assert match_words("Load", None, 1) == "'Load': 1 match"
+    assert match_words("Load", None, 3) == "'Load': 3 matches"
+    assert match_words("Load", None, 0) == "'Load': 0 matches"
+    assert match_words("Load", 2, 3) == "'Load': match 2 of 3"

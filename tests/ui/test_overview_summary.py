@@ -25,7 +25,7 @@ from tests.helpers import uipool
 from tests.ui.test_console import demo_pool, feed, settle, static_app
 
 SIZES = [(80, 24), (120, 40), (200, 50)]
-REFUSED = "connection refused (is the engine running and listening on this port?)"
+REFUSED = "connection refused by 127.0.0.1:8000 (is the engine running and listening on that port?)"
 
 
 def summary(app: PoolApp) -> list[str]:

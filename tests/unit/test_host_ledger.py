@@ -77,9 +77,7 @@ def test_the_hint_only_when_idle_as_long_as_busy_and_keep_alive_only_with_ollama
     assert solo["hint"] is None  # it worked more than it idled
     assert solo["load_power_w"] == pytest.approx(250.0) and solo["idle_power_w"] == pytest.approx(40.0)
     rows = [r for r in day_rows() if r.name.startswith("solo")]
-    idle = [
-        Row(r.at, r.kind, r.name, {**r.values, "requests_running": 0}) if r.kind == "engine" else r for r in rows
-    ]
+    idle = [Row(r.at, r.kind, r.name, {**r.values, "requests_running": 0}) if r.kind == "engine" else r for r in rows]
     (entry,) = ledger(idle)["hosts"]
     assert entry["busy_s"] == 0 and entry["load_power_w"] is None
     assert entry["unknown"]["load_power_w"] == "never under load"

@@ -198,4 +198,25 @@ def test_offline_plan_sums_the_engines_sharing_a_gpu() -> None:
     bigger = coder.profiles[0].model_copy(update={"weights_gib": 13})
     assert not fit(coder, bigger, config.hosts[0], memory).fits  # alone on the card it would
     lines = plan_lines(config, {}, {}, {}, offline=True)
-    assert "coder / q4: fits  [active]" in "\n".join(lines)
+    # no layers / kv_heads / head_dim: the weights fit, the KV cache was not checked, and it says so
+    assert (
+        "coder / q4: fits the weights (KV cache not estimated: no layers, kv_heads, head_dim in the profile)  [active]"
+        in "\n".join(lines)
+    )
+
+
+def test_fits_with_kv_unknown_says_only_the_weights_were_checked() -> None:
+    """A longer-context profile with no KV geometry: the verdict stays "fits" (a demo rollover goes through),
+    but its words never claim the KV cache fits."""
+    engine = Engine(name="e", kind=EngineKind.VLLM, url="http://127.0.0.1:1", gpus=[0])
+    long = Profile(name="awq-long", format="AWQ", weights_gib=44, max_model_len=131072, max_num_seqs=16)
+    report = fit(engine, long, Host(name="h", address="h"), LiveMemory({0: 60.0}, {}, None, True))
+    assert report.verdict is Verdict.FITS and report.kv_gib is None
+    head = report.lines()[0]
+    assert (
+        head == "e / awq-long: fits the weights (KV cache not estimated: no layers, kv_heads, head_dim in the profile)"
+    )
+    known = long.model_copy(update={"layers": 2, "kv_heads": 1, "head_dim": 8})
+    assert fit(engine, known, Host(name="h", address="h"), LiveMemory({0: 60.0}, {}, None, True)).lines()[0] == (
+        "e / awq-long: fits"
+    )

@@ -2,15 +2,27 @@
 
 from __future__ import annotations
 
+import re
+from dataclasses import replace
+
+from poolconsole.config import PoolConfig, parse_config
 from poolconsole.model.alerts import Alerts
+from poolconsole.model.failure_modes import MODES, diagnose
 from poolconsole.model.hosts import HostSnapshot, HostState
 from poolconsole.model.pool_state import PoolState
+from poolconsole.model.snapshots import EngineState
 from poolconsole.model.summary import brief, short, summarise
+from poolconsole.model.units import num
+from poolconsole.ui import cells
 from tests.helpers import uipool
+
+REFUSED = "connection refused (is the engine running and listening on this port?)"
 
 
 def test_errors_in_a_few_words() -> None:
-    assert brief("connection refused (is the engine running and listening on this port?)") == "connection refused"
+    assert brief("connection refused by 127.0.0.1:8000 (is the engine running and listening on that port?)") == (
+        "connection refused"
+    )
     assert short("connection refused by ws48:22 (is sshd running on that port?)") == "refused"
     assert brief("no answer within 5 s") == "timed out"
     assert brief("HTTP 503: Loading model") == "HTTP 503"
@@ -50,3 +62,73 @@ def test_the_healthy_pool_and_a_degraded_host() -> None:
     degraded = summarise(state, alerts)
     assert degraded.verdict == "1 problem: rig3090 degraded (rocm-smi)"
     assert degraded.why() == {"rig3090": "rocm-smi"}  # its engines answer: not "host down"
+
+
+def _healthy(config: PoolConfig | None = None) -> tuple[PoolState, Alerts]:
+    config = config or uipool.config()
+    state, alerts = PoolState(config, uipool.clock), Alerts(config.alerts)
+    for host in uipool.host_snapshots(config):
+        state.apply_host(host)
+    for engine in uipool.engine_snapshots(config):
+        state.apply_engine(engine)
+    return state, alerts
+
+
+def _down(state: PoolState, name: str, models: tuple[str, ...] = ()) -> None:
+    """An engine refusing connections (a refused engine lists no models, as the collector has it)."""
+    snap = [s for s in uipool.engine_snapshots(state.config) if s.name == name][-1]
+    down = replace(snap, fetched_at=uipool.T0 + 3, state=EngineState.DOWN, error=REFUSED, metrics=None)
+    state.apply_engine(replace(down, models=models))
+
+
+def test_a_host_down_is_counted_in_vram_and_power_never_dropped() -> None:
+    """As in the demo's hosts.toml, no gpu_memory_gib: the GPUs ws48 reported are what the totals miss."""
+    text = re.sub(r"(?m)^gpu_memory_gib = .*$", "", (uipool.ROOT / "hosts.toml").read_text())
+    state, alerts = _healthy(parse_config(text))
+    up = summarise(state, alerts).lines[2]
+    assert "n/a" not in up, up
+    state.apply_host(
+        HostSnapshot("ws48", "ws48", HostState.UNREACHABLE, "connection refused", fetched_at=uipool.T0 + 3)
+    )
+    line = summarise(state, alerts).lines[2]
+    assert re.fullmatch(
+        r"VRAM dedicated \d+/\d+ GiB \(1 host n/a\) · unified \d+/\d+ GiB · power \d+ W \(1 host n/a\)", line
+    ), line
+
+
+def test_a_route_left_with_no_engine_is_said_once_with_its_engine() -> None:
+    state, alerts = _healthy()
+    assert "gateway ok, healthy, 1 route with no engine" in summarise(state, alerts).lines[3]  # retired-model
+    _down(state, "qwen3-next-80b")
+    summary = summarise(state, alerts)
+    assert summary.verdict == (
+        "1 problem: qwen3-next-80b down (connection refused), so gateway route qwen3-next-80b has no engine"
+    )
+    assert "· gateway ok, healthy, 2 routes with no engine ·" in summary.lines[3], summary.lines[3]
+    assert "gateway gateway" not in " ".join(summary.lines)
+    state.apply_host(HostSnapshot("tp4", "tp4", HostState.UNREACHABLE, "connection refused", fetched_at=uipool.T0 + 3))
+    assert summarise(state, alerts).verdict == (
+        "1 problem: tp4 unreachable (connection refused), its engine qwen3-next-80b down,"
+        " so gateway route qwen3-next-80b has no engine"
+    )
+
+
+def test_a_down_engine_and_its_log_finding_are_one_problem() -> None:
+    state, alerts = _healthy()
+    _down(state, "qwen3-next-80b", models=("qwen3-next-80b",))  # still routed: only the log's finding joins
+    example = next(m.example for m in MODES if m.id == "cuda_out_of_memory")
+    alerts.log_findings("qwen3-next-80b", diagnose([example]), uipool.T0 + 3, "qwen3-next-80b went down")
+    summary = summarise(state, alerts)
+    assert summary.verdict == "1 problem: qwen3-next-80b down (connection refused; its log: CUDA out of memory)"
+    assert summary.why() == {"qwen3-next-80b": "CUDA OOM"}
+
+
+def test_a_model_line_counts_the_unknown_once_after_run_wait() -> None:
+    state, _ = _healthy()
+    _down(state, "qwen3-next-80b")
+    tracks = [state.engines["qwen3-next-80b"], state.engines["qwen3-30b-a3b"]]
+    known = tracks[1].view
+    assert known is not None and known.requests_running is not None and known.requests_waiting is not None
+    line = cells.model_line("m", tracks, cells.Colors("g", "y", "r", "d", "b"), 200).plain
+    assert f"run/wait {num(known.requests_running)}/{num(known.requests_waiting)} (1 n/a)" in line, line
+    assert line.count("n/a") == 2, line  # tok/s's and run/wait's

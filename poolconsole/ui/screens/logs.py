@@ -38,6 +38,13 @@ FLUSH_S = 0.2
 NUMBER_WIDTH = 7
 
 
+def match_words(query: str, at: int | None, count: int) -> str:
+    """The search's place in the status line: "'Load': match 2 of 5", "'Load': 1 match", "'Load': 3 matches"."""
+    if at:
+        return f"{query!r}: match {at} of {count}"
+    return f"{query!r}: {count} match" + ("" if count == 1 else "es")
+
+
 class LogLines(ScrollView, can_focus=True):
     """The log's lines, numbered, with the current line, the error lines and the search's matches marked
     (theme variables in the .tcss)."""
@@ -290,7 +297,7 @@ class LogScreen(Screen[None]):
         if view.query:
             at = view.match_index()
             count = view.match_count()
-            parts.append(f"{view.query!r}: " + (f"match {at} of {count}" if at else f"{count} matches"))
+            parts.append(match_words(view.query, at, count))
         if view.current is not None:
             tag = view.failures.get(view.current)
             parts.append(f"at line {view.current}" + (f" ({tag})" if tag else ""))

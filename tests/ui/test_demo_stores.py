@@ -1,0 +1,66 @@
+"""The demo keeps to itself: its console's actions go to an audit log (and smoke store) beside its generated
+hosts.toml, never to the user data directory's, and finding its directory prints no platformdirs warning."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from poolconsole.cli import demo_console
+from poolconsole.ops import audit
+from poolconsole.ops.smoke import store
+from poolconsole.sim.demo import SimPool
+from poolconsole.ui.screens.action import ActionScreen, ConfirmAction
+from tests.ui.test_console import select_row
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+async def test_a_demo_restart_stays_out_of_the_users_audit_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    pool = SimPool(seed=21)
+    await pool.start(tmp_path / "demo-1.toml.ssh")
+    try:
+        await pool.wait_ready()
+        config_path = tmp_path / "demo-1.toml"
+        config_path.write_text(pool.config_toml())
+        app = demo_console(config_path, False, "normal")
+        app.theme_state = tmp_path / "ui.json"
+        assert app.audit_path is not None and app.smoke_db is not None
+        assert app.audit_path != audit.default_path() and app.smoke_db != store.default_db()
+        assert app.audit_path.parent == tmp_path and app.smoke_db.parent == tmp_path  # beside the demo's config
+        async with app.run_test(size=(160, 45)) as pilot:
+            await select_row(pilot, app, "engine:qwen3-30b-a3b")
+            await pilot.press("R")
+            await pilot.pause()
+            assert isinstance(app.screen, ConfirmAction)
+            await pilot.press("y")
+            await pilot.pause()
+            assert isinstance(app.screen, ActionScreen)
+            for _ in range(160):
+                if app.screen.outcome:
+                    break
+                await asyncio.sleep(0.25)
+            assert app.screen.outcome == "ok"
+    finally:
+        await pool.stop()
+    assert [(e.action, e.target) for e in audit.entries(app.audit_path)] == [("restart", "qwen3-30b-a3b")]
+    assert not audit.default_path().exists() or audit.entries(audit.default_path()) == []
+
+
+def test_the_demo_config_path_prints_no_runtime_dir_warning(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "XDG_RUNTIME_DIR"}
+    env["PYTHONPATH"] = str(ROOT)
+    env["TMPDIR"] = str(tmp_path)  # platformdirs' fallback, when /run/user/UID is not there, lands here
+    env["PYTHONWARNINGS"] = "default"
+    code = "from poolconsole.sim.demo import demo_config_path; print(demo_config_path())"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().endswith(".toml"), proc.stdout
+    assert "XDG_RUNTIME_DIR" not in proc.stderr and "Warning" not in proc.stderr, proc.stderr
