@@ -28,8 +28,7 @@ from poolconsole.collect.prom import Sample
 from poolconsole.collect.prometheus_source import (
     SCRAPE_OF,
     PrometheusAPI,
-    instances_matcher,
-    matchers,
+    engine_groups,
     running_families,
 )
 from poolconsole.config.models import Engine, EngineKind
@@ -107,22 +106,12 @@ class RangeGroup:
 
 
 def range_groups(engines: Sequence[Engine]) -> list[RangeGroup]:
-    """By instance in chunks of RANGE_INSTANCES, each distinct selector on its own (as batch_groups)."""
-    by_instance: dict[str, list[Engine]] = {}
-    by_selector: dict[str, list[Engine]] = {}
-    for engine in engines:
-        if engine.selector is None:
-            by_instance.setdefault(engine.instance, []).append(engine)
-        else:
-            by_selector.setdefault(matchers(engine), []).append(engine)
+    """By instance in chunks of RANGE_INSTANCES, each distinct selector on its own (engine_groups)."""
+    by_index = dict(enumerate(engines))
     groups = []
-    instances = sorted(by_instance)
-    for at in range(0, len(instances), RANGE_INSTANCES):
-        chunk = instances[at : at + RANGE_INSTANCES]
-        members = tuple(e for i in chunk for e in by_instance[i])
-        groups.append(RangeGroup(range_expression({e.kind for e in members}, instances_matcher(chunk)), members, True))
-    for sel, same in by_selector.items():
-        groups.append(RangeGroup(range_expression({e.kind for e in same}, sel), tuple(same), False))
+    for matcher, keys, by_instance in engine_groups(by_index, RANGE_INSTANCES):
+        members = tuple(by_index[k] for k in keys)
+        groups.append(RangeGroup(range_expression({e.kind for e in members}, matcher), members, by_instance))
     return groups
 
 

@@ -42,10 +42,10 @@ import os
 import re
 import ssl
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote, urlsplit
 
 from poolconsole.collect.engines.mapping import metrics_from_samples
@@ -303,26 +303,35 @@ Batch = SharedBatch[Engine, tuple[Answer, Answer]]
 engines go on as soon as its answer is in; /api/v1/targets read once per batch for every stale engine)."""
 
 
-def batch_groups(members: dict[int, Engine]) -> list[_Group]:
-    """The queries of one batch: the engines matched by instance in chunks of BATCH_INSTANCES instances, and
-    each distinct selector on its own (a selector's matchers cannot be merged into another's)."""
-    by_instance: dict[str, list[int]] = {}
-    by_selector: dict[str, list[int]] = {}
+K = TypeVar("K")
+
+
+def engine_groups(members: Mapping[K, Engine], per_query: int) -> list[tuple[str, tuple[K, ...], bool]]:
+    """The engines one query can read together: those matched by instance in chunks of `per_query`
+    instances, and each distinct selector on its own (a selector's matchers cannot be merged into another's).
+    Each group: its label matchers, its members' keys, whether it was matched by instance."""
+    by_instance: dict[str, list[K]] = {}
+    by_selector: dict[str, list[K]] = {}
     for key, engine in members.items():
         if engine.selector is None:
             by_instance.setdefault(engine.instance, []).append(key)
         else:
             by_selector.setdefault(matchers(engine), []).append(key)
-    groups = []
+    groups: list[tuple[str, tuple[K, ...], bool]] = []
     instances = sorted(by_instance)
-    for at in range(0, len(instances), BATCH_INSTANCES):
-        chunk = instances[at : at + BATCH_INSTANCES]
-        keys = tuple(k for i in chunk for k in by_instance[i])
-        kinds = {members[k].kind for k in keys}
-        groups.append(_Group(batch_expression(kinds, instances_matcher(chunk)), keys, True))
-    for sel, same in by_selector.items():
-        groups.append(_Group(batch_expression({members[k].kind for k in same}, sel), tuple(same), False))
+    for at in range(0, len(instances), per_query):
+        chunk = instances[at : at + per_query]
+        groups.append((instances_matcher(chunk), tuple(k for i in chunk for k in by_instance[i]), True))
+    groups += [(sel, tuple(same), False) for sel, same in by_selector.items()]
     return groups
+
+
+def batch_groups(members: dict[int, Engine]) -> list[_Group]:
+    """The queries of one batch (engine_groups, BATCH_INSTANCES instances a query)."""
+    return [
+        _Group(batch_expression({members[k].kind for k in keys}, matcher), keys, by_instance)
+        for matcher, keys, by_instance in engine_groups(members, BATCH_INSTANCES)
+    ]
 
 
 def engine_slice(engine: Engine, series: Sequence[Series], elapsed_s: float | None) -> tuple[Answer, Answer]:

@@ -99,6 +99,9 @@ class AlertSettings(Strict):
     """A GPU's memory alert fires once it has stayed at or over `vram` this long."""
     swap_for_s: Annotated[float, Field(ge=0)] = 10.0
     """Swap in use on unified memory fires once it has been in use this long."""
+    tps_collapse_for_s: Annotated[float, Field(ge=0)] = 15.0
+    """The tok/s collapse fires once the mean of the last 15 polls has stayed under the line this long; it
+    clears `hysteresis` (a fraction of the recent best) above the line."""
 
 
 class StoreSettings(Strict):

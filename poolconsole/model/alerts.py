@@ -149,7 +149,10 @@ class Alerts:
         mean = sum(v for v in recent if v is not None) / len(recent)
         peak = max(self.peak_tps.get(view.name, 0.0) * 0.995, mean)  # a slowly decaying best
         self.peak_tps[view.name] = peak
-        collapsed = peak > 0 and mean < peak * self.settings.tps_collapse
+        line = self.settings.tps_collapse
+        if (view.name, "tps_collapse") in self.active:  # clears only well above the line, not at it
+            line += self.settings.hysteresis
+        collapsed = peak > 0 and mean < peak * line
         return self._set(
             view.name,
             "tps_collapse",
@@ -157,6 +160,7 @@ class Alerts:
             f"tok/s collapsed to {mean:.0f} (recent best {peak:.0f}) with requests running",
             now,
             f"tok/s recovered to {mean:.0f}",
+            self.settings.tps_collapse_for_s,
         )
 
     def host(self, snap: HostSnapshot, now: float) -> list[AlertEvent]:

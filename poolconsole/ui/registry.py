@@ -22,6 +22,8 @@ class Action:
     """Shown in the footer."""
     replay: bool = False
     """Only while a recording is played back (`poolconsole replay`)."""
+    footer: str | None = None
+    """The footer's shorter label (None: the title); the palette and the help screen show the title."""
     screens: tuple[str, ...] = ()
     """The screens it applies to: its key works there and the footer and the palette show it there only (a
     screen is named by its class, less "Screen", in lower case: "overview", "detail"). Empty: every screen."""
@@ -41,10 +43,17 @@ ACTIONS: tuple[Action, ...] = (
         "app.open_detail",
         "GPUs, metrics and history charts of the selected row (on a group line: fold or unfold the group)",
         screens=OVERVIEW,
+        footer="Detail",
     ),
     Action("filter", "Filter", "slash", "app.filter", "Show only rows containing some text", screens=OVERVIEW),
     Action(
-        "sort", "Sort", "s", "app.sort", "Sort by the next column (host, tok/s, KV, waiting, name)", screens=OVERVIEW
+        "sort",
+        "Sort",
+        "s",
+        "app.sort",
+        "Sort by the next column (host, tok/s, KV, waiting, name)",
+        screens=OVERVIEW,
+        show=False,
     ),
     Action(
         "group",
@@ -53,6 +62,7 @@ ACTIONS: tuple[Action, ...] = (
         "app.group",
         "Group the rows by host, by model, or not at all (each group under its line)",
         screens=OVERVIEW,
+        show=False,
     ),
     Action(
         "collapse",
@@ -79,6 +89,7 @@ ACTIONS: tuple[Action, ...] = (
         "app.problems",
         "Only the rows that need attention (the status line says how many are hidden), or all of them",
         screens=OVERVIEW,
+        footer="Problems",
     ),
     Action(
         "attention",
@@ -97,6 +108,7 @@ ACTIONS: tuple[Action, ...] = (
         "E",
         "app.events",
         "The events timeline, newest first: restarts with their cause, alerts, actions, smoke runs; with a filter",
+        show=False,
     ),
     Action(
         "events_pane",
@@ -114,8 +126,11 @@ ACTIONS: tuple[Action, ...] = (
         "app.smoke",
         "Smoke-test the selected engine (all checks, stored, vs baseline)",
         screens=ENGINE,
+        footer="Smoke",
     ),
-    Action("smoke_all", "Smoke test pool", "M", "app.smoke_all", "Smoke-test every engine, one after another"),
+    Action(
+        "smoke_all", "Smoke test pool", "M", "app.smoke_all", "Smoke-test every engine, one after another", show=False
+    ),
     Action(
         "restart",
         "Restart engine",
@@ -124,6 +139,7 @@ ACTIONS: tuple[Action, ...] = (
         "Restart the selected engine over SSH (confirmed, audited)",
         mutating=True,
         screens=ENGINE,
+        footer="Restart",
     ),
     Action(
         "rollover",
@@ -133,6 +149,7 @@ ACTIONS: tuple[Action, ...] = (
         "Roll the selected engine to another quantization profile (fit check, rollback on failure)",
         mutating=True,
         screens=ENGINE,
+        footer="Profile",
     ),
     Action(
         "ollama_unload",
@@ -161,6 +178,7 @@ ACTIONS: tuple[Action, ...] = (
         "app.logs",
         "The selected engine's log over SSH (bounded, redacted), followed while open; find, last error",
         screens=ENGINE,
+        footer="Log",
     ),
     Action("log_find", "Find", "f", "app.log_find", "Log view: search for a text (then n / N)", screens=LOG),
     Action("log_next", "Next match", "n", "app.log_next(True)", "Log view: the next match", screens=LOG),
@@ -181,14 +199,16 @@ ACTIONS: tuple[Action, ...] = (
         "app.security",
         "Which engines and gateways answer without a key or listen on every interface (with the fixes); "
         "sends a models list and, unless skipped, a one-token completion",
+        show=False,
     ),
-    Action("audit", "Audit log", "L", "app.audit_log", "Every action taken, with its commands and outcome"),
+    Action("audit", "Audit log", "L", "app.audit_log", "Every action taken, with its commands and outcome", show=False),
     Action(
         "ledger",
         "Token ledger",
         "T",
         "app.ledger",
         "Tokens per day per engine, busy hours, energy, and whether the pool pays off (from the history store)",
+        show=False,
     ),
     Action(
         "window",
@@ -197,9 +217,12 @@ ACTIONS: tuple[Action, ...] = (
         "app.window",
         "Switch history charts between 5 minutes and 1 hour",
         screens=("detail",),
+        footer="Window",
     ),
-    Action("theme", "Next theme", "t", "app.next_theme", "Cycle through the themes in themes/ (remembered)"),
-    Action("refresh", "Poll now", "r", "app.poll_now", "Poll every target now"),
+    Action(
+        "theme", "Next theme", "t", "app.next_theme", "Cycle through the themes in themes/ (remembered)", show=False
+    ),
+    Action("refresh", "Poll now", "r", "app.poll_now", "Poll every target now", show=False),
     Action("help", "Help", "question_mark", "app.help", "Keys and actions"),
     Action(
         "palette",
@@ -258,7 +281,9 @@ SCREENS_OF = {a.action.removeprefix("app.").split("(")[0]: a.screens for a in AC
 
 def bindings() -> list[Binding]:
     """Every action's key binding; --read-only disables the mutating ones through App.check_action."""
-    return [Binding(a.key, a.action, a.title, show=a.show, id=a.id, priority=a.id in ("quit",)) for a in ACTIONS]
+    return [
+        Binding(a.key, a.action, a.footer or a.title, show=a.show, id=a.id, priority=a.id in ("quit",)) for a in ACTIONS
+    ]
 
 
 def keymap_problems(keys: dict[str, str]) -> list[str]:

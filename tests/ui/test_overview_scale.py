@@ -115,6 +115,9 @@ async def test_a_thousand_engines_group_fold_and_show_only_problems(tmp_path: Pa
         await pilot.press("slash", *"e00")  # the filter over what is left, fast at any size
         await settle(pilot, app)
         assert {k for k in grid.order} == {k for k in shown if k.startswith("engine:e00")}
+        await pilot.press(*"01")  # e0001 is healthy: nothing left, and the status line says so
+        await settle(pilot, app)
+        assert grid.row_count == 0 and "nothing needs attention" in status(app), status(app)
         await pilot.press("escape", "p")
         await settle(pilot, app)
         assert grid.row_count == 20 + ENGINES and "hidden" not in status(app)
@@ -162,8 +165,8 @@ async def test_the_footer_shows_this_screens_keys_and_remapped_keys_work(tmp_pat
         await feed(app)
         await settle(pilot, app)
         keys = footer(app)
-        assert {"Filter", "Sort", "Group by", "Problems only", "Node detail", "Quit"} <= keys, keys
-        assert not {"Chart window", "Pause / play", "Faster"} & keys, keys  # the detail's and the replay's
+        assert {"Filter", "Problems", "Detail", "Restart", "Log", "Help", "Quit"} <= keys, keys
+        assert not {"Window", "Pause / play", "Faster"} & keys, keys  # the detail's and the replay's
         await pilot.press("w")  # not this screen's: does nothing here
         assert app.window_index == 0
         await pilot.press("b")  # the remapped key
@@ -178,11 +181,33 @@ async def test_the_footer_shows_this_screens_keys_and_remapped_keys_work(tmp_pat
         await settle(pilot, app)
         assert isinstance(app.screen, DetailScreen)
         keys = footer(app)
-        assert "Chart window" in keys and not {"Filter", "Sort", "Group by", "Problems only"} & keys, keys
+        assert "Window" in keys and not {"Filter", "Problems", "Detail"} & keys, keys
         await pilot.press("w")
         assert app.window_index == 1
         palette = {e.title.split("  (")[0] for e in app.palette_entries()}
         assert "Chart window" in palette and "Filter" not in palette
+
+
+async def test_at_120_columns_every_footer_key_is_on_screen(tmp_path: Path) -> None:
+    """The footer holds the keys that matter on each screen, and at 120 columns all of them show, Help and Quit
+    last (the rest are in the help screen and the palette)."""
+    app = PoolApp(uipool.config(), live=False, clock=uipool.clock, theme_state=tmp_path / "ui.json")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await feed(app)
+        await settle(pilot, app)
+        for screen in ("overview", "detail"):
+            if screen == "detail":
+                grid = app.screen.query_one(PoolGrid)
+                grid.move_cursor(grid.order.index("engine:qwen3-next-80b"))
+                await pilot.press("enter")
+                await settle(pilot, app)
+                assert isinstance(app.screen, DetailScreen)
+            shown = [k for k in app.screen.query(FooterKey) if k.description != "palette"]  # Ctrl+P, docked right
+            assert shown and shown[-1].description == "Quit", [k.description for k in shown]
+            palette = [k for k in app.screen.query(FooterKey) if k.description == "palette"]
+            edge = palette[0].region.x if palette else app.size.width
+            cut = [k.description for k in shown if k.region.right > edge or not k.region.width]
+            assert not cut, f"{screen}: off screen or cut: {cut}"
 
 
 @asynccontextmanager

@@ -46,7 +46,7 @@ def test_restart_loop() -> None:
 
 
 def test_tps_collapse_needs_a_sustained_drop() -> None:
-    alerts = Alerts(AlertSettings(tps_collapse=0.3))
+    alerts = Alerts(AlertSettings(tps_collapse=0.3, tps_collapse_for_s=0))
     t = 0.0
     for _ in range(COLLAPSE_POLLS):
         t += 1
@@ -57,6 +57,39 @@ def test_tps_collapse_needs_a_sustained_drop() -> None:
         t += 1
         fired += alerts.engine(view(generation_tokens_per_s=20.0), t)
     assert [e.rule for e in fired] == ["tps_collapse"]
+
+
+def test_tps_collapse_waits_out_its_for_and_does_not_flap_at_the_line() -> None:
+    """The normal demo's tps_collapse: fired at 15 tok/s (best 52), cleared 7 s later at 16 (the line 15.6),
+    fired again. Now it fires only once the collapse held `tps_collapse_for_s`, and clears `hysteresis` of the
+    best above the line."""
+    alerts = Alerts(AlertSettings(tps_collapse=0.3, hysteresis=0.05, tps_collapse_for_s=15))
+    t = 0.0
+    for _ in range(COLLAPSE_POLLS):
+        t += 1
+        alerts.engine(view(generation_tokens_per_s=52.0), t)
+    events: list[tuple[float, bool]] = []
+    for _ in range(3 * COLLAPSE_POLLS):  # the mean settles at 10 tok/s: under 0.3 x 52
+        t += 1
+        events += [
+            (t, e.fired) for e in alerts.engine(view(generation_tokens_per_s=10.0), t) if e.rule == "tps_collapse"
+        ]
+    assert [fired for _, fired in events] == [True]
+    under_since = events[0][0] - 15  # fired once the mean had been under the line 15 s
+    assert under_since > COLLAPSE_POLLS
+    for _ in range(2 * COLLAPSE_POLLS):  # over 0.3 x the (slowly decaying) best, under 0.35 x: stays fired
+        t += 1
+        tps = 0.325 * alerts.peak_tps["e"]
+        events += [
+            (t, e.fired) for e in alerts.engine(view(generation_tokens_per_s=tps), t) if e.rule == "tps_collapse"
+        ]
+    assert [fired for _, fired in events] == [True], "it cleared at the line: no hysteresis"
+    for _ in range(COLLAPSE_POLLS):
+        t += 1
+        events += [
+            (t, e.fired) for e in alerts.engine(view(generation_tokens_per_s=40.0), t) if e.rule == "tps_collapse"
+        ]
+    assert [fired for _, fired in events] == [True, False]
 
 
 def test_an_alert_fires_only_once_its_condition_held_for_the_rules_for_duration() -> None:

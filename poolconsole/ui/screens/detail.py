@@ -9,7 +9,7 @@ from typing import Any
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import Grid, Horizontal, Vertical
+from textual.containers import Grid, Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 from textual_plotext import PlotextPlot
@@ -138,7 +138,7 @@ class DetailScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield Header()
-        with Vertical():
+        with VerticalScroll(id="detail-body"):  # a short terminal scrolls to the charts rather than crushing them
             with Horizontal(id="top"):
                 yield Static(id="engine-info", markup=False)
                 yield Static(id="host-info", markup=False)

@@ -500,6 +500,8 @@ class OverviewScreen(Screen[None]):
         grouping = self.grouped()
         sort += f", grouped by {grouping}" if grouping else ""
         hidden = f"  problems only: {self.hidden} hidden" if self.problems_only else ""
+        if self.problems_only and not shown:
+            hidden = f"  problems only: nothing needs attention ({self.hidden} hidden, p shows them)"
         hidden = hidden or (f"  {self.hidden} hidden" if self.hidden else "")
         line = f"{shown} rows  sorted by {sort}{first}{filt}{hidden}  active alerts: {alerts}{mode}"
         if line != self.status_text:
