@@ -45,7 +45,7 @@ class Fetched:
         return self.failure is None
 
 
-def _address(url: str) -> str | None:
+def address_of(url: str) -> str | None:
     """`host:port` of `url` (the scheme's port when it names none), for the words of a failed connect."""
     try:
         parts = urlsplit(url)
@@ -59,7 +59,7 @@ def _address(url: str) -> str | None:
     return f"{host}:{port}" if port else host
 
 
-def _connect_reason(exc: BaseException, address: str | None = None) -> str:
+def connect_reason(exc: BaseException, address: str | None = None) -> str:
     """The root cause of a failed connect, in words (the OS error under the connect failure), naming
     `address` (host:port) when given."""
     seen: BaseException | None = exc
@@ -116,7 +116,7 @@ async def fetch(
         return done(None, b"", {}, Failure.TIMEOUT, f"no answer within {timeout_s:g} s")
     except PollError as exc:
         if exc.kind == "refused":
-            return done(None, b"", {}, Failure.REFUSED, _connect_reason(exc.cause or exc, _address(url)))
+            return done(None, b"", {}, Failure.REFUSED, connect_reason(exc.cause or exc, address_of(url)))
         return done(None, b"", {}, Failure(exc.kind), str(exc))
     except (OSError, ValueError) as exc:
         return done(None, b"", {}, Failure.PROTOCOL, f"{type(exc).__name__}: {exc}")

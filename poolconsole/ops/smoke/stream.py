@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 
-from poolconsole.collect.fetch import _connect_reason
+from poolconsole.collect.fetch import address_of, connect_reason
 from poolconsole.collect.smoke_transport import TimedStream
 
 
@@ -141,7 +141,7 @@ def failed_request(url: str, exc: BaseException, timeout_s: float | None = None)
     while seen is not None:
         kind = type(seen).__name__
         if kind == "ConnectError":
-            return f"{url}: {_connect_reason(seen)}"
+            return f"{url}: {connect_reason(seen, address_of(url))}"
         if kind == "ConnectTimeout":
             return f"{url}: cannot connect: {seen or 'the connect timed out'}"
         timed_out = timed_out or isinstance(seen, TimeoutError) or kind.endswith("Timeout")
