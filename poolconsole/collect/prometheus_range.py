@@ -15,7 +15,6 @@ as it does for live polls. Counters stay counters, never `rate()`, for the reaso
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from poolconsole.collect.prometheus_source import (
     SCRAPE_OF,
     PrometheusAPI,
     engine_groups,
+    query_result,
     running_families,
 )
 from poolconsole.config.models import Engine, EngineKind
@@ -55,12 +55,7 @@ class RangeSeries:
 
 def parse_matrix(body: bytes) -> tuple[RangeSeries, ...]:
     """An /api/v1/query_range answer (result type matrix) -> its series. Raises ValueError."""
-    doc = json.loads(body)
-    if not isinstance(doc, dict) or doc.get("status") != "success":
-        raise ValueError("not a successful Prometheus query answer")
-    data = doc.get("data") or {}
-    kind = data.get("resultType")
-    result = data.get("result")
+    kind, result = query_result(body)
     if kind != "matrix" or not isinstance(result, list):
         raise ValueError(f"expected a range vector (matrix), got {kind!r}")
     out = []

@@ -100,14 +100,18 @@ def _query_error(fetched: Fetched) -> str | None:
     return None
 
 
-def parse_vector(body: bytes) -> tuple[Series, ...]:
-    """An /api/v1/query answer of result type vector (or scalar) -> its series. Raises ValueError."""
+def query_result(body: bytes) -> tuple[Any, Any]:
+    """A successful query API answer's (resultType, result). Raises ValueError (JSON errors included)."""
     doc = json.loads(body)
     if not isinstance(doc, dict) or doc.get("status") != "success":
         raise ValueError("not a successful Prometheus query answer")
     data = doc.get("data") or {}
-    kind = data.get("resultType")
-    result = data.get("result")
+    return data.get("resultType"), data.get("result")
+
+
+def parse_vector(body: bytes) -> tuple[Series, ...]:
+    """An /api/v1/query answer of result type vector (or scalar) -> its series. Raises ValueError."""
+    kind, result = query_result(body)
     if kind == "scalar" and isinstance(result, list):
         return (Series({}, float(result[1]), float(result[0])),)
     if kind != "vector" or not isinstance(result, list):

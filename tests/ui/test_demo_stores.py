@@ -3,7 +3,6 @@ hosts.toml, never to the user data directory's, and finding its directory prints
 
 from __future__ import annotations
 
-import asyncio
 import os
 import subprocess
 import sys
@@ -16,7 +15,7 @@ from poolconsole.ops import audit
 from poolconsole.ops.smoke import store
 from poolconsole.sim.demo import SimPool
 from poolconsole.ui.screens.action import ActionScreen, ConfirmAction
-from tests.ui.test_console import select_row
+from tests.ui.test_console import action_outcome, select_row
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -43,11 +42,7 @@ async def test_a_demo_restart_stays_out_of_the_users_audit_log(tmp_path: Path, m
             await pilot.press("y")
             await pilot.pause()
             assert isinstance(app.screen, ActionScreen)
-            for _ in range(160):
-                if app.screen.outcome:
-                    break
-                await asyncio.sleep(0.25)
-            assert app.screen.outcome == "ok"
+            assert await action_outcome(app, 160) == "ok"
     finally:
         await pool.stop()
     assert [(e.action, e.target) for e in audit.entries(app.audit_path)] == [("restart", "qwen3-30b-a3b")]
