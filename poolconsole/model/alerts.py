@@ -1,7 +1,8 @@
 """Alert rules with hysteresis and a hold: an alert fires once a value has stayed over its threshold for
-the rule's `for` duration (as a Prometheus alerting rule does: pending until then, and a dip below the
-threshold starts the wait again), and clears only when it falls back below the clear level, so a value
-hovering at the line does not flap. Messages are plain words, for the fired and the cleared alike."""
+the rule's `for` duration (as a Prometheus alerting rule does: pending until then), and clears only when it
+falls back below the clear level, so a value hovering at the line does not flap. The same clear level holds
+a pending alert: a value hovering just under and over the line (an overloaded KV cache freeing a few blocks
+as requests end) is still waited out, and only a fall below the clear level starts the wait again. Messages are plain words, for the fired and the cleared alike."""
 
 from __future__ import annotations
 
@@ -92,8 +93,9 @@ class Alerts:
             value = rule.value(view)
             if value is None:
                 continue
-            active = (view.name, rule.name) in self.active
-            on = value >= rule.clear if active else value >= rule.fire
+            key = (view.name, rule.name)
+            held = key in self.active or key in self.pending
+            on = value >= rule.clear if held else value >= rule.fire
             events.append(
                 self._set(view.name, rule.name, on, rule.describe(value), now, rule.cleared(value), rule.hold)
             )
@@ -173,8 +175,8 @@ class Alerts:
                 continue
             frac = gpu.memory_used_bytes / gpu.memory_total_bytes
             key = f"vram_gpu{gpu.index}"
-            active = (snap.name, key) in self.active
-            on = frac >= self.settings.vram - self.settings.hysteresis if active else frac >= self.settings.vram
+            held = (snap.name, key) in self.active or (snap.name, key) in self.pending
+            on = frac >= self.settings.vram - self.settings.hysteresis if held else frac >= self.settings.vram
             used = f"GPU {gpu.index} memory {frac * 100:.0f}% used"
             back = f"GPU {gpu.index} memory back to {frac * 100:.0f}% used"
             events.append(self._set(snap.name, key, on, used, now, back, self.settings.vram_for_s))

@@ -6,6 +6,7 @@ from dataclasses import replace
 
 from poolconsole.config.models import AlertSettings
 from poolconsole.model.alerts import COLLAPSE_POLLS, Alerts
+from poolconsole.model.hosts import GpuReading, HostSnapshot, HostState
 from poolconsole.model.view import EngineView
 
 
@@ -14,6 +15,11 @@ def view(**kw: object) -> EngineView:
         "e", "vllm", "h", "http://x", "ok", None, ["m"], 1.0, 0.0, 0.5, 0.0, 0.0, 100.0, 0.0, 0.1, None, None, 0.0, 1
     )
     return replace(base, **kw)  # type: ignore[arg-type]
+
+
+def host_at(used: float) -> HostSnapshot:
+    gpu = GpuReading(0, "RTX 4090", None, 24 * 2**30, int(used * 24 * 2**30), 90.0, 60.0, 300.0, 450.0)
+    return HostSnapshot("h", "127.0.0.1", HostState.OK, gpus=(gpu,))
 
 
 def test_kv_alert_has_hysteresis() -> None:
@@ -93,19 +99,39 @@ def test_tps_collapse_waits_out_its_for_and_does_not_flap_at_the_line() -> None:
 
 
 def test_an_alert_fires_only_once_its_condition_held_for_the_rules_for_duration() -> None:
-    """Prometheus' `for`: pending until the condition held that long; a dip below the threshold starts the
-    wait again, so a KV cache hovering at the line (the demo's kv_full, 4 flaps in 31 s) never fires."""
+    """Prometheus' `for`: pending until the condition held that long. A fall below the clear level starts
+    the wait again; a dip just under the line does not (an overloaded KV cache hovering at 88-95 % fires)."""
     alerts = Alerts(AlertSettings(kv_usage=0.9, hysteresis=0.05, kv_usage_for_s=30))
     fired: list[tuple[float, bool]] = []
-    for t, kv in [(0, 0.92), (10, 0.93), (20, 0.89), (25, 0.92), (40, 0.95), (54, 0.91)]:
+    for t, kv in [(0, 0.92), (10, 0.93), (20, 0.80), (25, 0.92), (40, 0.88), (54, 0.91)]:
         fired += [(t, e.fired) for e in alerts.engine(view(kv_cache_usage=kv), t)]
-    assert fired == []  # held 29 s at most: the dip at 20 s restarted the wait
+    assert fired == []  # held 29 s at most: the fall to 80 % at 20 s restarted the wait; 88 % at 40 s did not
     assert ("e", "kv_full") in alerts.pending
-    fired += [(55, e.fired) for e in alerts.engine(view(kv_cache_usage=0.91), 55)]
-    assert fired == [(55, True)]  # 30 s since 25 s
+    fired += [(55, e.fired) for e in alerts.engine(view(kv_cache_usage=0.87), 55)]
+    assert fired == [(55, True)]  # 30 s since 25 s, over the clear level all along
     assert alerts.engine(view(kv_cache_usage=0.87), 56) == []  # hysteresis still holds it
     assert [e.fired for e in alerts.engine(view(kv_cache_usage=0.80), 57)] == [False]
     assert not alerts.pending
+    assert alerts.engine(view(kv_cache_usage=0.88), 58) == []  # under the line: not pending again
+    assert not alerts.pending
+
+
+def test_a_kv_cache_hovering_at_the_line_under_overload_fires_once_and_holds() -> None:
+    """What a new operator saw on an overloaded engine: KV 91, 89, 93, 88 % ... for minutes and no alert,
+    each dip under 90 % restarting the 30 s wait."""
+    alerts = Alerts(AlertSettings(kv_usage=0.9, hysteresis=0.05, kv_usage_for_s=30))
+    events = []
+    for t in range(120):
+        events += alerts.engine(view(kv_cache_usage=0.91 if t % 2 else 0.88), float(t))
+    assert [(e.rule, e.fired, e.at) for e in events] == [("kv_full", True, 31.0)]
+
+
+def test_a_gpu_hovering_at_the_vram_line_fires_once_its_for_held() -> None:
+    alerts = Alerts(AlertSettings(vram=0.95, hysteresis=0.05, vram_for_s=30))
+    events = []
+    for t in range(60):
+        events += alerts.host(host_at(0.96 if t % 2 else 0.93), float(t))
+    assert [(e.rule, e.fired, e.at) for e in events] == [("vram_gpu0", True, 31.0)]
 
 
 def test_the_for_durations_come_from_the_alerts_table() -> None:
