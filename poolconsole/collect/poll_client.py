@@ -18,8 +18,6 @@ from dataclasses import dataclass
 
 import aiohttp
 
-from poolconsole.collect.tls import default_tls
-
 USER_AGENT = "poolconsole"
 IDLE_KEPT = 8
 """Connections per origin: more than the paths one poll asks of an engine at once (llama.cpp's five), so no
@@ -67,7 +65,10 @@ class PollClient:
     def _session(self) -> aiohttp.ClientSession:
         if self.session is None:
             connector = aiohttp.TCPConnector(
-                limit=0, limit_per_host=IDLE_KEPT, ssl=self.tls or default_tls(), enable_cleanup_closed=False
+                limit=0,
+                limit_per_host=IDLE_KEPT,
+                ssl=self.tls or True,  # True: aiohttp's verified context, built at its import (no third CA load)
+                enable_cleanup_closed=False,
             )
             self.session = aiohttp.ClientSession(
                 connector=connector,

@@ -2,7 +2,8 @@
 the rule's `for` duration (as a Prometheus alerting rule does: pending until then), and clears only when it
 falls back below the clear level, so a value hovering at the line does not flap. The same clear level holds
 a pending alert: a value hovering just under and over the line (an overloaded KV cache freeing a few blocks
-as requests end) is still waited out, and only a fall below the clear level starts the wait again. Messages are plain words, for the fired and the cleared alike."""
+as requests end) is still waited out, and only a fall below the clear level starts the wait again.
+Messages are plain words, for the fired and the cleared alike."""
 
 from __future__ import annotations
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from poolconsole.config.models import EngineKind
 from poolconsole.model.pool_state import PoolState
 from poolconsole.model.snapshots import EngineState
 
@@ -48,9 +49,11 @@ def deep_health_text(state: PoolState, gateway: str) -> str | None:
 
 
 def gateway_reports(state: PoolState) -> list[GatewayReport]:
+    if not any(t.config.kind is EngineKind.LITELLM for t in state.engines.values()):
+        return []  # no gateway: nothing to report (and at 1,000 engines, no walk over them all twice a refresh)
     served: dict[str, tuple[str, str | None]] = {}
     for track in state.engines.values():
-        if track.config.kind.value == "litellm" or track.view is None:
+        if track.config.kind is EngineKind.LITELLM or track.view is None:
             continue
         for model in track.view.models:
             served.setdefault(model, (track.config.name, track.config.host))
@@ -58,7 +61,7 @@ def gateway_reports(state: PoolState) -> list[GatewayReport]:
     reports: list[GatewayReport] = []
     routed: set[str] = set()
     for track in state.engines.values():
-        if track.config.kind.value != "litellm":
+        if track.config.kind is not EngineKind.LITELLM:
             continue
         v = track.view
         routes = []

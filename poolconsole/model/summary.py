@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from poolconsole.config.models import EngineKind
 from poolconsole.model.alerts import Alerts
 from poolconsole.model.failure_modes import MODES
 from poolconsole.model.gateway import gateway_reports
@@ -346,7 +347,7 @@ def _served_before(state: PoolState, model: str) -> str | None:
     """The engine not answering now that served `model` when last read (or is named for it)."""
     for track in state.engines.values():
         v = track.view
-        if track.config.kind.value == "litellm" or v is None or v.state.answering:
+        if track.config.kind is EngineKind.LITELLM or v is None or v.state.answering:
             continue
         served = track.last_read.models if track.last_read is not None else ()
         if model in served or model in (track.config.name, track.config.model):
@@ -358,7 +359,7 @@ def _gateway(state: PoolState, unserved: list[tuple[str, str, str | None]]) -> s
     """Each gateway's state, readiness and routes served by no engine; the name left out when the only
     gateway is called "gateway" (the line already says it)."""
     out = []
-    gateways = [t for t in state.engines.values() if t.config.kind.value == "litellm"]
+    gateways = [t for t in state.engines.values() if t.config.kind is EngineKind.LITELLM]
     for track in gateways:
         name = track.config.name
         label = "" if len(gateways) == 1 and name == "gateway" else f"{name} "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from rich.text import Text
 
@@ -12,7 +13,12 @@ from poolconsole.model.hosts import GpuProcess, GpuReading, HostSnapshot, HostSt
 from poolconsole.model.pool_state import EngineTrack, HostTrack, PoolState, binned, sparkline
 from poolconsole.model.snapshots import EngineState
 from poolconsole.model.units import NA, gib, num, pct, seconds
+from poolconsole.model.view import EngineView
 from poolconsole.ui.grid import Column, ColumnSpec, fit_columns
+
+LATEST: Any = object()
+"""The track's latest view (or the host's latest snapshot): what a row shows unless given the one it was
+stamped with (a row built later than its stamp shows the same numbers as the summary of that refresh)."""
 
 BAR = " ▁▂▃▄▅▆▇█"
 SPARK_POINTS = 180
@@ -222,13 +228,19 @@ def model_line(model: str, tracks: Sequence[EngineTrack], c: Colors, width: int,
 
 
 def host_line(
-    state: PoolState, track: HostTrack, c: Colors, width: int, why: str | None = None, tag: Text | None = None
+    state: PoolState,
+    track: HostTrack,
+    c: Colors,
+    width: int,
+    why: str | None = None,
+    tag: Text | None = None,
+    snapshot: HostSnapshot | None = LATEST,
 ) -> Text:
     """A host's line over its engines: its name and state, then each GPU as a bar of its own (a 4-GPU
     tensor-parallel node shows four), unified memory drawn apart (◆, the theme's `unified` colour), swap
     on it flagged; the used/total memory, the power draw and what needs attention when they fit `width`.
     Folded (its engines hidden), `tag` says how many and their worst, right after the name."""
-    snap = track.snapshot
+    snap = track.snapshot if snapshot is LATEST else snapshot
     text = Text(COLLAPSED if tag is not None else "")
     text.append(track.config.name, style="bold")
     if tag is not None:
@@ -355,23 +367,56 @@ def trend(values: Sequence[float | None], width: int) -> str:
     return " " * (width - len(line)) + line
 
 
+def engine_words(track: EngineTrack, why: str | None = None, view: EngineView | None = LATEST) -> dict[str, str]:
+    """An engine row's text columns as plain words, read from the model without building the row: what the
+    overview sorts the text columns by and what its filter matches (with the state's word)."""
+    v = track.view if view is LATEST else view
+    cfg = track.config
+    models = ", ".join(v.models[:2]) if v and v.models else (cfg.model or "")
+    if cfg.profile:
+        models = f"{models} · {cfg.profile}" if models else cfg.profile
+    version = v.version if v else None
+    return {
+        "host": cfg.host or "-",
+        "engine": cfg.name,
+        "kind": f"{cfg.kind.value} {version}" if version else cfg.kind.value,
+        "model": models,
+        "state": state_word(v.state if v else None),
+        "why": why or "",
+    }
+
+
+def host_words(track: HostTrack, why: str | None = None, snapshot: HostSnapshot | None = LATEST) -> dict[str, str]:
+    """A host row's text columns as plain words (see engine_words)."""
+    snap = track.snapshot if snapshot is LATEST else snapshot
+    return {
+        "host": track.config.name,
+        "engine": "-",
+        "kind": snap.source or "-" if snap else "-",
+        "model": track.config.description or "",
+        "state": state_word(snap.state if snap else None),
+        "why": why or "",
+    }
+
+
 def engine_row(
     state: PoolState,
     track: EngineTrack,
     c: Colors,
     widths: Mapping[str, int] | None = None,
     why: str | None = None,
+    view: EngineView | None = LATEST,
+    host_snapshot: HostSnapshot | None = LATEST,
 ) -> dict[str, Text | str]:
     """One engine's cells; `widths` (column key -> cells) sizes the trend and the kind, `why` says what
-    needs attention (empty for a row that needs none)."""
+    needs attention (empty for a row that needs none); `view` and `host_snapshot` what it shows (LATEST:
+    the track's and its host's latest)."""
     widths = widths or {s.key: s.min for s in SPECS}
-    v = track.view
+    v = track.view if view is LATEST else view
     cfg = track.config
     host = state.hosts.get(cfg.host or "")
-    snap = host.snapshot if host else None
-    models = ", ".join(v.models[:2]) if v and v.models else (cfg.model or "")
-    if cfg.profile:
-        models = f"{models} · {cfg.profile}" if models else cfg.profile
+    snap = (host.snapshot if host else None) if host_snapshot is LATEST else host_snapshot
+    words = engine_words(track, why, v)
     running = num(v.requests_running) if v else NA
     waiting = num(v.requests_waiting) if v else NA
     queue = Text(f"{running}/{waiting}")
@@ -380,10 +425,10 @@ def engine_row(
     kv = v.kv_cache_usage if v else None
     spark = widths.get("spark", 0)
     return {
-        "host": cfg.host or "-",
-        "engine": cfg.name,
+        "host": words["host"],
+        "engine": words["engine"],
         "kind": kind_text(cfg.kind.value, v.version if v else None, widths.get("kind", 0)),
-        "model": models,
+        "model": words["model"],
         "vram": engine_memory(snap, cfg.name, cfg.gpus, c, widths.get("vram"), shares_gpus(state, cfg.name)),
         "kv": Text(pct(kv), style=level(kv, c, 0.75, state.config.alerts.kv_usage)),
         "queue": queue,
@@ -397,12 +442,17 @@ def engine_row(
 
 
 def host_row(
-    state: PoolState, track: HostTrack, c: Colors, widths: Mapping[str, int] | None = None, why: str | None = None
+    state: PoolState,
+    track: HostTrack,
+    c: Colors,
+    widths: Mapping[str, int] | None = None,
+    why: str | None = None,
+    snapshot: HostSnapshot | None = LATEST,
 ) -> dict[str, Text | str]:
-    snap = track.snapshot
+    snap = track.snapshot if snapshot is LATEST else snapshot
+    words = host_words(track, why, snap)
     return {
-        "host": track.config.name, "engine": "-", "kind": snap.source or "-" if snap else "-",
-        "model": track.config.description or "",
+        "host": words["host"], "engine": words["engine"], "kind": words["kind"], "model": words["model"],
         "vram": gpu_bars(snap, None, c, (widths or {}).get("vram")),
         "kv": NA, "queue": NA, "tps": NA, "spark": "", "ttft": NA,
         "state": state_text(snap.state if snap else None, c),

@@ -26,6 +26,8 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 PAD = 1  # blank cells either side of a column's content
+SORTED = {True: "▲", False: "▼"}
+"""The sorted column's header marker: ascending (A to Z, lowest first), descending."""
 SPAN = "line"
 """The one cell of a row drawn across every column (get_cell, update_cells)."""
 
@@ -224,11 +226,16 @@ class PoolGrid(ScrollView, can_focus=True):
         id: str | None = None,
         pad: tuple[int, int] = (PAD, PAD),
         fit: Callable[[int], Sequence[Column]] | None = None,
+        provide: Callable[[str], list[Text]] | None = None,
     ) -> None:
         super().__init__(id=id)
         self.pad = pad
         self.fit = fit
         """Columns for a content width (folding, widening): asked again whenever the width changes."""
+        self.provide = provide
+        """A stale row's cells, asked for when the row is first drawn (or read) after it was marked stale:
+        the owner builds only the rows in view, and a row that scrolls into view is built then."""
+        self.stale: set[str] = set()
         self._fitted_for = -1
         self.columns: tuple[Column, ...] = ()
         self._set_columns(columns)
@@ -239,6 +246,8 @@ class PoolGrid(ScrollView, can_focus=True):
         self._styles: dict[int, tuple[Style, Style | None]] = {}
         self._header: Strip | None = None
         self._header_at: tuple[int, int] = (-1, -1)
+        self.sorted_by: tuple[str, bool] | None = None
+        """The column the owner sorted the rows by, and whether ascending: its header shows SORTED."""
         self._resize()
 
     # -- data ----------------------------------------------------------------------------------------
@@ -252,7 +261,7 @@ class PoolGrid(ScrollView, can_focus=True):
 
     def get_cell(self, key: str, column: str) -> Text:
         """A cell's text; a spanning row's one line is its cell "line"."""
-        row = self.rows[key]
+        row = self._row(key)
         if row.span:
             if column != SPAN:
                 raise KeyError(f"{key} is one line across the columns: its cell is {SPAN!r}")
@@ -296,6 +305,8 @@ class PoolGrid(ScrollView, can_focus=True):
             blank = [Text() for _ in columns]  # until the owner gives the cells again (the cursor stays)
             spans = {key for key, row in self.rows.items() if row.span}
             self.rows = {key: Row([Text()], True) if key in spans else Row(list(blank)) for key in self.order}
+            if self.provide is not None:
+                self.stale = set(self.order)
             self._resize()
             self.refresh()
             self.post_message(self.ColumnsChanged(self))
@@ -310,25 +321,44 @@ class PoolGrid(ScrollView, can_focus=True):
         self.order = list(order)
         self.position = {key: line for line, key in enumerate(self.order)}
         self.rows = {key: Row(list(cells[key]), key in spans) for key in self.order}
+        self.stale.clear()
         self._resize()
         self.refit()  # rows past the height bring a scrollbar: a narrower content width
         self.move_cursor(self.position[keep] if keep in self.rows else min(self.cursor_row, len(self.order) - 1))
         self.refresh()
 
-    def reorder(self, order: Iterable[str], new: Mapping[str, list[Text]], spans: Collection[str] = ()) -> None:
+    def reorder(
+        self,
+        order: Iterable[str],
+        new: Mapping[str, list[Text]],
+        spans: Collection[str] = (),
+        stale: Collection[str] = (),
+    ) -> None:
         """A new order (rows sorted again, added, gone) that keeps every row already here: its cells and the
         strips built for it (a row that scrolled out of sight and back costs nothing). Rows not here yet, or
-        turning from a data row into a line across the columns or back, take their cells from `new`. The
-        cursor stays on its row's key."""
+        turning from a data row into a line across the columns or back, take their cells from `new`, or are
+        named in `stale`: their cells are asked of `provide` when they are first drawn. The cursor stays on
+        its row's key."""
         keep = self.cursor_key
         order = list(order)
+        stale = set(stale)
         rows: dict[str, Row] = {}
+        blank = [Text() for _ in self.columns]
         for key in order:
             row = self.rows.get(key)
             span = key in spans
-            rows[key] = Row(list(new[key]), span) if row is None or row.span != span or key in new else row
+            if key in new:
+                rows[key] = Row(list(new[key]), span)
+                self.stale.discard(key)
+            elif key in stale:
+                keep_row = row is not None and row.span == span
+                rows[key] = row if row is not None and keep_row else Row([Text()] if span else list(blank), span)
+                self.stale.add(key)
+            else:
+                rows[key] = Row(list(new[key]), span) if row is None or row.span != span else row
         moved = order != self.order
         self.order, self.rows = order, rows
+        self.stale.intersection_update(rows)
         if moved:
             self.position = {key: line for line, key in enumerate(order)}
             self._resize()
@@ -347,6 +377,16 @@ class PoolGrid(ScrollView, can_focus=True):
             lines = sorted(self.position[key] for key in changed)
             top = lines[0]
             self.refresh_lines(top + 1, lines[-1] - top + 1)  # +1: the header's line
+
+    def _row(self, key: str) -> Row:
+        """A row, its cells asked of `provide` first if it was marked stale."""
+        row = self.rows[key]
+        if key in self.stale and self.provide is not None:
+            self.stale.discard(key)
+            row.cells = list(self.provide(key))
+            row.styled.clear()
+            row.strips.clear()
+        return row
 
     def _resize(self) -> None:
         self.virtual_size = Size(sum(c.width + sum(self.pad) for c in self.columns), len(self.order) + 1)
@@ -439,7 +479,7 @@ class PoolGrid(ScrollView, can_focus=True):
         index = y - 1 + scroll_y
         if index >= len(self.order):
             return Strip.blank(width, self.rich_style)
-        row = self.rows[self.order[index]]
+        row = self._row(self.order[index])
         variant = 2 if index == self.cursor_row else index % 2
         strip = row.strips.get((variant, scroll_x, width))
         if strip is None:
@@ -488,15 +528,39 @@ class PoolGrid(ScrollView, can_focus=True):
         assert cells is not None
         return Strip(cells).crop_extend(scroll_x, scroll_x + width, style)
 
+    def mark_sorted(self, column: str | None, ascending: bool = True) -> None:
+        """Mark `column`'s header as the one the rows are sorted by, ▲ ascending or ▼ (None: no column)."""
+        marked = None if column is None else (column, ascending)
+        if marked != self.sorted_by:
+            self.sorted_by = marked
+            self._header = None
+            self.refresh(Region(0, 0, self.size.width, 1))
+
+    def heading(self, column: Column) -> tuple[Text, int]:
+        """A column's header and the width it takes: its label; the sorted column's with its marker, after
+        a space where the width leaves room, else in the blank on its right (the label cut only where the
+        grid has no blank there)."""
+        text = Text(column.label)
+        if self.sorted_by is None or self.sorted_by[0] != column.key:
+            return text, column.width
+        marker = SORTED[self.sorted_by[1]]
+        if text.cell_len + 2 <= column.width:
+            text.append(f" {marker}")
+            return text, column.width
+        width = column.width + min(1, self.pad[1])
+        text.truncate(max(0, width - 1), overflow="crop")
+        text.append(marker)
+        return text, width
+
     def _header_strip(self, scroll_x: int, width: int) -> Strip:
         if self._header is None or self._header_at != (scroll_x, width):
             console = self.app.console
             style = self.get_component_rich_style("pool-grid--header")
-            segments = [
-                s
-                for i, c in enumerate(self.columns)
-                for s in cell_segments(Text(c.label), c.width, console, self._column_meta[i], self.pad, c.ellipsis)
-            ]
+            segments: list[Segment] = []
+            for i, c in enumerate(self.columns):
+                text, inner = self.heading(c)
+                pad = (self.pad[0], self.pad[1] - (inner - c.width))
+                segments += cell_segments(text, inner, console, self._column_meta[i], pad, c.ellipsis)
             self._header = Strip(Segment.apply_style(segments, style)).crop_extend(scroll_x, scroll_x + width, style)
             self._header_at = (scroll_x, width)
         return self._header

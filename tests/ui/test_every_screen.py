@@ -11,16 +11,22 @@ from textual.command import CommandPalette
 from textual.pilot import Pilot
 from textual.widgets import Input
 
+from poolconsole.collect.ssh import SSHPool
 from poolconsole.config import parse_config
 from poolconsole.ui import registry
 from poolconsole.ui.app import PoolApp
 from poolconsole.ui.grid import PoolGrid
 from poolconsole.ui.screens.action import AuditScreen, ConfirmAction, ProfilePicker
 from poolconsole.ui.screens.detail import DetailScreen
+from poolconsole.ui.screens.events import EventsScreen
+from poolconsole.ui.screens.ledger import LedgerScreen
+from poolconsole.ui.screens.logs import LogScreen
 from poolconsole.ui.screens.others import AlertsScreen, GatewayScreen, HelpScreen
 from poolconsole.ui.screens.overview import OverviewScreen
+from poolconsole.ui.screens.security import SecurityScreen
 from poolconsole.ui.screens.smoke import SmokeScreen
 from tests.helpers import uipool
+from tests.ui.test_ledger_screen import write_store
 
 
 def closed_port_config() -> str:
@@ -55,7 +61,29 @@ SCREENS: dict[str, tuple[tuple[str, ...], type]] = {
     "smoke": (("m",), SmokeScreen),
     "profile picker": (("P",), ProfilePicker),
     "confirmation": (("R",), ConfirmAction),
+    "logs": (("l",), LogScreen),
+    "security": (("S", "enter"), SecurityScreen),  # the picker's first choice: the full audit
+    "ledger": (("T",), LedgerScreen),
+    "events": (("E",), EventsScreen),
 }
+
+
+def with_ssh(app: PoolApp, tmp_path: Path) -> None:
+    """What a live console has: SSH to the hosts (here closed ports), so the log view opens (and fails fast)."""
+    settings = app.config.settings
+    app.runtime.ssh = SSHPool(
+        [h for h in app.config.hosts if not h.local], settings.ssh_timeout_s, settings.ssh_concurrency
+    )
+
+
+def with_store(app: PoolApp, tmp_path: Path) -> None:
+    """A history store with two days in it, so the ledger has something to show."""
+    app.store_path = tmp_path / "history.db"
+    write_store(app.store_path)
+
+
+SETUP = {"logs": with_ssh, "ledger": with_store}
+"""What a screen needs before it opens at all (the walk does not start the live pool)."""
 
 
 async def back_to_overview(pilot: Pilot[None], app: PoolApp) -> None:
@@ -98,6 +126,8 @@ WALKED = [a for a in registry.ACTIONS if a.id != "quit" and not a.replay]  # rep
 @pytest.mark.parametrize("screen", list(SCREENS))
 async def test_every_action_by_key_and_palette_from(screen: str, tmp_path: Path) -> None:
     app = app_for(tmp_path)
+    if screen in SETUP:
+        SETUP[screen](app, tmp_path)
     async with app.run_test(size=(140, 40)) as pilot:
         for host in uipool.host_snapshots(app.config):
             app.apply_host(host)

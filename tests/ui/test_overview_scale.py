@@ -70,13 +70,33 @@ async def test_a_thousand_engines_group_fold_and_show_only_problems(tmp_path: Pa
             f"engine:{bigpool.engine_name(i)}" for i in range(DOWN[0] // 4 * 4, DOWN[0] // 4 * 4 + 4)
         ]
 
-        # an unchanged pool builds no row again; one engine's new poll builds that row alone
+        # only the rows in view are built: an unchanged pool builds none again, a poll of every engine builds
+        # those in view (the table's 38 lines under its header at most), one engine's new poll in view builds
+        # that row alone, and one out of view builds nothing until the row is scrolled into view and drawn
         built = screen.built
         screen.refresh_rows()
         assert screen.built == built
-        app.apply_engine(bigpool.engine_poll(cfg, pages, 5, 2))
+        poll(app, pages, 2)
+        screen.refresh_rows()
+        assert 0 < screen.built - built <= grid.size.height, screen.built - built
+        await pilot.pause()
+        built = screen.built
+        in_view = next(k for k in grid.order[int(grid.scroll_y) + 3 :] if k.startswith("engine:"))
+        app.apply_engine(bigpool.engine_poll(cfg, pages, int(in_view.split(":e")[1]), 3))
         screen.refresh_rows()
         assert screen.built == built + 1
+        last = grid.order[-1]
+        assert last.startswith("engine:")
+        app.apply_engine(bigpool.engine_poll(cfg, pages, int(last.split(":e")[1]), 3))
+        screen.refresh_rows()
+        await pilot.pause()
+        assert screen.built == built + 1 and last in grid.stale
+        grid.action_jump(-1)  # End: the last rows in view, drawn, built now (those stale since the full poll)
+        await pilot.pause()
+        assert built + 2 <= screen.built <= built + 1 + grid.size.height and last not in grid.stale
+        assert grid.get_cell(last, "engine").plain == last[7:]
+        grid.action_jump(0)
+        await settle(pilot, app)
 
         await pilot.press("G")  # grouped by model: 20 groups of 50, each under its line
         await settle(pilot, app)
@@ -124,6 +144,13 @@ async def test_a_thousand_engines_group_fold_and_show_only_problems(tmp_path: Pa
         await pilot.press("G")  # one flat list by name, then grouped by host again
         await settle(pilot, app)
         assert not any(grid.is_span(k) for k in grid.order) and "grouped" not in status(app)
+        # sorted and filtered by words read from the model, the rows out of view never built for it
+        healthy = [k for k in grid.order if k not in shown]
+        assert healthy == sorted(healthy) and healthy[-1] == "engine:e0999"
+        await pilot.press("slash", *"model-13")
+        await settle(pilot, app)
+        assert grid.row_count == 50 and all(int(k[8:]) % 20 == 13 for k in grid.order), grid.order
+        await pilot.press("escape")
         await pilot.press("G")
         await settle(pilot, app)
         assert "grouped by host" in status(app) and grid.row_count == 250 + ENGINES

@@ -25,6 +25,7 @@ import httpx
 from poolconsole.collect.engines.jsonparse import parse_slots
 from poolconsole.collect.engines.spec_window import Reading, delta, read_window
 from poolconsole.collect.prom import ParseError
+from poolconsole.config.models import EngineKind
 from poolconsole.ops.smoke.checks import WORDS, Checker, CheckResult
 from poolconsole.ops.smoke.stream import level_stats
 
@@ -108,7 +109,7 @@ async def advertised(checker: Checker, client: httpx.AsyncClient, model: str) ->
     max_model_len, llama.cpp the slot's n_ctx (`/props`, else `/slots`)."""
     base, headers = checker.target.base_url, checker.headers
     with contextlib.suppress(httpx.HTTPError, ValueError, TypeError, KeyError, AttributeError):
-        if checker.target.engine.kind.value == "llamacpp":
+        if checker.target.engine.kind is EngineKind.LLAMACPP:
             props = (await client.get(base + "/props", headers=headers)).json()
             n_ctx = (props.get("default_generation_settings") or {}).get("n_ctx")
             if isinstance(n_ctx, int) and n_ctx > 0:

@@ -12,9 +12,10 @@ from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen, Screen
-from textual.widgets import Button, DataTable, Footer, Header, Log, OptionList, Static
+from textual.widgets import Button, DataTable, Header, Log, OptionList, Static
 
 from poolconsole.ops.audit import Entry
+from poolconsole.ui.footer import KeysFooter
 
 
 class ProfilePicker(ModalScreen[str | None]):
@@ -89,7 +90,7 @@ class ActionScreen(Screen[None]):
         yield Header()
         yield Static(Text(f"{self.title_text}: running", style="bold"), id="action-title")
         yield Log(id="action-log", highlight=False)
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.ready = True
@@ -113,7 +114,7 @@ class AuditScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Header()
         yield DataTable(id="audit", cursor_type="row")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)

@@ -11,7 +11,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Grid, Horizontal, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Header, Static
+from textual.widgets import DataTable, Header, Static
 from textual_plotext import PlotextPlot
 
 from poolconsole.config.models import EngineKind
@@ -19,6 +19,7 @@ from poolconsole.model import ollama, units
 from poolconsole.model.failure_modes import Diagnosis
 from poolconsole.model.pool_state import EngineTrack, History, HostTrack, PoolState
 from poolconsole.ui import cells
+from poolconsole.ui.footer import KeysFooter
 from poolconsole.ui.tables import sync_rows
 
 WINDOWS = ((300.0, "5 min"), (3600.0, "1 h"))
@@ -146,7 +147,7 @@ class DetailScreen(Screen[None]):
             with Grid(id="charts"):
                 for chart in ("tps", "kv", "queue", "vram"):
                     yield PlotextPlot(id=f"chart-{chart}")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         table = self.query_one("#gpus", DataTable)

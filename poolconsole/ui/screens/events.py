@@ -9,11 +9,15 @@ from pathlib import Path
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Header, Input, Static
+from textual.widgets import Header, Input, Static
 
 from poolconsole.model.events import CRITICAL, OK, WARNING, EventLog
 from poolconsole.ui import cells
-from poolconsole.ui.tables import Cell, sync_rows
+from poolconsole.ui.footer import KeysFooter
+from poolconsole.ui.tables import Cell, FitTable
+
+ELASTIC = {"what": 24, "target": 12}
+"""What gives way when the timeline is wider than the screen (a cut line ends in "…"), and the least kept."""
 
 
 class EventsScreen(Screen[None]):
@@ -29,11 +33,11 @@ class EventsScreen(Screen[None]):
         yield Header()
         yield Input(placeholder="filter events: a target, a rule, a word (Esc goes back)", id="events-filter")
         yield Static(id="events-summary", markup=False)
-        yield DataTable(id="event-log", cursor_type="row")
-        yield Footer()
+        yield FitTable(ELASTIC, id="event-log")
+        yield KeysFooter()
 
     def on_mount(self) -> None:
-        table = self.query_one("#event-log", DataTable)
+        table = self.query_one("#event-log", FitTable)
         for key, label in (("at", "Time"), ("target", "Target"), ("kind", "Kind"), ("what", "What")):
             table.add_column(label, key=key)
         self.query_one("#events-filter", Input).focus()
@@ -45,7 +49,7 @@ class EventsScreen(Screen[None]):
         self.refresh_view()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
-        self.query_one("#event-log", DataTable).focus()
+        self.query_one("#event-log", FitTable).focus()
 
     def refresh_view(self) -> None:
         drawn = (self.timeline.version, self.filter_text, self.app.theme)
@@ -62,7 +66,7 @@ class EventsScreen(Screen[None]):
             while key in rows:  # two alike in the same instant
                 key += f"#{index}"
             rows[key] = (at, event.target, event.kind, Text(event.text(), style=colour.get(event.severity, "")))
-        sync_rows(self.query_one("#event-log", DataTable), rows)
+        self.query_one("#event-log", FitTable).show(rows)
         where = "" if self.timeline.live else "  From the recording: restarts and alerts (the rest is live-only)."
         filt = f" matching {self.filter_text!r}" if self.filter_text else ""
         self.query_one("#events-summary", Static).update(

@@ -12,12 +12,13 @@ from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Header, Static
+from textual.widgets import DataTable, Header, Static
 from textual_plotext import PlotextPlot
 
 from poolconsole.config.models import LedgerSettings
 from poolconsole.model.ledger import GATEWAY_KINDS, short
 from poolconsole.model.units import NA
+from poolconsole.ui.footer import KeysFooter
 
 DAYS = 14
 """The window the screen shows: the decision's two weeks."""
@@ -55,7 +56,7 @@ class LedgerScreen(Screen[None]):
         yield DataTable(id="ledger-table", cursor_type="row")
         yield DataTable(id="ledger-hosts", cursor_type="row")
         yield Static("", id="ledger-hints", markup=False)
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         table = self.query_one("#ledger-table", DataTable)

@@ -21,12 +21,13 @@ from textual.geometry import Size
 from textual.screen import Screen
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
-from textual.widgets import Footer, Header, Input, Static
+from textual.widgets import Header, Input, Static
 from textual.worker import Worker
 
 from poolconsole.collect.engine_logs import LogRead
 from poolconsole.model.failure_modes import Finding
 from poolconsole.model.log_view import LogView
+from poolconsole.ui.footer import KeysFooter
 
 Reader = Callable[[], Awaitable[LogRead]]
 """The bounded one-shot read (collect.engine_logs.read_logs with its connection and engine bound)."""
@@ -128,7 +129,7 @@ class LogScreen(Screen[None]):
         yield Input(placeholder="find in the log (Enter searches, Esc closes)", id="log-search")
         yield LogLines(self.view, id="log-lines")
         yield Static("", id="log-status", markup=False)
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         box = self.query_one("#log-search", Input)

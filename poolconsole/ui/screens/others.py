@@ -9,13 +9,14 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Header, Static
+from textual.widgets import DataTable, Header, Static
 
 from poolconsole.model.alerts import Alerts
 from poolconsole.model.gateway import gateway_reports
 from poolconsole.model.pool_state import PoolState
+from poolconsole.ui.footer import KeysFooter
 from poolconsole.ui.registry import Action, key_label
-from poolconsole.ui.tables import sync_rows
+from poolconsole.ui.tables import FitTable, sync_rows
 
 
 class GatewayScreen(Screen[None]):
@@ -31,7 +32,7 @@ class GatewayScreen(Screen[None]):
             yield Static(id="gateway-summary", markup=False)
             yield DataTable(id="routes", cursor_type="row")
             yield Static(id="drift", markup=False)
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         table = self.query_one("#routes", DataTable)
@@ -92,7 +93,7 @@ class AlertsScreen(Screen[None]):
         yield Header()
         yield Static(id="alerts-summary", markup=False)
         yield DataTable(id="alert-log", cursor_type="row")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         table = self.query_one("#alert-log", DataTable)
@@ -126,7 +127,7 @@ class HelpScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield Header()
-        yield DataTable(id="help", cursor_type="row")
+        yield FitTable({"what": 24}, id="help")  # a help line wider than the screen ends in "…"
         yield Static(
             "Ctrl+P opens the command palette (same actions, and themes). Keys are remappable with a [keys] "
             "table in hosts.toml."
@@ -134,12 +135,12 @@ class HelpScreen(Screen[None]):
             id="help-note",
             markup=False,
         )
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
-        table = self.query_one("#help", DataTable)
+        table = self.query_one("#help", FitTable)
         for key, label in (("key", "Key"), ("id", "Action id"), ("what", "What it does")):
             table.add_column(label, key=key)
-        for a in self.actions:
-            key = key_label(self.keymap.get(a.id, a.key))
-            table.add_row(Text(key), Text(a.id), Text(f"{a.title}: {a.help}"), key=a.id)
+        table.show(
+            {a.id: (key_label(self.keymap.get(a.id, a.key)), a.id, f"{a.title}: {a.help}") for a in self.actions}
+        )

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -15,13 +16,16 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.screen import Screen
-from textual.widgets import Footer, Header, Input, Static
+from textual.widgets import Header, Input, Static
 
 from poolconsole.model.alerts import Alerts
 from poolconsole.model.events import CRITICAL, OK, WARNING, EventLog
+from poolconsole.model.hosts import HostSnapshot
 from poolconsole.model.pool_state import EngineTrack, PoolState, host_vram_fraction
 from poolconsole.model.summary import Summary, summarise
+from poolconsole.model.view import EngineView
 from poolconsole.ui import cells
+from poolconsole.ui.footer import KeysFooter
 from poolconsole.ui.grid import SPAN, PoolGrid
 
 SORTS: tuple[tuple[str, str], ...] = (
@@ -40,6 +44,7 @@ TEXT_SORTS = frozenset({"host", "engine", "kind", "model", "why"})
 STATE_RANK = {"ok": 0.0, "degraded": 1.0, "down": 2.0, "auth_failed": 2.0}
 
 
+BY_IDENTITY = (EngineView, HostSnapshot)
 GROUPINGS = ("host", "model", "engine")
 """`G` cycles: grouped by host, grouped by model, one flat list by name."""
 
@@ -75,6 +80,39 @@ def _spanning(build: Callable[[], Text]) -> dict[str, Text | str]:
 
 def _text(value: Text | str) -> Text:
     return value if isinstance(value, Text) else Text(value)  # a str cell would be parsed as markup on every render
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Whether two row stamps are the same: the model's views and snapshots by identity (each poll makes a
+    new one; comparing two field by field, sixteen GPUs each, cost more than building the row), tuples item
+    by item, the rest by value."""
+    if a is b:
+        return True
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, BY_IDENTITY) or isinstance(b, BY_IDENTITY):
+        return False
+    return bool(a == b)
+
+
+@dataclass
+class RowEntry:
+    """A row as the model has it now: what its cells are made from (`stamp`), how to build them, and its text
+    columns in plain words. The cells are built only when the row is drawn (in view, or scrolled into view)
+    or read, once per stamp: at 1,000 engines building every changed row each refresh was most of its cost.
+    The words are what the text sorts and the filter read, so neither needs a row built."""
+
+    stamp: tuple[Any, ...]
+    build: Callable[[], dict[str, Any]]
+    words: Callable[[], dict[str, str]]
+    cells: dict[str, Any] | None = None
+    _search: str | None = None
+
+    def search(self) -> str:
+        """The row's words in lower case, as the filter matches them."""
+        if self._search is None:
+            self._search = "\0".join(self.words().values()).lower()
+        return self._search
 
 
 def pack(line: str, width: int) -> list[str]:
@@ -170,10 +208,12 @@ class OverviewScreen(Screen[None]):
         self.members: dict[str, list[str]] = {}
         """A group's line key -> the keys of its rows."""
         self._rank: dict[str, int] = {}
-        self._cache: dict[str, tuple[tuple[Any, ...], dict[str, Any], str]] = {}
-        """Row key -> (what its cells were built from, its cells, their text in lower case for the filter)."""
+        self._cache: dict[str, RowEntry] = {}
+        self._shape: tuple[Any, ...] = ()
+        """Row key -> the row as the model has it (its cells once built)."""
         self.built = 0
-        """How many rows' cells were built (tests count them: an unchanged target builds none)."""
+        """How many rows' cells were built (tests count them: an unchanged target builds none, a row out of
+        view none until it is drawn)."""
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -188,10 +228,11 @@ class OverviewScreen(Screen[None]):
                 id="pool",
                 pad=cells.PAD,
                 fit=cells.overview_columns,
+                provide=self._provide,
             )
             yield Static("", id="events", markup=False)
             yield Static("", id="status-line")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         table = self.query_one(PoolGrid)
@@ -208,34 +249,35 @@ class OverviewScreen(Screen[None]):
             self.alerts = getattr(self.app, "alerts", None) or Alerts(self.state.config.alerts)
         return self.alerts
 
-    def rows(self) -> dict[str, dict[str, Text | str]]:
-        """Every row's cells (before the filter, the problems-only view and folding), keyed by row. A row's
-        cells are built again only when what they show changed: its target's latest view or snapshot, its
-        host's snapshot, its "why", its age, the column widths or the theme (at 1,000 engines building
-        every row each refresh was most of its cost). Also sets the rows' groups (`members`, `group_of`)."""
+    def rows(self) -> dict[str, RowEntry]:
+        """Every row (before the filter, the problems-only view and folding), keyed by row, its cells not
+        built: a row's entry is made again only when what it shows changed (its target's latest view or
+        snapshot, its host's snapshot, its "why", its age, the column widths or the theme), and its cells
+        are built when it is drawn (cells_of). Also sets the rows' groups (`members`, `group_of`)."""
         c = cells.Colors.from_theme(self.app.theme_variables)
         summary = self.summary or summarise(self.state, self._alerts())
         why, rank = summary.why(), summary.rank()
         grid = self.query_one(PoolGrid)
         widths = {column.key: column.width for column in grid.columns}
         shape = (tuple(widths.items()), c)
+        if shape == self._shape:  # the same object while the widths and the theme stay: stamps compare fast
+            shape = self._shape
+        self._shape = shape
         grouping = self.grouped()
         span_width = grid.row_width - grid.pad[0]
         state = self.state
-        out: dict[str, dict[str, Any]] = {}
+        out: dict[str, RowEntry] = {}
         self.group_of, self.members = {}, {}
         self._rank = {}
-        fresh: dict[str, tuple[tuple[Any, ...], dict[str, Any], str]] = {}
         cache = self._cache
 
-        def cached(key: str, stamp: tuple[Any, ...], build: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        def kept(key: str, stamp: tuple[Any, ...]) -> bool:
+            """Keeps the row's entry (and its cells, if built) while its stamp is the same."""
             hit = cache.get(key)
-            if hit is None or hit[0] != stamp:
-                made = build()
-                hit = (stamp, made, "\0".join(_plain(v).lower() for v in made.values()))
-                self.built += 1
-            fresh[key] = hit
-            return hit[1]
+            if hit is not None and _same(hit.stamp, stamp):
+                out[key] = hit
+                return True
+            return False
 
         with_engines: set[str] = set()
         for track in state.engines.values():
@@ -254,7 +296,9 @@ class OverviewScreen(Screen[None]):
                 len(track.history.times),
                 shape,
             )
-            out[key] = cached(key, stamp, partial(cells.engine_row, state, track, c, widths, reason))
+            if not kept(key, stamp):
+                build = partial(cells.engine_row, state, track, c, widths, reason, track.view, snap)
+                out[key] = RowEntry(stamp, build, partial(cells.engine_words, track, reason, track.view))
             with_engines.add(host)
             if grouping == "host":
                 self._join(f"host:{host}", key)
@@ -269,29 +313,52 @@ class OverviewScreen(Screen[None]):
             if grouping == "host":  # a line over its engines: the host's GPUs, a bar per card
                 tag = self._tag(key, snap.state if snap else None, c)
                 stamp = (snap, reason, span_width, tag and (tag.plain, str(tag.style)), shape)
-                build = partial(cells.host_line, state, host_track, c, span_width, reason, tag)
-                out[key] = cached(key, stamp, partial(_spanning, build))
+                if not kept(key, stamp):
+                    line = partial(cells.host_line, state, host_track, c, span_width, reason, tag, snap)
+                    words = partial(cells.host_words, host_track, reason, snap)
+                    out[key] = RowEntry(stamp, partial(_spanning, line), words)
                 self.spans.add(key)
                 self._join(key, key)
             elif host not in with_engines:
                 age = cells.age(state.age_s(host_track.last_ok_at))
-                out[key] = cached(
-                    key, (snap, reason, age, shape), partial(cells.host_row, state, host_track, c, widths, reason)
-                )
+                if not kept(key, stamp := (snap, reason, age, shape)):
+                    build = partial(cells.host_row, state, host_track, c, widths, reason, snap)
+                    out[key] = RowEntry(stamp, build, partial(cells.host_words, host_track, reason, snap))
                 self._join("", key)
         if grouping == "model":
             for group in [g for g in self.members if g.startswith("model:")]:
                 tracks = [state.engines[k[7:]] for k in self.members[group]]
                 tag = self._tag(group, None, c)
                 stamp = (tuple(t.view for t in tracks), span_width, tag and (tag.plain, str(tag.style)), shape)
-                build = partial(cells.model_line, group[6:], tracks, c, span_width, tag)
-                out[group] = cached(group, stamp, partial(_spanning, build))
+                if not kept(group, stamp):
+                    line = partial(cells.model_line, group[6:], tracks, c, span_width, tag)
+                    out[group] = RowEntry(stamp, partial(_spanning, line), partial(dict, model=group[6:]))
                 self._rank[group] = min((self._rank[k] for k in self.members[group]), default=2)
                 self.members[group].insert(0, group)
                 self.group_of[group] = group
                 self.spans.add(group)
-        self._cache = fresh  # targets gone from the pool leave with it
+        self._cache = out  # targets gone from the pool leave with it
         return out
+
+    def cells_of(self, key: str) -> dict[str, Any]:
+        """A row's cells, built now if they were not yet for what the row shows."""
+        row = self._cache[key]
+        if row.cells is None:
+            row.cells = row.build()
+            self.built += 1
+        return row.cells
+
+    def _columns(self, key: str) -> list[str]:
+        return [SPAN] if key in self.spans else self.query_one(PoolGrid).column_keys
+
+    def _provide(self, key: str) -> list[Text]:
+        """The grid's call for a stale row it is about to draw (or a test reads): its cells, built now."""
+        if key not in self._cache:  # gone from the pool since: drawn blank until the grid's next order
+            return [Text() for _ in self._columns(key)]
+        now = self.cells_of(key)
+        columns = self._columns(key)
+        self.rendered[key] = {column: _signature(now[column]) for column in columns}
+        return [_text(now[column]) for column in columns]
 
     def _join(self, group: str, key: str) -> None:
         self.group_of[key] = group
@@ -325,7 +392,7 @@ class OverviewScreen(Screen[None]):
         sorted by model (`G` cycles host, model, none); None: one flat list."""
         return self.sort_key if self.sort_key in ("host", "model") else None
 
-    def _order(self, rows: dict[str, dict[str, Any]]) -> list[str]:
+    def _order(self, rows: dict[str, RowEntry]) -> list[str]:
         column = self.sort_key
         first = self.attention_first() and self.summary is not None and bool(self.summary.rank())
 
@@ -348,8 +415,9 @@ class OverviewScreen(Screen[None]):
                     members.sort(key=lambda k: -1 if k == group else need(k))
             return [key for group in names for key in groups[group]]
         if column in TEXT_SORTS:
-            texts = {k: _plain(rows[k].get(column, "")) for k in rows}
-            order = sorted(rows, key=lambda k: (texts[k], _plain(rows[k]["engine"])), reverse=self.reverse)
+            words = {k: rows[k].words() for k in rows}
+            texts = {k: words[k].get(column, "") for k in rows}
+            order = sorted(rows, key=lambda k: (texts[k], words[k].get("engine", "")), reverse=self.reverse)
             order.sort(key=lambda k: texts[k] == "")  # empty last, either way
         else:
             # The model's numbers, highest first (reversed: lowest); unknown ones last either way (never
@@ -361,14 +429,14 @@ class OverviewScreen(Screen[None]):
             order.sort(key=need)
         return order
 
-    def shown(self, rows: dict[str, dict[str, Any]]) -> list[str]:
+    def shown(self, rows: dict[str, RowEntry]) -> list[str]:
         """The rows on screen, in order: those matching the filter, only the problems (`p`: a group's line
         stays over its problems), the rows of folded groups left out (not while filtering: a search shows
         what it finds)."""
         keys: Iterable[str] = rows
         if self.filter_text:
             needle = self.filter_text.lower()
-            keys = [k for k in keys if needle in self._cache[k][2]]
+            keys = [k for k in keys if needle in rows[k].search()]
         if self.problems_only:
             bad_groups = {self.group_of.get(k) for k in rows if self._rank.get(k, 2) < 2}
             keys = [k for k in keys if self._rank.get(k, 2) < 2 or (k in self.spans and k in bad_groups)]
@@ -378,15 +446,19 @@ class OverviewScreen(Screen[None]):
         return order
 
     def refresh_rows(self) -> None:
-        """Apply the latest model to the table: build the cells of the rows whose data changed, update the
-        cells that differ, add and drop rows as needed (keyed diffs); the rows of the others stay as drawn."""
+        """Apply the latest model to the table: the rows in view are built where their data changed and only
+        their cells that differ are updated; the changed rows out of view are marked stale, built when they
+        are drawn; rows are added and dropped as needed (keyed diffs). The others stay as drawn."""
         table = self.query_one(PoolGrid)
+        table.mark_sorted(self.sort_key, (self.sort_key in TEXT_SORTS) != self.reverse)  # text A-Z, numbers high first
         self.summary = summarise(self.state, self._alerts())
-        before = {k: v[1] for k, v in self._cache.items()}
+        before = self._cache
         rows = self.rows()
         order = self.shown(rows)
         self.hidden = len(rows) - len(order)
         keys = table.column_keys
+        top = int(table.scroll_y)
+        in_view = set(order[top : top + max(1, table.size.height - 1)])
         with self.app.batch_update():
             self._draw_summary()
             self._draw_events()
@@ -396,15 +468,24 @@ class OverviewScreen(Screen[None]):
                 return [SPAN] if key in spans else keys
 
             new: dict[str, list[Text]] = {}
+            stale: set[str] = set()
             changes = []
             rendered: dict[str, dict[str, str]] = {}
             for key in order:
                 old = self.rendered.get(key)
-                cells_now = rows[key]
-                if old is None or table.rows.get(key) is None or table.is_span(key) != (key in spans):
+                fresh = old is None or table.rows.get(key) is None or table.is_span(key) != (key in spans)
+                changed = before.get(key) is not rows[key]  # its entry made again this refresh
+                if key not in in_view:
+                    if fresh or changed or old is None:
+                        stale.add(key)  # built when drawn; what it shows is unknown until then
+                    else:
+                        rendered[key] = old
+                    continue
+                cells_now = self.cells_of(key)
+                if fresh or old is None:
                     new[key] = [_text(cells_now[c]) for c in columns(key)]
                     old = {c: _signature(cells_now[c]) for c in columns(key)}
-                elif before.get(key) is not cells_now:  # built again this refresh: its cells compared
+                elif changed:  # its cells compared
                     for column in columns(key):
                         value = cells_now[column]
                         signature = _signature(value)
@@ -413,8 +494,8 @@ class OverviewScreen(Screen[None]):
                             old[column] = signature
                 rendered[key] = old
             self.rendered = rendered
-            if new or order != table.order:
-                table.reorder(order, new, spans)
+            if new or stale or order != table.order:
+                table.reorder(order, new, spans, stale)
             table.update_cells(changes)
         self._status_line()
 

@@ -12,11 +12,12 @@ from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Header, Static
+from textual.widgets import DataTable, Header, Static
 
 from poolconsole.config.models import PoolConfig
 from poolconsole.model.units import NA
 from poolconsole.ops.exposure import EngineExposure
+from poolconsole.ui.footer import KeysFooter
 
 COMPLETION_CHOICES = (
     "models list, one-token completion, /metrics, /slots (full audit)",
@@ -68,7 +69,7 @@ class SecurityScreen(Screen[None]):
         )
         yield DataTable(id="security-table", cursor_type="row")
         yield Static("", id="security-findings", markup=False)
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         table = self.query_one("#security-table", DataTable)

@@ -5,18 +5,24 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Grid
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Header, Static
+from textual.widgets import Header, Static
 from textual_plotext import PlotextPlot
 
 from poolconsole.model import units
 from poolconsole.ops.smoke.store import Change
+from poolconsole.ui.footer import KeysFooter
+from poolconsole.ui.tables import Cell, FitTable
 
 if TYPE_CHECKING:  # the checks bring the openai SDK (~0.5 s to import): loaded when a smoke test runs
     from poolconsole.ops.smoke.checks import CheckResult
+
+
+ELASTIC = {"model": 8, "reason": 24, "target": 12}
+"""What gives way, in this order, when the results are wider than the screen (a cut cell ends in "…"), and
+the least each keeps."""
 
 
 def _fmt(value: float | None, scale: float = 1.0, unit: str = "") -> str:
@@ -36,14 +42,14 @@ class SmokeScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Header()
         yield Static(id="smoke-status", markup=False)
-        yield DataTable(id="smoke-results", cursor_type="row")
+        yield FitTable(ELASTIC, id="smoke-results")
         with Grid(id="smoke-charts"):
             yield PlotextPlot(id="chart-ttft")
             yield PlotextPlot(id="chart-tps")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
-        table = self.query_one("#smoke-results", DataTable)
+        table = self.query_one("#smoke-results", FitTable)
         for key, label in (
             ("target", "Target"),
             ("model", "Model"),
@@ -60,22 +66,22 @@ class SmokeScreen(Screen[None]):
 
     def add(self, result: CheckResult) -> None:
         self.results.append(result)
-        table = self.query_one("#smoke-results", DataTable)
+        table = self.query_one("#smoke-results", FitTable)
         t = result.ttft_s
         ttft = f"{_fmt(t.get('p50'), 1000)}/{_fmt(t.get('p95'), 1000, ' ms')}" if t else "-"
         tps = result.output_tokens_per_s
         speed = f"{_fmt(tps.get('per_stream'))}/{_fmt(tps.get('aggregate'))}" if tps else "-"
-        cells = (
+        cells: tuple[Cell, ...] = (
             result.target,
-            result.model[:30],
+            result.model,
             result.check,
             str(result.concurrency or "-"),
             "PASS" if result.passed else "FAIL",
             ttft,
             speed,
-            result.reason[:70],
+            result.reason,
         )
-        table.add_row(*(Text(c) for c in cells), key=str(len(self.results)))  # plain text, never markup
+        table.show({**table.wanted, str(len(self.results)): cells})  # plain text, never markup
         self._status()
 
     def finish(self, changes: list[Change], error: str | None = None) -> None:

@@ -1,0 +1,105 @@
+"""Text wider than the screen ends in "…", never cut silently at the screen's edge: the events timeline,
+the help screen and the smoke results at 80x24 (and the timeline again after the terminal shrinks to it).
+Each check reads what the table renders, and that the table lies within the screen."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from textual.geometry import Region
+from textual.pilot import Pilot
+from textual.widgets import DataTable
+
+from poolconsole.ops.smoke.checks import CheckResult
+from poolconsole.ui import registry
+from poolconsole.ui.app import PoolApp
+from poolconsole.ui.screens.events import EventsScreen
+from poolconsole.ui.screens.others import HelpScreen
+from poolconsole.ui.screens.smoke import SmokeScreen
+from tests.ui.test_every_screen import app_for
+
+KEY = {a.id: a.key for a in registry.ACTIONS}
+DETAIL = "the engine did not answer its health check in time; " * 6
+REASON = "connection refused by 127.0.0.1:9 (is the engine up? is the port right?) " * 3
+
+
+def rendered(table: DataTable[object], app: PoolApp, fits: bool = True) -> list[str]:
+    """The table's lines as drawn, after checking that it lies within the screen and, where it `fits`, that
+    nothing is left to scroll to sideways (no blank or hidden columns past its right edge)."""
+    assert table.region.right <= app.size.width, f"{table.region} runs past the screen ({app.size})"
+    assert not fits or table.max_scroll_x == 0, f"the table scrolls sideways by {table.max_scroll_x}"
+    return [strip.text for strip in table.render_lines(Region(0, 0, table.size.width, table.size.height))]
+
+
+def line_with(lines: list[str], text: str) -> str:
+    found = [line for line in lines if text in line]
+    assert found, f"no line contains {text!r}: {lines}"
+    return found[0].rstrip()
+
+
+async def opened(pilot: Pilot[None], app: PoolApp, key: str, kind: type) -> None:
+    await pilot.press(key)
+    for _ in range(20):
+        await pilot.pause(0.05)
+        if isinstance(app.screen, kind):
+            await pilot.pause()
+            return
+    raise AssertionError(f"{key}: expected {kind.__name__}, got {type(app.screen).__name__}")
+
+
+async def test_a_long_event_ends_in_an_ellipsis_at_80x24(tmp_path: Path) -> None:
+    app = app_for(tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.events.action(app.state.clock(), "restart", "qwen3-next-80b", "failed", DETAIL)
+        await opened(pilot, app, KEY["events"], EventsScreen)
+        line = line_with(rendered(app.screen.query_one("#event-log", DataTable), app), "restart failed")
+        assert line.endswith("…"), line
+        assert "qwen3-next-80b" in line  # the target is whole: the text gives way first
+
+
+async def test_the_timeline_is_cut_again_when_the_terminal_shrinks(tmp_path: Path) -> None:
+    app = app_for(tmp_path)
+    async with app.run_test(size=(160, 40)) as pilot:
+        app.events.action(app.state.clock(), "restart", "qwen3-next-80b", "failed", DETAIL)
+        await opened(pilot, app, KEY["events"], EventsScreen)
+        table = app.screen.query_one("#event-log", DataTable)
+        wide = line_with(rendered(table, app), "restart failed")
+        await pilot.resize_terminal(80, 24)
+        await pilot.pause()
+        await pilot.pause()
+        narrow = line_with(rendered(table, app), "restart failed")
+        assert narrow.endswith("…") and len(narrow) < len(wide), (wide, narrow)
+
+
+async def test_a_long_help_line_ends_in_an_ellipsis_at_80x24(tmp_path: Path) -> None:
+    app = app_for(tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await opened(pilot, app, KEY["help"], HelpScreen)
+        line = line_with(rendered(app.screen.query_one("#help", DataTable), app), "Node detail:")
+        assert line.endswith("…"), line
+
+
+def failed_check(target: str) -> CheckResult:
+    return CheckResult(target, "Qwen3-Next-80B-A3B-Instruct-AWQ-4bit", "models", False, REASON)
+
+
+async def test_a_long_smoke_reason_ends_in_an_ellipsis(tmp_path: Path) -> None:
+    """At 120 columns the results fit, the reason cut to what is left; at 80 they cannot (the measured
+    columns alone are wider), so the table scrolls sideways and the reason, at most the table's width,
+    still ends in "…" once scrolled to."""
+    for size in ((120, 40), (80, 24)):
+        app = app_for(tmp_path)
+        async with app.run_test(size=size) as pilot:
+            screen = SmokeScreen(["qwen3-next-80b"])
+            await app.push_screen(screen)
+            await pilot.pause()
+            screen.add(failed_check("qwen3-next-80b"))
+            await pilot.pause()
+            table = screen.query_one("#smoke-results", DataTable)
+            fits = size == (120, 40)
+            assert "qwen3-next-80b" in line_with(rendered(table, app, fits), "FAIL")  # cut only where it helps
+            assert fits or table.max_scroll_x > 0
+            table.scroll_to(x=table.max_scroll_x, animate=False, immediate=True)
+            await pilot.pause()
+            line = line_with(rendered(table, app, fits), "connection refused")
+            assert line.endswith("…"), (size, line)
