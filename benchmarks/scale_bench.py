@@ -215,19 +215,91 @@ def config(engines: int, prometheus: str | None, ports: list[int] | None = None,
 
 
 SHIM = """
-import asyncio, sys, time
+import asyncio, os, sys, time
+
+def since_start():
+    with open("/proc/self/stat") as f:
+        start = int(f.read().rsplit(")", 1)[1].split()[19])
+    with open("/proc/uptime") as f:
+        return float(f.read().split()[0]) - start / os.sysconf("SC_CLK_TCK")
+
+T0 = time.perf_counter() - since_start()
+stamps = open(sys.argv[1] + ".stamps", "a", buffering=1)
+seen = set()
+
+def stamp(what, once=True):
+    if not once or what not in seen:
+        seen.add(what)
+        stamps.write(f"{time.perf_counter() - T0:.3f} {what}\\n")
+
+stamp("python up")
+import gc
+gc_time, gc_runs = [0.0, 0, 0], [0.0]
+
+def gc_watch(phase, info):
+    if phase == "start":
+        gc_runs[0] = time.perf_counter()
+    else:
+        gc_time[0] += time.perf_counter() - gc_runs[0]
+        gc_time[1] += 1
+        gc_time[2] += info["generation"] == 2
+
+gc.callbacks.append(gc_watch)
 from poolconsole.collect import prometheus_source as ps
+from poolconsole.runtime.live import LivePool
 from poolconsole.ui.app import PoolApp
+stamp("imported")
 
 out = open(sys.argv[1], "a", buffering=1)
 inner = PoolApp.refresh_screen
+applied = [0]
 
 def refresh_screen(self):
     started = time.perf_counter()
     inner(self)
     out.write(f"{time.perf_counter() - started:.6f}\\n")
+    if len(seen) < 12:
+        stamp(f"refresh with {applied[0]} engines applied (GC so far {gc_time[0]:.2f} s, {gc_time[1]} runs, "
+              f"{gc_time[2]} full)", once=False)
 
 PoolApp.refresh_screen = refresh_screen
+changed, redraw = PoolApp._changed, PoolApp._redraw
+
+def _changed(self):
+    if applied[0]:
+        stamp(f"first change told, {applied[0]} applied")
+    changed(self)
+
+def _redraw(self):
+    if applied[0]:
+        stamp(f"first redraw with data, {applied[0]} applied")
+    redraw(self)
+
+PoolApp._changed, PoolApp._redraw = _changed, _redraw
+mount = PoolApp.on_mount
+
+def on_mount(self):
+    stamp("mounted")
+    mount(self)
+
+PoolApp.on_mount = on_mount
+query = ps.PrometheusAPI.query
+
+async def timed_query(self, promql, *a, **k):
+    stamp("first query sent")
+    answer = await query(self, promql, *a, **k)
+    stamp("first query answered")
+    return answer
+
+ps.PrometheusAPI.query = timed_query
+apply = LivePool.apply_engine
+
+def apply_engine(self, snap):
+    applied[0] += 1
+    stamp("first engine applied")
+    return apply(self, snap)
+
+LivePool.apply_engine = apply_engine
 
 if sys.argv[2] == "per-engine":  # the reads as before batching: two instant queries per engine per poll
     async def read(self, key):
@@ -288,7 +360,9 @@ async def query_count(prom: str) -> float:
     )
 
 
-async def measure(name: str, directory: Path, config_text: str, mode: str, seconds: float, prom: str) -> dict[str, Any]:
+async def measure(
+    name: str, directory: Path, config_text: str, mode: str, seconds: float, prom: str, profile: Path | None = None
+) -> dict[str, Any]:
     path = directory / f"{name}.toml"
     path.write_text(config_text)
     times = directory / f"{name}.refresh"
@@ -324,6 +398,14 @@ async def measure(name: str, directory: Path, config_text: str, mode: str, secon
         await asyncio.sleep(max(0.0, 10 - (time.monotonic() - launched)))  # settled: every loop has polled
         queries0, ticks0, at0 = await query_count(prom) if prom else 0.0, cpu_ticks(pid), time.monotonic()
         refreshes_before = len(times.read_text().split())
+        spy = None
+        if profile is not None:  # py-spy samples the console from outside (a few % of one core of its own)
+            profile.mkdir(parents=True, exist_ok=True)
+            spy = subprocess.Popen(
+                [str(Path(sys.executable).with_name("py-spy")), "record", "-p", str(pid), "-d", str(int(seconds)),
+                 "-r", "50", "-f", "raw", "-o", str(profile / f"{name}.txt")],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            )  # fmt: skip
         rss = [rss_mib(pid)]
         step = max(5.0, seconds / 10)
         while time.monotonic() - at0 < seconds:
@@ -332,10 +414,13 @@ async def measure(name: str, directory: Path, config_text: str, mode: str, secon
         ticks1, at1 = cpu_ticks(pid), time.monotonic()
         queries1 = await query_count(prom) if prom else 0.0
         end_text = pane(session)
+        if spy is not None:
+            spy.wait(30)
     finally:
         subprocess.run([*TMUX, "kill-session", "-t", session], capture_output=True)
     durations = [float(x) * 1000 for x in times.read_text().split()[refreshes_before:]]
     (directory / f"{name}.first.txt").write_text(first_text)
+    stamps = Path(f"{times}.stamps").read_text().splitlines() if Path(f"{times}.stamps").exists() else []
     (directory / f"{name}.end.txt").write_text(end_text)
     return {
         "name": name,
@@ -348,6 +433,7 @@ async def measure(name: str, directory: Path, config_text: str, mode: str, secon
         "queries_per_s": (queries1 - queries0) / (at1 - at0) if prom else None,
         "window_s": at1 - at0,
         "ok_end": end_text.count(" ok "),
+        "startup": stamps,
     }
 
 
@@ -410,11 +496,14 @@ async def main(args: argparse.Namespace) -> None:
                 f"scraped every {args.scrape} s; window {seconds:.0f} s each"
             )
             pooled = config(args.engines, prom, hosts=args.hosts)
-            results.append(await measure("batched", directory, pooled, "batched", seconds, prom))
-            results.append(await measure("per-engine", directory, pooled, "per-engine", seconds, prom))
-            results.append(
-                await measure("direct", directory, config(args.direct, None, direct_ports), "direct", seconds, "")
-            )
+            runs = [
+                ("batched", pooled, prom),
+                ("per-engine", pooled, prom),
+                ("direct", config(args.direct, None, direct_ports), ""),
+            ]
+            for name, text, source in runs:
+                if not args.only or name in args.only:
+                    results.append(await measure(name, directory, text, name, seconds, source, args.profile))
         finally:
             prom_proc.terminate()
             prom_proc.wait(30)
@@ -451,6 +540,7 @@ def report(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
     for label, values in rows:
         print(f"{label:{width}}  " + "  ".join(f"{v:>{c}}" for v, c in zip(values, cols, strict=True)))
     for r in results:
+        print(f"{r['name']}: start-up, s since the process started: " + "; ".join(r["startup"]))
         print(
             f"{r['name']}: RSS every {r['window_s'] / max(1, len(r['rss_mib']) - 1):.0f} s: "
             + " ".join(f"{x:.0f}" for x in r["rss_mib"])
@@ -469,4 +559,8 @@ if __name__ == "__main__":
     )
     parser.add_argument("--scrape", type=float, default=5.0, help="Prometheus' scrape interval, s")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--only", choices=("batched", "per-engine", "direct"), action="append", help="measure only these consoles"
+    )
+    parser.add_argument("--profile", type=Path, help="also record each console's window with py-spy into this folder")
     asyncio.run(main(parser.parse_args()))

@@ -238,17 +238,18 @@ class PoolApp(App[None]):
     def _heard(self, update: Update) -> None:
         """Told by the runtime, once per applied result: the screen redraws on the next tick (the first
         result at once, so the first frame with data does not wait for a tick); what fired is toasted."""
-        self._changed()
+        self._changed(polled=True)
         if update.kind == "restart" and update.message:
             self.notify(f"{update.target}: {update.message}", title="restart", severity="warning", timeout=8)
         elif update.kind == "problem" and update.message:
             self.notify(update.message, severity="error", timeout=10)
         self._fired.extend(e for e in update.events if e.fired)
 
-    def _changed(self) -> None:
-        """The model changed: the screen redraws on the next tick, the very first change at once."""
+    def _changed(self, polled: bool = False) -> None:
+        """The model changed: the screen redraws on the next tick, the first poll result at once (not the
+        audit log's entries read at launch, which came first and left the first data to the next tick)."""
         self._dirty = True
-        if not self._drawn_data:
+        if polled and not self._drawn_data:
             self._drawn_data = True
             self.call_later(self._redraw)
             self.call_after_refresh(self._start_fill)

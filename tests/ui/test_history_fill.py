@@ -11,10 +11,15 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from poolconsole.config import parse_config
 from poolconsole.model.pool_state import PoolState
+from poolconsole.ops import audit
 from poolconsole.runtime.store import Store
+from poolconsole.ui import app as app_module
 from poolconsole.ui.app import PoolApp
+from poolconsole.ui.grid import PoolGrid
 from tests.helpers import uipool
 
 
@@ -53,3 +58,33 @@ async def test_a_live_console_fills_its_charts_from_the_store(tmp_path: Path) ->
         assert track.view is not None and not track.view.state.answering, "the failed first poll was not applied"
         assert track.history.kv.tail(31)[:30] == [i / 100 for i in range(30)], "the stored points are not in the chart"
         assert track.history.times.tail(31)[0] == t0
+
+
+async def test_the_first_poll_is_drawn_at_once_after_the_audit_log_was_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The audit log's entries, read at launch, reach the timeline before any poll: that change must not
+    take the first frame's immediate redraw, leaving the first poll on screen only at the next tick. Here
+    the tick never comes (REDRAW_S an hour): only the first poll's own redraw can draw it."""
+    monkeypatch.setattr(app_module, "REDRAW_S", 3600.0)
+    with socket.socket() as silent:  # accepts (the backlog) and never answers: the poll times out in 1 s
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        port = silent.getsockname()[1]
+        config = parse_config(
+            f'[[engines]]\nname = "slow"\nkind = "vllm"\nurl = "http://127.0.0.1:{port}"\n'
+            "[settings]\npoll_interval_s = 60\nhttp_timeout_s = 1\n"
+        )
+        audit.record(tmp_path / "audit.db", "restart", "slow", [], "ok", "an earlier action", 1.0)
+        app = PoolApp(config, theme_state=tmp_path / "ui.json", store=tmp_path / "history.sqlite3")
+        app.audit_path = tmp_path / "audit.db"
+        async with app.run_test(size=(120, 40)) as pilot:
+            for _ in range(200):
+                await pilot.pause(0.05)
+                if app.state.engines["slow"].view is not None:
+                    break
+            assert app.state.engines["slow"].view is not None, "the first poll was not applied"
+            assert any("restart" in e.message for e in app.events.entries), "the audit log was not read"
+            await pilot.pause(0.3)
+            grid = app.screen.query_one(PoolGrid)
+            assert grid.get_cell("engine:slow", "state").plain == "down", "the first poll is not on screen"
