@@ -77,6 +77,10 @@ async def test_a_long_help_line_ends_in_an_ellipsis_at_80x24(tmp_path: Path) -> 
         await opened(pilot, app, KEY["help"], HelpScreen)
         line = line_with(rendered(app.screen.query_one("#help", DataTable), app), "Node detail:")
         assert line.endswith("…"), line
+        # the note under the table (the palette, remapping keys) stays on screen: the table scrolls itself
+        note = app.screen.query_one("#help-note")
+        footer_top = app.size.height - 1
+        assert note.region.height and note.region.bottom <= footer_top, (note.region, app.size)
 
 
 def failed_check(target: str) -> CheckResult:
