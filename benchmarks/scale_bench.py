@@ -265,15 +265,15 @@ def refresh_screen(self):
 PoolApp.refresh_screen = refresh_screen
 changed, redraw = PoolApp._changed, PoolApp._redraw
 
-def _changed(self):
+def _changed(self, *args, **kwargs):
     if applied[0]:
-        stamp(f"first change told, {applied[0]} applied")
-    changed(self)
+        stamp("first change told")
+    changed(self, *args, **kwargs)
 
-def _redraw(self):
+def _redraw(self, *args, **kwargs):
     if applied[0]:
         stamp(f"first redraw with data, {applied[0]} applied")
-    redraw(self)
+    redraw(self, *args, **kwargs)
 
 PoolApp._changed, PoolApp._redraw = _changed, _redraw
 mount = PoolApp.on_mount
