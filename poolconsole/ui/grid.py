@@ -351,8 +351,8 @@ class PoolGrid(ScrollView, can_focus=True):
                 rows[key] = Row(list(new[key]), span)
                 self.stale.discard(key)
             elif key in stale:
-                keep_row = row is not None and row.span == span
-                rows[key] = row if row is not None and keep_row else Row([Text()] if span else list(blank), span)
+                empty = [Text()] if span else list(blank)
+                rows[key] = row if row is not None and row.span == span else Row(empty, span)
                 self.stale.add(key)
             else:
                 rows[key] = Row(list(new[key]), span) if row is None or row.span != span else row
