@@ -271,7 +271,7 @@ def _changed(self, *args, **kwargs):
     changed(self, *args, **kwargs)
 
 def _redraw(self, *args, **kwargs):
-    if applied[0]:
+    if applied[0] and len(seen) < 12:
         stamp(f"first redraw with data, {applied[0]} applied")
     redraw(self, *args, **kwargs)
 
