@@ -101,16 +101,13 @@ class PoolApp(App[None]):
         self.store_path = store
         """The history store a live console records into and fills its charts from (None: none)."""
         self.history_store: Store | None = None
-        self._set_theme()
 
     @property
     def ssh(self) -> SSHPool | None:
         return self.runtime.ssh
 
     # -- start-up ------------------------------------------------------------------------------------
-    def _set_theme(self) -> None:
-        """Before the app runs, so its CSS is parsed once with the theme's variables (set in on_mount, the
-        stylesheet was parsed again and every node restyled: 25-50 ms before the first frame)."""
+    def on_mount(self) -> None:
         names = []
         for theme in themes.load_themes():
             self.register_theme(theme)
@@ -119,8 +116,6 @@ class PoolApp(App[None]):
         remembered = themes.remembered_theme(self.theme_state)
         default = themes.DEFAULT if themes.DEFAULT in names else self.pool_themes[0]
         self.theme = remembered if remembered in self.available_themes else default
-
-    def on_mount(self) -> None:
         if self.config.keys:
             problems = registry.keymap_problems(dict(self.config.keys))
             for problem in problems:
