@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from poolconsole import __version__
-from poolconsole.config import ConfigError, PoolConfig, json_schema, load_config
+from poolconsole.config import ConfigError, PoolConfig, load_config
 from poolconsole.model import units
 from poolconsole.ops.audit import AuditUnreadable
 
@@ -148,6 +148,8 @@ def cmd_check_config(args: argparse.Namespace) -> int:
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
+    from poolconsole.config.schema import json_schema
+
     print(json_schema())
     return EXIT_OK
 

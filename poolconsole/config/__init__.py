@@ -1,6 +1,6 @@
-"""hosts.toml: models, loading with every problem reported, JSON Schema."""
+"""hosts.toml: models, loading with every problem reported (its JSON Schema: config.schema)."""
 
-from poolconsole.config.load import ConfigError, Problem, json_schema, load_config, parse_config
+from poolconsole.config.load import ConfigError, Problem, load_config, parse_config
 from poolconsole.config.models import Engine, EngineKind, Host, PoolConfig, Settings
 
 __all__ = [
@@ -11,7 +11,6 @@ __all__ = [
     "PoolConfig",
     "Problem",
     "Settings",
-    "json_schema",
     "load_config",
     "parse_config",
 ]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 import tomllib
 from dataclasses import dataclass
@@ -154,11 +153,3 @@ def load_config(path: str | Path) -> PoolConfig:
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(str(path), [Problem("(file)", f"cannot read: {exc}")]) from None
     return parse_config(text, str(path))
-
-
-def json_schema() -> str:
-    """The JSON Schema of hosts.toml, generated from the same models that validate it."""
-    schema = PoolConfig.model_json_schema()
-    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    schema["title"] = "poolconsole hosts.toml"
-    return json.dumps(schema, indent=2, sort_keys=True)

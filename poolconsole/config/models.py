@@ -32,7 +32,7 @@ PROMETHEUS_KINDS = (EngineKind.VLLM, EngineKind.SGLANG, EngineKind.LLAMACPP)
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", frozen=True)  # field docstrings: config/schema.py reads them
 
 
 def _check_name(value: str) -> str:

@@ -16,7 +16,8 @@ import pytest
 from poolconsole.collect.hosts import sampling
 from poolconsole.collect.hosts.nvml import NvmlUnavailable
 from poolconsole.collect.hosts.sampling import sample_hosts
-from poolconsole.config import json_schema, parse_config
+from poolconsole.config import parse_config
+from poolconsole.config.schema import json_schema
 from poolconsole.model.hosts import GpuProcess, GpuReading, HostState
 from poolconsole.ui.app import PoolApp
 from tests.conftest import REAL
