@@ -40,15 +40,18 @@ class Rule:
     cleared: Callable[[float], str]
     hold: float = 0.0
     """Seconds the condition must hold before the alert fires (`for`)."""
+    level: Callable[[float], str] = str
+    """A threshold in the message's words ("90%", "8")."""
 
 
 def engine_rules(s: AlertSettings) -> list[Rule]:
     return [
         Rule("kv_full", lambda v: v.kv_cache_usage, s.kv_usage, s.kv_usage - s.hysteresis,
              lambda x: f"KV cache {x * 100:.0f}% full: new requests will queue",
-             lambda x: f"KV cache back to {x * 100:.0f}%", s.kv_usage_for_s),
+             lambda x: f"KV cache back to {x * 100:.0f}%", s.kv_usage_for_s, lambda x: f"{x * 100:.0f}%"),
         Rule("queue", lambda v: v.requests_waiting, s.waiting, max(0.0, s.waiting - 3),
-             lambda x: f"{x:.0f} requests waiting", lambda x: f"queue back to {x:.0f} waiting", s.waiting_for_s),
+             lambda x: f"{x:.0f} requests waiting", lambda x: f"queue back to {x:.0f} waiting", s.waiting_for_s,
+             lambda x: f"{x:.0f}"),
     ]  # fmt: skip
 
 
@@ -62,6 +65,16 @@ class Alerts:
     restarts: dict[str, deque[float]] = field(default_factory=dict)
     pending: dict[tuple[str, str], float] = field(default_factory=dict)
     """(target, rule) -> since when its condition has held, while it waits out the rule's hold."""
+
+    def _held(
+        self, key: tuple[str, str], value: float, fire: float, words: str, levels: tuple[str, str], now: float
+    ) -> str:
+        """What fires after a hold, said so when the value is under the line now: it crossed the line, and the
+        clear level held it since ("6 requests waiting" alone read as an alert under its threshold)."""
+        since = self.pending.get(key)
+        if since is None or value >= fire:
+            return words
+        return f"{words} ({levels[0]} or more {now - since:.0f} s ago, {levels[1]} or more since)"
 
     def _set(
         self, target: str, rule: str, on: bool, message: str, now: float, cleared: str, hold: float = 0.0
@@ -97,9 +110,9 @@ class Alerts:
             key = (view.name, rule.name)
             held = key in self.active or key in self.pending
             on = value >= rule.clear if held else value >= rule.fire
-            events.append(
-                self._set(view.name, rule.name, on, rule.describe(value), now, rule.cleared(value), rule.hold)
-            )
+            levels = (rule.level(rule.fire), rule.level(rule.clear))
+            said = self._held(key, value, rule.fire, rule.describe(value), levels, now)
+            events.append(self._set(view.name, rule.name, on, said, now, rule.cleared(value), rule.hold))
         events.append(self._collapse(view, now))
         events.append(self._restart_loop(view.name, now, bool(view.counter_resets)))
         return [e for e in events if e is not None]
@@ -178,7 +191,11 @@ class Alerts:
             key = f"vram_gpu{gpu.index}"
             held = (snap.name, key) in self.active or (snap.name, key) in self.pending
             on = frac >= self.settings.vram - self.settings.hysteresis if held else frac >= self.settings.vram
-            used = f"GPU {gpu.index} memory {frac * 100:.0f}% used"
+            line, clear = self.settings.vram, self.settings.vram - self.settings.hysteresis
+            levels = (f"{line * 100:.0f}%", f"{clear * 100:.0f}%")
+            used = self._held(
+                (snap.name, key), frac, line, f"GPU {gpu.index} memory {frac * 100:.0f}% used", levels, now
+            )
             back = f"GPU {gpu.index} memory back to {frac * 100:.0f}% used"
             events.append(self._set(snap.name, key, on, used, now, back, self.settings.vram_for_s))
         swap = snap.system_memory.swap_used_bytes if snap.system_memory else None

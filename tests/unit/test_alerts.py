@@ -171,3 +171,19 @@ def test_log_findings_fire_once_with_the_advice_and_clear_when_the_log_no_longer
     assert alerts.log_findings("other", [], 11.0, "other went down") == []
     [cleared] = alerts.log_findings("vllm-a", [], 12.0, "vllm-a restarted")
     assert not cleared.fired and ("vllm-a", "log:cuda_out_of_memory") not in alerts.active
+
+
+def test_an_alert_fired_under_its_line_says_it_crossed_it_and_held() -> None:
+    """The clear level holds a pending alert, so it can fire while the value is under the line: the message
+    says so ("queue fired: 6 requests waiting" read as an alert under its threshold of 8)."""
+    alerts = Alerts(AlertSettings(waiting=8, waiting_for_s=15))
+    fired = []
+    for t, waiting in [(0, 9.0), (5, 6.0), (10, 5.0), (15, 6.0)]:
+        fired += alerts.engine(view(requests_waiting=waiting), float(t))
+    assert [e.message for e in fired] == ["6 requests waiting (8 or more 15 s ago, 5 or more since)"]
+    over = Alerts(AlertSettings(waiting=8, waiting_for_s=15))
+    fired = [e for t in (0, 15) for e in over.engine(view(requests_waiting=12.0), float(t))]
+    assert [e.message for e in fired] == ["12 requests waiting"]  # over the line when it fires: the value alone
+    vram = Alerts(AlertSettings(vram=0.95, hysteresis=0.05, vram_for_s=30))
+    fired = [e for t, used in [(0, 0.96), (30, 0.93)] for e in vram.host(host_at(used), float(t))]
+    assert [e.message for e in fired] == ["GPU 0 memory 93% used (95% or more 30 s ago, 90% or more since)"]
