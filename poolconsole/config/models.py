@@ -603,7 +603,8 @@ class PoolConfig(Strict):
             "a gateway's deep /health makes a real call to each deployment and spends tokens"
         ]
         gateways = any(e.kind is EngineKind.LITELLM for e in self.engines)
-        return (spending if self.settings.litellm_health_interval_s > 0 and gateways else []) + [
+        empty = [] if self.engines or self.hosts else ["nothing to poll: no [[engines]] and no [[hosts]]"]
+        return empty + (spending if self.settings.litellm_health_interval_s > 0 and gateways else []) + [
             f"engines.{e.name}: host {e.host!r} has no [[hosts]] entry, so its GPUs are not read"
             for e in self.engines
             if e.host is not None and names and e.host not in names

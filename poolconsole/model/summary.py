@@ -414,6 +414,8 @@ def summarise(state: PoolState, alerts: Alerts, now: float | None = None) -> Sum
         verdict = f"{len(targets)} problem{'s' if len(targets) > 1 else ''}: " + ", ".join(
             p.words for p in found if p.words
         )
+    elif not engines and not hosts:  # "healthy: 0/0" said of a config with nothing in it
+        verdict = "nothing to poll: the config has no [[engines]] and no [[hosts]]"
     elif len(polled) < len(engines):
         verdict = f"starting: {len(polled)}/{len(engines)} engines polled, none down so far"
     else:
@@ -456,7 +458,7 @@ def summarise(state: PoolState, alerts: Alerts, now: float | None = None) -> Sum
     line4 = f"alerts {alert_words} · gateway {_gateway(state, _unserved(state))} · {_oldest(state, now)}"
     return Summary(
         verdict,
-        not found,
+        not found and bool(engines or hosts),
         tuple(found),
         (line1, line2, line3, line4),
         _sum(gen),

@@ -41,6 +41,16 @@ def test_nothing_polled_reads_unknown_never_zero() -> None:
     assert " 0 tok/s" not in text and "0/0 GiB" not in text
 
 
+def test_a_config_with_nothing_in_it_is_not_called_healthy() -> None:
+    """An empty hosts.toml read "healthy: 0/0 engines up, 0/0 hosts up" (and `status` said nothing to poll)."""
+    config = parse_config("")
+    summary = summarise(PoolState(config, uipool.clock), Alerts(config.alerts))
+    assert summary.verdict == "nothing to poll: the config has no [[engines]] and no [[hosts]]"
+    assert not summary.healthy
+    assert config.warnings() == ["nothing to poll: no [[engines]] and no [[hosts]]"]  # check-config prints it
+    assert not uipool.config().warnings()
+
+
 def test_the_healthy_pool_and_a_degraded_host() -> None:
     config = uipool.config()
     state, alerts = PoolState(config, uipool.clock), Alerts(config.alerts)
