@@ -604,8 +604,12 @@ class PoolConfig(Strict):
         ]
         gateways = any(e.kind is EngineKind.LITELLM for e in self.engines)
         empty = [] if self.engines or self.hosts else ["nothing to poll: no [[engines]] and no [[hosts]]"]
-        return empty + (spending if self.settings.litellm_health_interval_s > 0 and gateways else []) + [
-            f"engines.{e.name}: host {e.host!r} has no [[hosts]] entry, so its GPUs are not read"
-            for e in self.engines
-            if e.host is not None and names and e.host not in names
-        ]
+        return (
+            empty
+            + (spending if self.settings.litellm_health_interval_s > 0 and gateways else [])
+            + [
+                f"engines.{e.name}: host {e.host!r} has no [[hosts]] entry, so its GPUs are not read"
+                for e in self.engines
+                if e.host is not None and names and e.host not in names
+            ]
+        )
