@@ -297,6 +297,12 @@ def cmd_audit(args: argparse.Namespace) -> int:
             print(f"    $ {command}")
     if not rows:
         print(f"no actions recorded in {path}")
+        if not args.db:
+            from poolconsole.sim.demo import latest_demo_audit
+
+            demo = latest_demo_audit()
+            if demo is not None:  # the demo console's actions are kept apart from the user's
+                print(f"the demo console records its own: poolconsole audit --db {demo}")
     return EXIT_OK
 
 

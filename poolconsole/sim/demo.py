@@ -470,6 +470,17 @@ def demo_config_path() -> Path:
     return runtime / f"demo-{os.getpid()}.toml"
 
 
+def latest_demo_audit() -> Path | None:
+    """The newest demo console's audit log (where `poolconsole audit` points a user who tried the demo)."""
+    written: list[tuple[float, Path]] = []
+    for log in demo_config_path().parent.glob("demo-*.audit.sqlite3"):
+        try:
+            written.append((log.stat().st_mtime, log))
+        except OSError:  # removed meanwhile
+            continue
+    return max(written)[1] if written else None
+
+
 def demo_stores(config_path: Path) -> tuple[Path, Path]:
     """The demo's own audit log and smoke store, beside its hosts.toml (`demo-PID.audit.sqlite3`,
     `demo-PID.smoke.sqlite3`): actions and smoke runs on the simulated pool never reach the user's."""

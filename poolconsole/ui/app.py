@@ -736,8 +736,9 @@ class PoolApp(App[None]):
     async def action_audit_log(self) -> None:
         from poolconsole.ui.screens.action import AuditScreen
 
-        entries = await asyncio.to_thread(audit.entries, self.audit_path or audit.default_path(), 200)
-        self._replace_top(AuditScreen(entries))
+        path = self.audit_path or audit.default_path()
+        entries = await asyncio.to_thread(audit.entries, path, 200)
+        self._replace_top(AuditScreen(entries, path))
 
     def action_window(self) -> None:
         from poolconsole.ui.screens.detail import DetailScreen

@@ -155,6 +155,25 @@ async def test_theme_switch_is_remembered(tmp_path: Path) -> None:
         assert again.theme == second
 
 
+async def test_the_audit_screen_names_its_log(tmp_path: Path) -> None:
+    """The demo's audit log is its own: the screen says which file it reads, and the CLI line for it."""
+    from poolconsole.ops import audit
+    from poolconsole.ui.screens.action import AuditScreen
+
+    app = static_app(tmp_path)
+    app.audit_path = tmp_path / "demo-7.audit.sqlite3"
+    audit.record(app.audit_path, "restart", "qwen", ["docker restart qwen"], "ok", "serving after 2.0 s", 2.0)
+    async with app.run_test(size=(160, 30)) as pilot:
+        await app.run_action("audit_log")
+        for _ in range(40):
+            if isinstance(app.screen, AuditScreen):
+                break
+            await pilot.pause(0.05)
+        assert isinstance(app.screen, AuditScreen)
+        await pilot.pause()  # mounted: its Header's children too
+        assert app.screen.sub_title == f"audit log {app.audit_path} (the CLI: poolconsole audit --db {app.audit_path})"
+
+
 async def test_read_only_is_shown_and_refuses_mutating_actions(tmp_path: Path) -> None:
     app = static_app(tmp_path, read_only=True)
     async with app.run_test(size=(120, 30)) as pilot:

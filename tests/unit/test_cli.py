@@ -77,6 +77,22 @@ def test_audit_json_into_a_closed_pipe(tmp_path: Path) -> None:
     assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, proc.stderr
 
 
+def test_an_empty_audit_log_points_at_the_demo_consoles_own(tmp_path: Path) -> None:
+    """A user who tried the demo's restart found `poolconsole audit` saying nothing was recorded: the demo
+    console keeps its actions apart, in its own log beside its hosts.toml."""
+    env = clean_env(tmp_path)
+    env.update(XDG_DATA_HOME=str(tmp_path / "data"), XDG_RUNTIME_DIR=str(tmp_path / "run"))
+    proc = run("audit", env=env)
+    assert proc.returncode == 0 and "no actions recorded in" in proc.stdout
+    assert "demo" not in proc.stdout  # no demo run yet: nothing to point at
+    demo = tmp_path / "run" / "poolconsole" / "demo-4242.audit.sqlite3"
+    demo.parent.mkdir(parents=True, exist_ok=True)
+    audit.record(demo, "restart", "qwen", ["docker restart qwen"], "ok", "serving after 2.0 s", 2.0)
+    proc = run("audit", env=env)
+    assert f"the demo console records its own: poolconsole audit --db {demo}" in proc.stdout
+    assert "restart qwen" in run("audit", "--db", str(demo), env=env).stdout
+
+
 def test_bad_files_get_a_sentence_not_a_traceback(tmp_path: Path) -> None:
     env = clean_env(tmp_path)
     garbage = tmp_path / "notes.txt"

@@ -107,9 +107,11 @@ class ActionScreen(Screen[None]):
 class AuditScreen(Screen[None]):
     CSS_PATH = Path(__file__).with_suffix(".tcss")
 
-    def __init__(self, entries: list[Entry]) -> None:
+    def __init__(self, entries: list[Entry], path: Path) -> None:
         super().__init__()
         self.entries = entries
+        self.sub_title = f"audit log {path} (the CLI: poolconsole audit --db {path})"
+        """Which log: the demo's is its own, beside its hosts.toml, not the one `poolconsole audit` reads."""
 
     def compose(self) -> ComposeResult:
         yield Header()
