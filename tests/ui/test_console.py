@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+from textual.geometry import Region
 from textual.widgets import DataTable, Input
 
 from poolconsole.config import parse_config
@@ -172,6 +173,28 @@ async def test_the_audit_screen_names_its_log(tmp_path: Path) -> None:
         assert isinstance(app.screen, AuditScreen)
         await pilot.pause()  # mounted: its Header's children too
         assert app.screen.sub_title == f"audit log {app.audit_path} (the CLI: poolconsole audit --db {app.audit_path})"
+
+
+async def test_the_detail_screen_shows_a_logs_diagnosis_whole(tmp_path: Path) -> None:
+    """What the log said and what to change are the most useful lines at 3 a.m.: the engine's panel is as
+    tall as its text (it stopped at 9 lines, mid-sentence, before "change:")."""
+    from poolconsole.model.failure_modes import Diagnosis, diagnose
+
+    app = static_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await feed(app)
+        name = "qwen3-next-80b"
+        findings = diagnose(["torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"])
+        assert findings
+        app.state.engines[name].diagnosis = Diagnosis(uipool.T0, "went down", "journal", tuple(findings))
+        app.open_detail(f"engine:{name}")
+        await settle(pilot, app)
+        assert isinstance(app.screen, DetailScreen)
+        info = app.screen.query_one("#engine-info")
+        shown = " ".join(strip.text.strip() for strip in info.render_lines(Region(0, 0, *info.size)))
+        assert f"change: {findings[0].adjustment}"[:40] in shown
+        assert findings[0].adjustment.split()[-1] in shown  # its last word too
+        assert app.screen.query_one("#top").outer_size.height >= info.outer_size.height  # none of it clipped
 
 
 async def test_read_only_is_shown_and_refuses_mutating_actions(tmp_path: Path) -> None:
