@@ -18,6 +18,9 @@ from poolconsole.model.snapshots import EngineState
 from poolconsole.model.view import EngineView
 
 COLLAPSE_POLLS = 15
+DELIBERATE_GRACE_S = 120.0
+"""A restart seen this long after a console action on the engine ended is still the action's (the container's
+record is read once a minute while the engine stays up)."""
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,8 @@ class Alerts:
     recent_tps: dict[str, deque[float | None]] = field(default_factory=dict)
     restarts: dict[str, deque[float]] = field(default_factory=dict)
     pending: dict[tuple[str, str], float] = field(default_factory=dict)
+    acting: dict[str, tuple[float, float | None]] = field(default_factory=dict)
+    """engine -> (start, end or None while it runs) of the console's latest restart or rollover of it."""
     """(target, rule) -> since when its condition has held, while it waits out the rule's hold."""
 
     def _held(
@@ -135,10 +140,24 @@ class Alerts:
                 events.append(self._set(name, rule, False, "", now, f"{rule[4:]}: no longer in its log"))
         return [e for e in events if e is not None]
 
+    def action_started(self, name: str, now: float) -> None:
+        """The console restarts or rolls this engine: the restarts it causes are not a restart loop."""
+        self.acting[name] = (now, None)
+
+    def action_ended(self, name: str, now: float) -> None:
+        started, _ = self.acting.get(name, (now, None))
+        self.acting[name] = (started, now)
+
+    def _deliberate(self, name: str, now: float) -> bool:
+        started, ended = self.acting.get(name, (None, None))
+        return started is not None and started <= now and (ended is None or now <= ended + DELIBERATE_GRACE_S)
+
     def _restart_loop(self, name: str, now: float, restarted: bool) -> AlertEvent | None:
-        """K restarts in M minutes (counter resets, a new process start time, a container restart)."""
+        """K restarts in M minutes (counter resets, a new process start time, a container restart); those the
+        console's own restart or rollover caused are not counted (an operator's rollback and retry raised a
+        critical "restart loop" of three confirmed, audited actions)."""
         seen = self.restarts.setdefault(name, deque(maxlen=100))
-        if restarted and (not seen or now - seen[-1] > 0.5):
+        if restarted and not self._deliberate(name, now) and (not seen or now - seen[-1] > 0.5):
             seen.append(now)
         window = self.settings.restart_loop_minutes * 60
         recent = [t for t in seen if now - t <= window]

@@ -522,6 +522,7 @@ class PoolApp(App[None]):
     ) -> None:
         from poolconsole.ops.lifecycle import ActionRefused, restart, rollover
 
+        self.alerts.action_started(engine.name, self.state.clock())
         try:
             ctx = self._action_context(engine, screen)
             if profile is None:
@@ -543,6 +544,8 @@ class PoolApp(App[None]):
             action = "rollover" if profile else "restart"
             self.events.action(self.state.clock(), action, engine.name, "refused", str(exc))
             self._changed()
+        finally:
+            self.alerts.action_ended(engine.name, self.state.clock())
 
     # -- Ollama residency -----------------------------------------------------------------------------
     def _selected_ollama(self) -> Engine | None:

@@ -187,3 +187,25 @@ def test_an_alert_fired_under_its_line_says_it_crossed_it_and_held() -> None:
     vram = Alerts(AlertSettings(vram=0.95, hysteresis=0.05, vram_for_s=30))
     fired = [e for t, used in [(0, 0.96), (30, 0.93)] for e in vram.host(host_at(used), float(t))]
     assert [e.message for e in fired] == ["GPU 0 memory 93% used (95% or more 30 s ago, 90% or more since)"]
+
+
+def test_restarts_the_consoles_own_actions_cause_are_not_a_restart_loop() -> None:
+    """A rollover rolled back, then another profile: three restarts in minutes, all confirmed and audited,
+    raised a critical restart loop. Those during an action (and its grace after) are not counted; a crash
+    afterwards still is."""
+    settings = AlertSettings(restart_loop_count=3, restart_loop_minutes=10)
+    alerts = Alerts(settings)
+    fired = []
+    for start, end in ((0.0, 60.0), (100.0, 160.0)):
+        alerts.action_started("e", start)
+        fired += alerts.restarted("e", start + 20)  # the rollover's restart
+        fired += alerts.restarted("e", start + 50)  # its rollback's
+        alerts.action_ended("e", end)
+    assert fired == [] and not alerts.restarts["e"]
+    fired += alerts.restarted("e", 400.0)  # past the grace: the engine's own
+    fired += alerts.restarted("e", 420.0)
+    fired += alerts.restarted("e", 440.0)
+    assert [(e.rule, e.fired) for e in fired] == [("restart_loop", True)]
+    plain = Alerts(settings)  # the same restarts with no action: a loop at the third
+    events = [e for t in (20.0, 50.0, 120.0) for e in plain.restarted("e", t)]
+    assert [(e.rule, e.at) for e in events] == [("restart_loop", 120.0)]
