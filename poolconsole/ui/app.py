@@ -11,7 +11,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
-from textual import work
+from textual import events, work
 from textual.app import App
 from textual.command import CommandPalette, Provider
 from textual.css.query import NoMatches
@@ -763,6 +763,19 @@ class PoolApp(App[None]):
 
     def action_poll_now(self) -> None:
         self.runtime.poll_now()
+
+    def on_key(self, event: events.Key) -> None:
+        """A read-only console (--read-only, a replay) says why the key of an action that changes the pool does
+        nothing, rather than nothing at all (check_action leaves the key unbound)."""
+        if not self.read_only:
+            return
+        for action in registry.ACTIONS:
+            name = action.action.removeprefix("app.")
+            keys = {k.strip() for k in (self.config.keys.get(action.id) or action.key).split(",")}
+            if name in registry.MUTATING and event.key in keys and registry.on_screen(name, self._screen_name()):
+                why = "a replay" if self.replay is not None else "started with --read-only"
+                self.notify(f"read-only console ({why}): {action.title} is refused", severity="warning", timeout=4)
+                return
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """--read-only: every action that changes the pool is hidden from keys, footer and palette, and refused.

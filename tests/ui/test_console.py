@@ -208,9 +208,14 @@ async def test_read_only_is_shown_and_refuses_mutating_actions(tmp_path: Path) -
         assert {"restart", "rollover"} <= registry.MUTATING
         assert not shown & {f"app.{a}" for a in registry.MUTATING}
         assert all(app.check_action(a, ()) is False for a in registry.MUTATING)
-        await pilot.press("R")  # refused: nothing opens
+        await pilot.press("R")  # refused: nothing opens, and it says why
         await pilot.pause()
         assert isinstance(app.screen, OverviewScreen)
+        told = [n.message for n in app._notifications]
+        assert "read-only console (started with --read-only): Restart engine is refused" in told, told
+        await pilot.press("question_mark")  # a key that changes nothing is not refused
+        await pilot.pause()
+        assert not any("Help" in m and "refused" in m for m in (n.message for n in app._notifications))
         titles = [c.title for c in app.get_system_commands(app.screen)]
         assert not any("Restart" in t or "Switch profile" in t for t in titles)
 
