@@ -502,12 +502,15 @@ class PoolApp(App[None]):
                     self._replace_top(screen)
                     self._act(screen, engine, name, live, kv)
 
-            refused = {
-                Verdict.FITS: "",
-                Verdict.DOES_NOT_FIT: " (DOES NOT FIT: it will be refused; the CLI's --force overrides)",
-                Verdict.CANNOT_CHECK: " (cannot check the fit: GPU memory unknown; the CLI's --force overrides)",
+            if report.verdict is Verdict.FITS:
+                self.push_screen(ConfirmAction(f"Switch {engine.name} from {active} to {name}?", lines), go)
+                return
+            why = {  # refused by the rollover itself: nothing to run from here
+                Verdict.DOES_NOT_FIT: "DOES NOT FIT",
+                Verdict.CANNOT_CHECK: "cannot check the fit (GPU memory unknown)",
             }[report.verdict]
-            self.push_screen(ConfirmAction(f"Switch {engine.name} from {active} to {name}?{refused}", lines), go)
+            title = f"{engine.name}: {name} {why}; the console will not switch it (the CLI's --force overrides)"
+            self.push_screen(ConfirmAction(title, lines, runnable=False), go)
 
         self.push_screen(ProfilePicker(engine.name, [p.name for p in engine.profiles], active), picked)
 

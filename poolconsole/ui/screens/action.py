@@ -53,18 +53,21 @@ class ConfirmAction(ModalScreen[bool]):
         ("escape", "answer(False)", "No"),
     ]
 
-    def __init__(self, title: str, lines: list[str]) -> None:
+    def __init__(self, title: str, lines: list[str], runnable: bool = True) -> None:
         super().__init__()
         self.title_text = title
         self.lines = lines
+        self.runnable = runnable
+        """False: what would be refused anyway (a profile that does not fit) is shown, with no "Run it"."""
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
             yield Static(Text(self.title_text, style="bold"), id="confirm-title")
             yield Static("\n".join(self.lines), id="commands", markup=False)
             with Horizontal(id="buttons"):
-                yield Button("Run it (y)", id="yes", variant="error")
-                yield Button("Cancel (n)", id="no", variant="primary")
+                if self.runnable:
+                    yield Button("Run it (y)", id="yes", variant="error")
+                yield Button("Cancel (n)" if self.runnable else "Close (n)", id="no", variant="primary")
 
     def on_mount(self) -> None:
         self.query_one("#no", Button).focus()  # the safe answer has the focus
@@ -73,7 +76,7 @@ class ConfirmAction(ModalScreen[bool]):
         self.dismiss(event.button.id == "yes")
 
     def action_answer(self, yes: bool) -> None:
-        self.dismiss(yes)
+        self.dismiss(yes and self.runnable)
 
 
 class ActionScreen(Screen[None]):
