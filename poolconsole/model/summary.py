@@ -339,11 +339,11 @@ def _unserved(state: PoolState) -> list[tuple[str, str, str | None]]:
     for report in gateway_reports(state):
         for route in report.routes:
             if route.engine is None:
-                out.append((report.gateway, route.model, _served_before(state, route.model)))
+                out.append((report.gateway, route.model, served_before(state, route.model)))
     return out
 
 
-def _served_before(state: PoolState, model: str) -> str | None:
+def served_before(state: PoolState, model: str) -> str | None:
     """The engine not answering now that served `model` when last read (or is named for it)."""
     for track in state.engines.values():
         v = track.view

@@ -197,6 +197,37 @@ async def test_the_detail_screen_shows_a_logs_diagnosis_whole(tmp_path: Path) ->
         assert app.screen.query_one("#top").outer_size.height >= info.outer_size.height  # none of it clipped
 
 
+async def test_a_route_whose_engine_is_down_names_the_engine(tmp_path: Path) -> None:
+    """The gateway screen said "NONE" for a route whose engine is simply down (the overview knew which)."""
+    from dataclasses import replace
+
+    from poolconsole.model.snapshots import EngineState
+
+    app = static_app(tmp_path)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await feed(app)
+        serving = next(s for s in uipool.engine_snapshots(app.config) if "gemma-3-27b-it" in s.models)
+        down = replace(
+            serving,
+            state=EngineState.DOWN,
+            error="connection refused",
+            models=(),
+            metrics=None,
+            fetched_at=uipool.T0 + 4,
+            monotonic=4.0,
+        )
+        app.apply_engine(down)
+        await pilot.press("g")
+        await settle(pilot, app)
+        assert isinstance(app.screen, GatewayScreen)
+        table = app.screen.query_one("#routes", DataTable)
+        row = [str(c) for c in table.get_row("gateway:gemma-3-27b-it")]
+        assert row[2:] == [serving.name, serving.host or "-", "down"], row
+        drift = str(app.screen.query_one("#drift").render())
+        assert f"gateway route 'gemma-3-27b-it': its engine {serving.name} is down" in drift
+        assert "'gemma-3-27b-it' is served by no engine" not in drift
+
+
 async def test_read_only_is_shown_and_refuses_mutating_actions(tmp_path: Path) -> None:
     app = static_app(tmp_path, read_only=True)
     async with app.run_test(size=(120, 30)) as pilot:

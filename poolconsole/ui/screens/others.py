@@ -14,6 +14,7 @@ from textual.widgets import DataTable, Header, Static
 from poolconsole.model.alerts import Alerts
 from poolconsole.model.gateway import gateway_reports
 from poolconsole.model.pool_state import PoolState
+from poolconsole.model.summary import served_before
 from poolconsole.ui.footer import KeysFooter
 from poolconsole.ui.registry import Action, key_label
 from poolconsole.ui.tables import FitTable, sync_rows
@@ -62,14 +63,21 @@ class GatewayScreen(Screen[None]):
                 )
             )
             for route in r.routes:
+                before = served_before(self.state, route.model) if route.engine is None else None
+                was = self.state.engines[before] if before is not None else None  # the engine down under it
+                state = route.engine_state or (was.view.state if was is not None and was.view else None)
                 rows[f"{r.gateway}:{route.model}"] = (
                     r.gateway,
                     route.model,
-                    route.engine or "NONE",
-                    route.host or "-",
-                    route.engine_state or "-",
+                    route.engine or before or "NONE",
+                    route.host or (was.config.host if was is not None else None) or "-",
+                    str(state or "-"),
                 )
-                if route.engine is None:
+                if was is not None:
+                    drift.append(
+                        f"down: gateway route {route.model!r}: its engine {before} is {state}, no other serves it"
+                    )
+                elif route.engine is None:
                     drift.append(f"drift: gateway route {route.model!r} is served by no engine")
             drift += [f"drift: {engine} serves {model!r}, which no gateway routes" for engine, model in r.unrouted]
             drift += [f"degrade hint: {h}" for h in r.hints]
