@@ -103,7 +103,8 @@ class Alerts:
         self.log.append(event)
         return event
 
-    def engine(self, view: EngineView, now: float) -> list[AlertEvent]:
+    def engine(self, view: EngineView, now: float, restarted: bool | None = None) -> list[AlertEvent]:
+        """`restarted`: whether this poll's counter reset is a restart not yet counted (default: any reset)."""
         events: list[AlertEvent | None] = []
         down = view.state in (EngineState.DOWN, EngineState.AUTH_FAILED)
         said = f"{str(view.state).replace('_', ' ')}: {view.error or 'no reason given'}"
@@ -119,7 +120,8 @@ class Alerts:
             said = self._held(key, value, rule.fire, rule.describe(value), levels, now)
             events.append(self._set(view.name, rule.name, on, said, now, rule.cleared(value), rule.hold))
         events.append(self._collapse(view, now))
-        events.append(self._restart_loop(view.name, now, bool(view.counter_resets)))
+        new = bool(view.counter_resets) if restarted is None else restarted
+        events.append(self._restart_loop(view.name, now, new))
         return [e for e in events if e is not None]
 
     def restarted(self, name: str, now: float) -> list[AlertEvent]:

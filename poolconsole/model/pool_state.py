@@ -73,6 +73,11 @@ class EngineTrack:
     """Each counter's reset-safe running total since this process started watching: monotonic across
     engine restarts and gaps (what an exporter serves as a counter, so that rate() is right)."""
     diagnosis: Diagnosis | None = None
+    recorded_restart_at: float | None = None
+    """A restart the container's record showed before the counters did (an ok poll with no metrics read
+    yet, or a slow first read): the counters' reset that follows is the same restart, not counted again."""
+    counted_reset: bool = False
+    """The last poll's counter reset was counted as a restart (False: none, or the one already recorded)."""
     """The failure modes its log showed when it last went down or restarted (runtime.live reads it)."""
     residency: Residency | None = None
     """Ollama: the models its last answered /api/ps held, and what changed over the recent polls."""
@@ -120,7 +125,8 @@ class PoolState:
             track.last_read = snapshot
         if view.state is EngineState.OK or (view.state.answering and snapshot.metrics is not None):
             track.last_ok_at = snapshot.fetched_at
-        if view.counter_resets:
+        track.counted_reset = bool(view.counter_resets) and not self._recorded_already(track, snapshot.fetched_at)
+        if track.counted_reset:
             track.history.restarts.append(snapshot.fetched_at)
         track.view = view
         if snapshot.kind == "ollama" and "/api/ps" in snapshot.source:  # /api/ps answered
@@ -169,7 +175,12 @@ class PoolState:
         ):
             return False
         restarts.append(at)
+        self.engines[name].recorded_restart_at = at
         return True
+
+    def _recorded_already(self, track: EngineTrack, at: float) -> bool:
+        recorded, track.recorded_restart_at = track.recorded_restart_at, None
+        return recorded is not None and at - recorded < 2 * self.config.settings.poll_interval_s + 1
 
     def apply_host(self, snapshot: HostSnapshot) -> None:
         track = self.hosts[snapshot.name]

@@ -342,7 +342,7 @@ class LivePool:
         track = self.state.engines[snapshot.name]
         was = track.view.state if track.view is not None else None
         view = self.state.apply_engine(snapshot)
-        events = self.alerts.engine(view, snapshot.fetched_at)
+        events = self.alerts.engine(view, snapshot.fetched_at, restarted=track.counted_reset)
         if self.recorder is not None:
             self.recorder.engine(view, snapshot.fetched_at)
         down = view.state is EngineState.DOWN and was is not None and was != EngineState.DOWN

@@ -4,13 +4,16 @@ podman inspect over SSH, read when an engine comes back from being down) marks t
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from pathlib import Path
 
 from poolconsole.collect.containers import ContainerStart, inspect_command, parse_inspect, restarted
 from poolconsole.config import parse_config
 from poolconsole.config.models import Control
 from poolconsole.model.pool_state import PoolState
+from poolconsole.model.snapshots import COUNTERS, EngineSnapshot
 from poolconsole.ui.app import PoolApp
+from tests.helpers import uipool
 from tests.ui.test_console import demo_pool
 
 ONE_ENGINE = """
@@ -46,6 +49,33 @@ def test_a_restart_read_late_from_the_container_is_not_counted_again() -> None:
     assert state.record_restart("e", 1060.0, started_at=1050.0)  # a later start is a new restart
     assert not state.record_restart("e", 1061.0)  # and within two polls of it, the same one
     assert list(history.restarts) == [1000.0, 1060.0]
+
+
+def test_a_restart_the_container_showed_first_is_not_counted_again_by_the_counters() -> None:
+    """On a loaded machine the container's record can show the new start before the counters' reset is
+    read (an ok poll without metrics, then the reset a second later): one restart, not two."""
+    config = uipool.config()
+    first = next(s for s in uipool.engine_snapshots(config) if s.kind == "vllm" and s.metrics is not None)
+    assert first.metrics is not None
+    lower = {k: (1.0 if k in COUNTERS else v) for k, v in first.metrics.values.items()}
+
+    def reset_at(dt: float) -> EngineSnapshot:
+        assert first.metrics is not None
+        metrics = replace(first.metrics, values=lower)
+        return replace(first, fetched_at=first.fetched_at + dt, monotonic=first.monotonic + dt, metrics=metrics)
+
+    plain = PoolState(config, uipool.clock)  # the counters alone: their reset is the restart
+    plain.apply_engine(first)
+    plain.apply_engine(reset_at(2.0))
+    assert list(plain.engines[first.name].history.restarts) == [first.fetched_at + 2.0]
+    assert plain.engines[first.name].counted_reset
+
+    state = PoolState(config, uipool.clock)
+    state.apply_engine(first)
+    assert state.record_restart(first.name, first.fetched_at + 1.0, started_at=first.fetched_at + 0.5)
+    state.apply_engine(reset_at(2.0))  # the same restart, read a second later by the counters
+    track = state.engines[first.name]
+    assert list(track.history.restarts) == [first.fetched_at + 1.0] and not track.counted_reset
 
 
 async def test_the_container_record_marks_a_restart_once(tmp_path: Path) -> None:
