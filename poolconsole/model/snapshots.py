@@ -95,6 +95,8 @@ class SlotsInfo:
     busy_slots: int
     ctx_total: int
     ctx_used: int
+    decoded: int | None = None
+    """Tokens generated so far by the requests in progress (their `n_decoded`); None when no slot says."""
 
     @property
     def kv_fill(self) -> float | None:

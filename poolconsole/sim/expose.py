@@ -19,7 +19,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from poolconsole.sim.load import EngineLoad, Hist
+from poolconsole.sim.load import EngineLoad, Hist, Req
 
 _LINE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(\{[^}]*\})? (\S+)$")
 _LE = re.compile(r'le="([^"]+)"')
@@ -112,15 +112,23 @@ def render_vllm(load: EngineLoad, model: str, wall_start: float) -> str:
     return "\n".join(out) + "\n"
 
 
+def in_slots(load: EngineLoad) -> list[Req]:
+    """The requests llama.cpp's /slots shows in progress: one per slot."""
+    return list(load.running)[: load.profile.max_seqs]
+
+
 def render_llamacpp(load: EngineLoad, window_tps: float, window_prompt_tps: float) -> str:
     c = load.c
+    # llama-server adds a request's tokens to tokens_predicted_total when it ends (at the slot's release);
+    # the requests in progress show theirs in /slots' n_decoded.
+    predicted = c.generation_tokens - sum(math.floor(r.generated) for r in in_slots(load))
     values = {
         "llamacpp:prompt_tokens_total": c.prompt_tokens - c.prefix_hits,
         "llamacpp:prompt_tokens_cached_total": c.prefix_hits,
-        "llamacpp:tokens_predicted_total": c.generation_tokens,
+        "llamacpp:tokens_predicted_total": math.floor(predicted),
         "llamacpp:n_decode_total": c.generation_tokens,
         "llamacpp:prompt_seconds_total": c.prompt_tokens / max(load.profile.prefill_tps, 1.0),
-        "llamacpp:tokens_predicted_seconds_total": c.generation_tokens / max(load.per_user_tps(), 1.0),
+        "llamacpp:tokens_predicted_seconds_total": predicted / max(load.per_user_tps(), 1.0),
         "llamacpp:prompt_tokens_seconds": window_prompt_tps,
         "llamacpp:predicted_tokens_seconds": window_tps,
         "llamacpp:requests_processing": len(load.running),

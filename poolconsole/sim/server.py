@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -95,6 +96,9 @@ class SimEngine:
         self.api_key: str | None = None
         """The key it was started with (`--api-key`, LiteLLM's master key): requests without it are refused
         the way the real engine refuses them. None: it answers everyone. Ollama has no keys."""
+        self.listens_on = "127.0.0.1"
+        """The address its host's `ss -ltnH` shows it bound to (the demo's socket is on loopback whatever
+        this says)."""
         self.backend_key: str | None = None
         """LiteLLM: the key it sends to the engines behind it (its model list's `api_key`)."""
         self.ollama: OllamaResidency | None = OllamaResidency(spec.embedding_dims) if spec.kind == "ollama" else None
@@ -302,7 +306,7 @@ class SimEngine:
 
     async def slots(self, request: web.Request) -> web.Response:
         assert self.load is not None
-        busy = list(self.load.running)
+        busy = expose.in_slots(self.load)
         n_slots = self.load.profile.max_seqs
         n_ctx = self.spec.context // n_slots
         out = []
@@ -324,7 +328,7 @@ class SimEngine:
                             "has_next_token": req is not None,
                             "has_new_line": False,
                             "n_remain": int(req.output - req.generated) if req else -1,
-                            "n_decoded": int(req.generated) if req else 0,
+                            "n_decoded": math.floor(req.generated) if req else 0,
                         }
                     ],
                 }

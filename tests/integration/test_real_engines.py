@@ -11,6 +11,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from poolconsole.collect.engines import specs
+from poolconsole.collect.engines.mapping import parse_metrics
 from poolconsole.collect.engines.poll import EnginePoller
 from poolconsole.collect.engines.reported import read_reported
 from poolconsole.collect.poll_client import PollClient
@@ -130,6 +132,37 @@ async def test_llama_server_idle_and_under_load(
     view = engine_view([idle, *during, after])
     assert view.state == "ok" and view.generation_tokens_per_s is not None and view.generation_tokens_per_s > 0
     assert view.counter_resets == 0
+
+
+async def test_llama_server_tokens_per_second_while_a_long_answer_is_generated(
+    tmp_path: Path, client: httpx.AsyncClient, poll_client: PollClient
+) -> None:
+    """llama-server counts a request's tokens in tokens_predicted_total only when the request ends: the
+    console adds the requests in progress from /slots, so a long answer reads its tok/s while it runs."""
+    model = model_path("medium", layers=8, embd=512, heads=8, kv_heads=8, ff=1376, ctx=4096)
+    with llama_server(tmp_path, model, "-c", "4096", "-np", "1") as url:
+        poller = EnginePoller(
+            Engine(name="llama", kind=EngineKind.LLAMACPP, url=url), poll_client, Settings(http_timeout_s=15)
+        )
+        idle = await poller.poll()
+        assert idle.state is EngineState.OK, idle.error
+        body = {"model": "tiny", "prompt": "the pool", "max_tokens": 1500, "ignore_eos": True, "temperature": 0}
+        request = asyncio.create_task(client.post(url + "/v1/completions", timeout=300, json=body))
+        during = await load_and_watch(poller, [request])
+        after = await poller.poll()
+        engine_count = parse_metrics(httpx.get(url + "/metrics", trust_env=False).content, specs.LLAMACPP)[0]
+    in_progress = [s for s in during if s.slots is not None and s.slots.decoded]
+    assert len(in_progress) >= 2, [s.slots for s in during]  # ~200 tok/s here: 1,500 tokens take seconds
+    counts = [s.metrics.get("generation_tokens_total") for s in [idle, *during, after] if s.metrics is not None]
+    assert counts == sorted(counts)  # never falls, so no poll reads as a restart
+    # the engine counts nothing until the answer ends; the console counts what was generated so far
+    first = in_progress[0]
+    assert first.metrics is not None and first.metrics.get("generation_tokens_total") == first.slots.decoded  # type: ignore[union-attr]
+    view = engine_view([idle, *in_progress])
+    assert view.generation_tokens_per_s is not None and view.generation_tokens_per_s > 0
+    assert after.metrics is not None and after.slots is not None and not after.slots.decoded
+    assert after.metrics.get("generation_tokens_total") == engine_count.get("generation_tokens_total") == 1500
+    assert engine_view([idle, *during, after]).counter_resets == 0
 
 
 async def test_vllm_cpu_idle_and_under_load(tmp_path: Path, client: httpx.AsyncClient, poll_client: PollClient) -> None:

@@ -14,6 +14,7 @@ from poolconsole.collect.engines.jsonparse import (
     parse_slots,
     parse_version,
 )
+from poolconsole.collect.engines.live_generation import LiveGeneration
 from poolconsole.collect.engines.mapping import parse_metrics
 from poolconsole.sim.vllm_dp import dp_payload
 from tests.conftest import REAL
@@ -132,3 +133,37 @@ def test_litellm_health_endpoints() -> None:
     assert len(health["healthy"]) == 1 and not health["unhealthy"]
     down = parse_litellm_health((lit / "health-backend-down.json").read_bytes())
     assert len(down["unhealthy"]) == 1 and down["unhealthy"][0]["error"]
+
+
+def test_slots_say_what_the_requests_in_progress_generated() -> None:
+    assert parse_slots((LLAMA / "slots-after-requests.json").read_bytes()).decoded is None  # nothing in progress
+    busy = parse_slots(
+        b'[{"id":0,"n_ctx":1000,"is_processing":true,"next_token":[{"n_decoded":150}]},'
+        b'{"id":1,"n_ctx":1000,"is_processing":true,"next_token":[{"n_decoded":40}]},'
+        b'{"id":2,"n_ctx":1000,"is_processing":false,"next_token":[{"n_decoded":900}]}]'
+    )
+    assert busy.decoded == 190  # a finished request's count is in tokens_predicted_total already
+
+
+def test_live_generation_adds_the_requests_in_progress() -> None:
+    live = LiveGeneration()
+    assert live.count(100, 50) == 150  # 100 counted by the engine at the requests' ends, 50 in progress
+    assert live.count(100, 80) == 180
+    # the request ended between the two reads: its 80 left /slots before /metrics counted them
+    assert live.count(100, 0) == 180
+    assert live.count(185, 0) == 185  # counted now, and 5 more
+    assert live.count(185, 30) == 215
+    # ... or ended between them the other way round (its 35 in /slots, its 40 in the counter): counted
+    # twice for one poll, then held until the engine's count passes it, so no fall reads as a restart
+    assert live.count(225, 35) == 260
+    assert live.count(225, 0) == 260
+    assert live.count(270, 0) == 270
+    assert live.count(10, 5) == 15  # the engine's own counter went back: a restart, passed on as a fall
+
+
+def test_live_generation_starts_over_when_the_engine_restarts_before_any_request_ended() -> None:
+    live = LiveGeneration()
+    assert live.count(0, 300, "1000") == 300  # nothing ended yet: all in progress
+    # restarted: its counter is 0 as before, which alone cannot tell; its start time can
+    assert live.count(0, 20, "2000") == 20
+    assert live.count(0, 40, "2000") == 40

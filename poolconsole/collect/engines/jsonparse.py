@@ -56,11 +56,13 @@ def parse_props_build(body: bytes | str) -> str | None:
 
 
 def parse_slots(body: bytes | str) -> SlotsInfo:
-    """llama.cpp `/slots`: busy slots and an estimate of KV fill (tokens held / context per slot)."""
+    """llama.cpp `/slots`: busy slots, an estimate of KV fill (tokens held / context per slot) and the
+    tokens the requests in progress have generated so far."""
     data = load_json(body, "/slots")
     if not isinstance(data, list):
         raise ParseError("/slots: expected a JSON array of slots")
     total = busy = ctx_total = ctx_used = 0
+    decoded: int | None = None
     for slot in data:
         if not isinstance(slot, dict):
             raise ParseError("/slots: a slot is not an object")
@@ -72,10 +74,12 @@ def parse_slots(body: bytes | str) -> SlotsInfo:
             used = _int(slot.get("n_prompt_tokens")) or 0
             tokens = slot.get("next_token")
             first = tokens[0] if isinstance(tokens, list) and tokens else tokens
-            if isinstance(first, dict):
-                used += _int(first.get("n_decoded")) or 0
+            n_decoded = _int(first.get("n_decoded")) if isinstance(first, dict) else None
+            if n_decoded is not None and n_decoded >= 0:
+                used += n_decoded
+                decoded = (decoded or 0) + n_decoded
             ctx_used += min(max(used, 0), n_ctx) if n_ctx > 0 else max(used, 0)
-    return SlotsInfo(total, busy, ctx_total, ctx_used)
+    return SlotsInfo(total, busy, ctx_total, ctx_used, decoded)
 
 
 def parse_ollama_ps(body: bytes | str) -> tuple[OllamaModel, ...]:

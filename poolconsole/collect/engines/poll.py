@@ -15,6 +15,7 @@ from types import MappingProxyType
 from typing import Any
 
 from poolconsole.collect.engines import jsonparse, litellm_usage, specs
+from poolconsole.collect.engines.live_generation import LiveGeneration
 from poolconsole.collect.engines.mapping import MetricSpec, parse_metrics
 from poolconsole.collect.engines.page_memo import PageMemo
 from poolconsole.collect.fetch import Failure, Fetched, fetch
@@ -92,6 +93,20 @@ def _failure_state(fetched: Fetched) -> EngineState:
     return EngineState.DEGRADED
 
 
+def _set_value(poll: _Poll, name: str, value: float) -> None:
+    """The poll's metrics with one value replaced (EngineMetrics is frozen and may be the page memo's)."""
+    assert poll.metrics is not None
+    values = dict(poll.metrics.values)
+    values[name] = value
+    poll.metrics = EngineMetrics(
+        MappingProxyType(values),
+        poll.metrics.histograms,
+        poll.metrics.ranks,
+        poll.metrics.model_names,
+        poll.metrics.series,
+    )
+
+
 class EnginePoller:
     """Polls one engine. Keeps what carries from poll to poll: version, models, restart marker, the last
     page's layout, and its own keep-alive connections (closed with `aclose`)."""
@@ -112,6 +127,7 @@ class EnginePoller:
         self.restart_marker: str | None = None
         self.polls = 0
         self.page = PageMemo()
+        self.generation = LiveGeneration()
 
     async def aclose(self) -> None:
         await self.client.aclose()
@@ -229,6 +245,8 @@ class EnginePoller:
             poll.models = self.models or ()
         if "/slots" in got:
             self._read_slots(poll, got["/slots"])
+        if kind is EngineKind.LLAMACPP:
+            self._live_generation(poll)
         for path in ("/version", "/server_info", "/props"):
             if path in got and got[path].ok:
                 self._read_version(path, got[path])
@@ -303,17 +321,23 @@ class EnginePoller:
         poll.answered(fetched, "/slots")
         fill = poll.slots.kv_fill
         if poll.metrics is not None and fill is not None and poll.metrics.get("kv_cache_usage") is None:
-            values = dict(poll.metrics.values)
-            values["kv_cache_usage"] = fill
-            poll.metrics = EngineMetrics(
-                MappingProxyType(values),
-                poll.metrics.histograms,
-                poll.metrics.ranks,
-                poll.metrics.model_names,
-                poll.metrics.series,
-            )
+            _set_value(poll, "kv_cache_usage", fill)
             poll.missing.pop("kv_cache_usage", None)
             poll.extra["kv_cache_usage_source"] = "estimated from /slots (tokens held / slot context)"
+
+    def _live_generation(self, poll: _Poll) -> None:
+        """llama.cpp counts a request's generated tokens when it ends; the requests in progress are added
+        from /slots (collect.engines.live_generation)."""
+        counted = poll.metrics.get("generation_tokens_total") if poll.metrics is not None else None
+        if counted is None:
+            return
+        decoding = poll.slots.decoded if poll.slots is not None else None
+        live = self.generation.count(counted, decoding or 0, poll.restart_marker)
+        _set_value(poll, "generation_tokens_total", live)
+        if decoding:
+            poll.extra["generation_tokens_source"] = (
+                "llamacpp:tokens_predicted_total and the requests in progress (/slots n_decoded)"
+            )
 
     def _read_version(self, path: str, fetched: Fetched) -> None:
         try:
