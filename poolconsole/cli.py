@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from poolconsole.ui.app import PoolApp
 
 EXIT_OK, EXIT_PROBLEM, EXIT_CONFIG = 0, 1, 2
+EXIT_READER_GONE = 128 + 13  # SIGPIPE
 
 
 def user_config_file() -> Path:
@@ -879,10 +880,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_CONFIG
     except KeyboardInterrupt:
         return 130
-    except BrokenPipeError:  # `poolconsole audit --json | head`: the reader went away, which is fine
+    except BrokenPipeError:  # `poolconsole status --json | head`: the reader went away, which is fine
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # so the interpreter's last flush does not fail again
-        return EXIT_PROBLEM
+        # what `cat` and `git` exit with when the reader leaves (killed by SIGPIPE), not 1, which
+        # `status` says for a pool with problems
+        return EXIT_READER_GONE
     except AuditUnreadable as exc:
         print(f"poolconsole: {exc}", file=sys.stderr)
         return EXIT_CONFIG

@@ -26,12 +26,13 @@ from urllib.parse import urlsplit
 import httpx
 
 from poolconsole.collect.auth import auth_headers
+from poolconsole.collect.hosts import poll as host_commands
 from poolconsole.collect.ssh import SSHFailure, SSHPool
 from poolconsole.config.models import Engine, EngineKind, Host, PoolConfig
 from poolconsole.ops.smoke.stream import failed_request
 
 PROBE_ORIGIN = "https://exposure-probe.poolconsole.invalid"
-LISTEN_COMMAND = "ss -ltnH"
+LISTEN_COMMAND = host_commands.LISTENING
 TAILNET_V4 = ipaddress.ip_network("100.64.0.0/10")
 TAILNET_V6 = ipaddress.ip_network("fd7a:115c:a1e0::/48")
 METRICS_KINDS = (EngineKind.VLLM, EngineKind.SGLANG, EngineKind.LLAMACPP, EngineKind.LITELLM)
@@ -157,11 +158,13 @@ async def read_listeners(pool: SSHPool, host: Host) -> tuple[list[Listener] | No
         result = await pool[host.name].run(LISTEN_COMMAND)
     except SSHFailure as exc:
         return None, f"listening addresses not read: {exc.message}"
-    if result.exit_status != 0:
-        return (
-            None,
-            f"listening addresses not read: `ss` exited {result.exit_status} on {host.name} (is iproute2 installed?)",
+    if result.exit_status == host_commands.NOT_FOUND:
+        return None, (
+            f"listening addresses not read: {host.name} has no `ss` (iproute2 on Linux; macOS has none, so "
+            "where an engine listens is not checked there)"
         )
+    if result.exit_status != 0:
+        return None, f"listening addresses not read: `ss` exited {result.exit_status} on {host.name}"
     return parse_ss(result.stdout), None
 
 

@@ -85,6 +85,8 @@ class SimPool:
             for engine in self.engines.values():
                 engine.backend_key = self.key if engine.spec.kind == "litellm" else None
                 engine.api_key = None if engine.spec.name == KEYLESS_ENGINE else self.key
+            # Ollama has no keys; serving other machines, it is started with OLLAMA_HOST=0.0.0.0
+            self.engines[KEYLESS_ENGINE].listens_on = "0.0.0.0"
         if keys_dir is not None:
             await self._start_hosts(keys_dir)
         self._tasks.append(asyncio.create_task(self._tick()))
@@ -398,6 +400,12 @@ async def _serve(
         if main_thread:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.remove_signal_handler(sig)
+        if config_path is not None and config_path == demo_config_path():
+            # its own hosts.toml and SSH keys name ports that are gone now; the audit log and the smoke
+            # runs beside them stay (`poolconsole audit` points at the newest)
+            config_path.unlink(missing_ok=True)
+            if keys_dir is not None:
+                shutil.rmtree(keys_dir, ignore_errors=True)
 
 
 def serve_only(args: argparse.Namespace) -> int:

@@ -199,6 +199,10 @@ class SimHost:
             + "\n"
         )
 
+    def listening(self) -> str:
+        """`ss -ltnH` as iproute2 prints it: the engines this host serves, on the ports the demo listens on."""
+        return "".join(f"LISTEN 0      4096       {e.listens_on}:{e.port} 0.0.0.0:*\n" for e in self.engines if e.port)
+
     def probe(self) -> str:
         if self.spec.platform.startswith("nvidia"):
             return "nvidia-smi\nLinux\n"
@@ -227,6 +231,8 @@ class SimHost:
             return fixed[command](), "", 0
         if command == "true":
             return "", "", 0
+        if command == host_cmds.LISTENING and self.spec.platform != "apple":  # macOS has no `ss`
+            return self.listening(), "", 0
         if command == owners.IDENTIFY:
             return self.identities(), "", 0
         if command == "tailscale status --json":

@@ -113,6 +113,13 @@ async def test_exposure_flags_the_keyless_engine_and_passes_the_keyed_ones(
     keyless = by_name[KEYLESS_ENGINE]
     assert keyless["unauthenticated"] is True and keyless["exposed"] is True
     assert "models_without_key" in {f["check"] for f in keyless["findings"]}
+    # where each engine listens is read from its simulated host's `ss -ltnH`, not guessed: the key-less
+    # engine is bound to every interface, the keyed ones to loopback
+    assert "listen_all_interfaces" in {f["check"] for f in keyless["findings"]}
+    assert keyless["listen"] == [f"0.0.0.0:{pool.engines[KEYLESS_ENGINE].port}"], keyless
+    unread = {e["name"]: e["unchecked"] for e in doc["engines"] if any("listening" in u for u in e["unchecked"])}
+    assert set(unread) == {"deepseek-studio"}, unread  # the Mac has no `ss`
+    assert "studio has no `ss`" in unread["deepseek-studio"][0]
     for name in ("qwen3-next-80b", "gemma3-27b-nvfp4", "qwen2.5-coder-3090", "gateway"):
         entry = by_name[name]
         assert entry["unauthenticated"] is False, (name, entry)

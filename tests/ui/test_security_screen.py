@@ -25,6 +25,8 @@ KEY = next(a.key for a in registry.ACTIONS if a.id == "security")
 KEYED = ("qwen3-next-80b", "gemma3-27b-nvfp4", "gateway")
 LLAMACPP_KEYED = "qwen2.5-coder-3090"
 """llama.cpp with --api-key: /v1/models answers without the key, the completion does not."""
+MAC_ENGINE = "deepseek-studio"
+"""On the Mac Studio, which has no `ss`."""
 
 
 @pytest.fixture
@@ -70,12 +72,16 @@ async def test_security_screen_flags_the_keyless_engine(oom_pool: SimPool, tmp_p
         for name in KEYED:
             assert cell(screen, name, "key") == "requires a key", name
             assert cell(screen, name, "verdict") != "EXPOSED", name
-        assert cell(screen, KEYLESS_ENGINE, "listen") == "n/a"  # the sim hosts have no `ss`: unknown, not "none"
+        port = pool.engines[KEYLESS_ENGINE].port
+        assert cell(screen, KEYLESS_ENGINE, "listen") == f"0.0.0.0:{port}"  # its host's `ss -ltnH`
+        assert cell(screen, "qwen3-next-80b", "listen") == f"127.0.0.1:{pool.engines['qwen3-next-80b'].port}"
+        assert cell(screen, MAC_ENGINE, "listen") == "n/a"  # macOS has no `ss`: unknown, not "none"
         summary = str(screen.query_one("#security-summary", Static).render())
         assert summary.startswith("EXPOSED: ") and KEYLESS_ENGINE in summary  # (llama.cpp's lists count too)
         findings = str(screen.query_one("#security-findings", Static).render())
         assert "/v1/models answers without a key" in findings and "fix: Ollama has no keys" in findings
-        assert "iproute2" in findings  # what could not be checked is said
+        assert "every interface" in findings
+        assert "studio has no `ss`" in findings  # what could not be checked is said
 
         await pilot.press("escape")
         await pilot.pause()

@@ -66,8 +66,9 @@ def test_audit_json_into_a_closed_pipe(tmp_path: Path) -> None:
         audit.record(db, "restart", f"engine-{i}", ["docker restart x" * 20], "ok", "serving after 2.0 s", 2.0)
     env = clean_env(tmp_path)
     proc = subprocess.run(
-        f"{sys.executable} -m poolconsole audit --json --limit 400 --db {db} | head -n 2",
+        f"set -o pipefail; {sys.executable} -m poolconsole audit --json --limit 400 --db {db} | head -n 2",
         shell=True,
+        executable="/bin/bash",
         capture_output=True,
         text=True,
         timeout=120,
@@ -75,6 +76,7 @@ def test_audit_json_into_a_closed_pipe(tmp_path: Path) -> None:
     )
     assert proc.stdout.splitlines()[0] == "["
     assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, proc.stderr
+    assert proc.returncode == 141  # as `cat` would: the reader left (1 is a pool with problems)
 
 
 def test_an_empty_audit_log_points_at_the_demo_consoles_own(tmp_path: Path) -> None:
@@ -130,6 +132,7 @@ def test_serve_only_says_where_its_config_is(tmp_path: Path) -> None:
         line = proc.stdout.readline()
         path = Path(line.split("its config is ", 1)[1].split(";", 1)[0])
         assert path.is_file() and "[[engines]]" in path.read_text()
+        assert path.with_name(path.name + ".ssh").is_dir()  # the simulated hosts' keys
     finally:
         proc.send_signal(signal.SIGINT)
         deadline = time.monotonic() + 30
@@ -138,6 +141,8 @@ def test_serve_only_says_where_its_config_is(tmp_path: Path) -> None:
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 0
+    # its own config and keys name ports that are gone: removed, not left to pile up in the runtime dir
+    assert not path.exists() and not path.with_name(path.name + ".ssh").exists()
 
 
 def test_check_config_takes_the_config_where_every_command_does(tmp_path: Path) -> None:

@@ -23,6 +23,8 @@ ROCM_SMI = "rocm-smi --showmeminfo vram --showuse --showtemp --showpower --showp
 SYSCTL = "sysctl -n hw.memsize"
 VM_STAT = "vm_stat"
 MACMON = "macmon pipe -s 1 -i 200"
+LISTENING = "ss -ltnH"
+"""The host's listening TCP sockets (ops.exposure: where an engine listens)."""
 NOT_FOUND = 127
 MARK = "@@poolconsole-exit:"
 
