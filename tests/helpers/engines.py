@@ -116,6 +116,11 @@ def running(
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(5)
+        # pytest shows a test's captured stderr only when it fails: the engine's side of what went wrong
+        print(
+            f"--- the end of {log.name} ({' '.join(cmd[:1])}) ---\n{log.read_text(errors='replace')[-4000:]}",
+            file=sys.stderr,
+        )
 
 
 @contextmanager

@@ -4,6 +4,7 @@ simulated pool (every check, the JSON contract, stored runs and --compare)."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -216,6 +217,11 @@ async def test_smoke_cli_on_the_demo_pool(sim: SimPool, tmp_path: Path) -> None:
     doc2 = json.loads(again.stdout)
     assert doc2["run_id"] == doc["run_id"] + 1 and doc2["comparison"], again.stdout[-2000:]
     assert {c["figure"] for c in doc2["comparison"]} >= {"ttft_p95", "tps_per_stream"}
+    # the plain output gives the figures too, not only the JSON
+    plain = await asyncio.to_thread(run_cli, config, db, "qwen3-next-80b", "--concurrency", "2", "--requests", "2")
+    assert plain.returncode == 0, plain.stdout[-2000:]
+    (line,) = [x for x in plain.stdout.splitlines() if "chat_stream" in x]
+    assert re.search(r"TTFT p50 \d+\.\d\d s, p95 \d+\.\d\d s; ITL p95 [\d.]+ ms; [\d.]+ tok/s per stream, ", line), line
 
 
 async def test_smoke_exit_codes(sim: SimPool, tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -24,6 +25,7 @@ from poolconsole.collect import smoke_transport
 from poolconsole.collect.fetch import fetch
 from poolconsole.collect.poll_client import PollClient
 from poolconsole.config import parse_config
+from poolconsole.ops.smoke import stream as smoke_stream
 from poolconsole.ops.smoke.checks import Checker, Prompts, Target
 from poolconsole.ops.smoke.stream import StreamResult, stream_chat
 from tests.helpers.certs import self_signed
@@ -224,3 +226,50 @@ def test_smoke_json_reports_the_known_timing(tmp_path: Path) -> None:
         assert 0.150 <= level["ttft_s"]["p50"] <= level["ttft_s"]["p95"] < 0.45
         assert 0.0095 <= level["itl_s"]["mean"] < 0.03
         assert 50 < level["output_tokens_per_s"]["per_stream"] <= 101
+
+
+class ClosesUnanswered(PacedProtocol):
+    """Answers the first `answered` requests of each connection, then closes it on the next one without a
+    byte: a server letting a kept-alive connection go as the client sends on it (`answered=0`: a server
+    that drops every request)."""
+
+    def __init__(self, answered: int) -> None:
+        super().__init__(0.0, 0.001, 2)
+        self.left = answered
+
+    def _answer(self, method: str, path: str, request: dict[str, Any], arrived: float) -> None:
+        if self.left == 0:
+            assert self.transport is not None
+            self.transport.close()
+            return
+        self.left -= 1
+        super()._answer(method, path, request, arrived)
+
+
+@contextlib.asynccontextmanager
+async def closing_server(answered: int) -> AsyncIterator[str]:
+    loop = asyncio.get_running_loop()
+    server = await loop.create_server(lambda: ClosesUnanswered(answered), "127.0.0.1", 0)
+    try:
+        yield f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1/chat/completions"
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
+async def test_a_request_on_a_kept_alive_connection_closed_unanswered_is_sent_again() -> None:
+    async with closing_server(answered=1) as url, smoke_transport.timed_client(10, 1) as client:
+        first = await stream_chat(client, url, BODY, {}, 5, 10)
+        second = await stream_chat(client, url, BODY, {}, 5, 10)  # the kept-alive connection: closed on it
+    assert first.ok and not first.resent, first.reason
+    assert second.ok, second.reason
+    assert second.resent and second.connect_s is not None  # on a new connection, its connect timed
+    words = smoke_stream.level_stats([first, second], 1.0).resent_words()
+    assert words == ["1 request(s) sent again on a new connection: the kept-alive one closed unanswered"]
+
+
+async def test_a_request_closed_unanswered_on_its_own_connection_fails() -> None:
+    async with closing_server(answered=0) as url, smoke_transport.timed_client(10, 1) as client:
+        result = await stream_chat(client, url, BODY, {}, 5, 10)
+    assert not result.ok and not result.resent
+    assert result.reason is not None and "Server disconnected without sending a response" in result.reason

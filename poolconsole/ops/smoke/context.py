@@ -255,6 +255,7 @@ async def run_length(
         f"TTFT p50 {ttft:.2f} s" if ttft is not None else "TTFT n/a",
         f"decode {decode:.1f} tok/s per stream" if decode is not None else "decode tok/s n/a",
         f"KV reached {watch.kv_max:.0%}" if watch.kv_max is not None else "KV usage n/a",
+        *stats.resent_words(),
     ]
     return CheckResult(
         target.name,

@@ -39,6 +39,9 @@ class StreamResult:
     tool_name: str | None = None
     last_event: dict[str, Any] | None = None
     """The last JSON event before [DONE] (usage, llama.cpp timings, a test server's own clock)."""
+    resent: bool = False
+    """Sent a second time, on a new connection: the kept-alive one it first went out on closed before
+    any answer (the server had already let it go), as browsers resend in that case."""
 
     @property
     def output_tokens(self) -> int:
@@ -85,10 +88,37 @@ async def stream_chat(
 
     `starting`, shared by the streams of one run, bounds how many are being built and sent at once:
     hundreds of requests queued in one event-loop turn would keep the loop from reading the sockets of
-    the streams already answering."""
-    loop = asyncio.get_running_loop()
+    the streams already answering.
+
+    A request that went out on a kept-alive connection the server closed before answering any of it
+    (`Server disconnected without sending a response`) is sent once more on a new connection, and marked
+    `resent`: the server never read it, and a client that did not reuse connections would not have seen
+    it fail. A request on a connection of its own that fails so is a failure."""
+    deadline = asyncio.get_running_loop().time() + total_s
+    result = await _attempt(client, url, body, headers, stall_s, total_s, deadline, starting)
+    if result.reason == _CLOSED_IDLE:
+        result = await _attempt(client, url, body, headers, stall_s, total_s, deadline, starting, resend=True)
+        result.resent = True
+    return result
+
+
+_CLOSED_IDLE = "closed before answering on a kept-alive connection"
+
+
+async def _attempt(
+    client: httpx.AsyncClient,
+    url: str,
+    body: dict[str, Any],
+    headers: dict[str, str],
+    stall_s: float,
+    total_s: float,
+    deadline: float,
+    starting: asyncio.Semaphore | None,
+    resend: bool = False,
+) -> StreamResult:
+    """One try of stream_chat; its reason is _CLOSED_IDLE when a kept-alive connection closed before any
+    answer (a first try only: a resent one that fails so says why)."""
     result = StreamResult(False, None, time.perf_counter())
-    deadline = loop.time() + total_s
     connecting: float | None = None
 
     async def trace(event: str, info: dict[str, Any]) -> None:
@@ -108,10 +138,16 @@ async def stream_chat(
 
     extensions: dict[str, Any] = {"trace": trace}
     try:
-        async with asyncio.timeout(total_s):
+        async with asyncio.timeout_at(deadline):
             request = client.build_request("POST", url, json=body, headers=headers, extensions=extensions)
-            async with starting if starting is not None else contextlib.nullcontext():
-                response = await client.send(request, stream=True)
+            try:
+                async with starting if starting is not None else contextlib.nullcontext():
+                    response = await client.send(request, stream=True)
+            except httpx.RemoteProtocolError:
+                if resend or connecting is not None or not result.sent_at:
+                    raise
+                result.reason = _CLOSED_IDLE
+                return result
             try:
                 await _read_events(response, result, stall_s, deadline)
             finally:
@@ -278,6 +314,14 @@ class LevelStats:
     connect: dict[str, float | None] | None = None
     """Connection set-up of the requests that opened a connection: mean, p95 and how many did; None
     when every request went out on a kept-alive connection."""
+    resent: int = 0
+    """Requests sent again because their kept-alive connection closed before an answer (StreamResult.resent)."""
+
+    def resent_words(self) -> list[str]:
+        """For a CheckResult's reason: what was sent twice, if anything."""
+        if not self.resent:
+            return []
+        return [f"{self.resent} request(s) sent again on a new connection: the kept-alive one closed unanswered"]
 
     def figures(self) -> dict[str, Any]:
         """The timing and token fields of a CheckResult measured at this level."""
@@ -315,4 +359,5 @@ def level_stats(results: list[StreamResult], wall_s: float) -> LevelStats:
         {"mean": statistics.fmean(connects), "p95": percentile(connects, 0.95), "connections": len(connects)}
         if connects
         else None,
+        sum(r.resent for r in results),
     )

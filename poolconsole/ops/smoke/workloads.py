@@ -206,6 +206,7 @@ async def run_workload(
         *([f"mean accepted length {length:.2f}"] if length is not None else []),
         f"{speed:.1f} tok/s per stream" if speed is not None else "tok/s n/a",
     ]
+    words += stats.resent_words()
     if failures:
         words.insert(0, f"{len(failures)}/{requests} requests failed: {failures[0]}")
     if shared:
