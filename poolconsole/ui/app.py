@@ -359,6 +359,16 @@ class PoolApp(App[None]):
             self.pop_screen()
         self.push_screen(screen)
 
+    def _show_action(self, screen: Screen[None]) -> None:
+        """An action's screen over the one it was started from (the overview or the engine's detail, which
+        Escape then returns to); a finished action's screen is replaced, not stacked."""
+        from poolconsole.ui.screens.action import ActionScreen
+        from poolconsole.ui.screens.smoke import SmokeScreen
+
+        if isinstance(self.screen, ActionScreen | SmokeScreen):
+            self.pop_screen()
+        self.push_screen(screen)
+
     def action_smoke(self) -> None:
         overview = self._overview()
         key = overview.selected() if overview else None
@@ -374,7 +384,7 @@ class PoolApp(App[None]):
         from poolconsole.ui.screens.smoke import SmokeScreen
 
         screen = SmokeScreen(targets)
-        self._replace_top(screen)
+        self._show_action(screen)
         self._smoke(screen, targets)
 
     @work(group="smoke", exclusive=True, exit_on_error=False)
@@ -457,7 +467,7 @@ class PoolApp(App[None]):
         def go(yes: bool | None) -> None:
             if yes:
                 screen = ActionScreen(f"restart {engine.name}")
-                self._replace_top(screen)
+                self._show_action(screen)
                 self._act(screen, engine, None)
 
         self.push_screen(ConfirmAction(f"Restart {engine.name}?", lines), go)
@@ -499,7 +509,7 @@ class PoolApp(App[None]):
             def go(yes: bool | None) -> None:
                 if yes:
                     screen = ActionScreen(f"rollover {engine.name} -> {name}")
-                    self._replace_top(screen)
+                    self._show_action(screen)
                     self._act(screen, engine, name, live, kv)
 
             if report.verdict is Verdict.FITS:
@@ -626,7 +636,7 @@ class PoolApp(App[None]):
 
         verb = "unload" if keep_alive is None else "preload"
         screen = ActionScreen(f"{verb} {model} on {engine.name}")
-        self._replace_top(screen)
+        self._show_action(screen)
         self._ollama(screen, engine, model, keep_alive)
 
     @work(group="actions", exit_on_error=False)

@@ -14,6 +14,9 @@ from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.content import Content
 from textual.markup import escape
 
+HELP_SCORE = 0.01
+"""A match in the help text: listed, below every match of a title."""
+
 
 @dataclass(frozen=True)
 class Entry:
@@ -38,8 +41,14 @@ class PoolCommands(Provider):
             yield DiscoveryHit(Content(entry.title), entry.run, text=entry.title, help=escape(entry.help))
 
     async def search(self, query: str) -> Hits:
+        """Titles by Textual's fuzzy match; then an entry whose help holds the query's words as typed
+        ("alert log" finds Alerts, "The alert log"), ranked below every title match. Help is not matched
+        fuzzily: its letters would match nearly any query."""
         matcher = self.matcher(query)
+        words = " ".join(query.lower().split())
         for entry in self._entries():
             score = matcher.match(entry.title)
             if score > 0:
                 yield Hit(score, matcher.highlight(entry.title), entry.run, text=entry.title, help=escape(entry.help))
+            elif len(words) >= 3 and words in " ".join(entry.help.lower().split()):
+                yield Hit(HELP_SCORE, Content(entry.title), entry.run, text=entry.title, help=escape(entry.help))

@@ -189,3 +189,24 @@ async def test_the_demo_says_how_to_point_the_console_at_a_real_pool(tmp_path: P
         shown = str(app.screen.query_one("#hint", Static).render())
         assert "--config FILE" in shown and "~/.config/poolconsole/hosts.toml" in shown
         assert len(hint) <= 118  # one line at 120 columns
+
+
+async def test_palette_finds_an_action_by_the_words_of_its_help(tmp_path: Path) -> None:
+    """'alert log' is what the help calls the Alerts screen: the palette finds it though the title has no 'log'."""
+    from textual.command import CommandList
+
+    app = app_for(tmp_path)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        app.screen.query_one(Input).value = "alert log"
+        for _ in range(20):
+            await pilot.pause(0.1)  # the palette searches in a worker
+            listed = app.screen.query_one(CommandList)
+            if listed.option_count:
+                break
+        prompts = [str(listed.get_option_at_index(i).prompt) for i in range(listed.option_count)]
+        assert any(p.startswith("Alerts  (a)") for p in prompts), prompts
+        await pilot.press("enter")
+        await pilot.pause(0.3)
+        assert isinstance(app.screen, AlertsScreen)

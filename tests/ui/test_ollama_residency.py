@@ -15,7 +15,8 @@ from poolconsole.ops import audit
 from poolconsole.ui import registry
 from poolconsole.ui.app import PoolApp
 from poolconsole.ui.screens.action import ActionScreen, ConfirmAction, ProfilePicker
-from poolconsole.ui.screens.detail import engine_text
+from poolconsole.ui.screens.detail import DetailScreen, engine_text
+from poolconsole.ui.screens.overview import OverviewScreen
 from tests.ui.test_console import action_outcome, demo_pool, select_row
 
 ENGINE = "embeddings"
@@ -38,6 +39,9 @@ async def test_residency_shown_and_unload_from_the_console(tmp_path: Path) -> No
             assert f"{NOMIC}  0.50 GiB  100% in VRAM  ctx 8192  expires in " in shown
             assert "keep-alive override: kept forever: a client sent keep_alive -1" in shown
 
+            await pilot.press("enter")  # from the engine's detail, which shows the residency
+            await pilot.pause()
+            assert isinstance(app.screen, DetailScreen)
             await pilot.press("U")
             await pilot.pause()
             assert isinstance(app.screen, ProfilePicker) and NOMIC in app.screen.profiles
@@ -59,6 +63,12 @@ async def test_residency_shown_and_unload_from_the_console(tmp_path: Path) -> No
                     break
                 await asyncio.sleep(0.25)
             assert f"{NOMIC} unloaded" in engine_text(track).plain
+            await pilot.press("escape")  # the action's screen closes onto the detail it was started from
+            await pilot.pause()
+            assert isinstance(app.screen, DetailScreen)
+            await pilot.press("escape")
+            await pilot.pause()
+            assert isinstance(app.screen, OverviewScreen)
         (entry,) = audit.entries(tmp_path / "audit.sqlite3")
         assert (entry.action, entry.target, entry.outcome) == ("ollama unload", ENGINE, "ok")
 

@@ -109,7 +109,7 @@ def host_text(track: HostTrack) -> Text:
         Text.assemble(
             (f"host {snap.name}", "bold"),
             f" ({snap.address})  {snap.state.value}  source {snap.source or '-'}  "
-            f"{snap.memory_kind or ''} memory  rtt {units.num(snap.rtt_ms, 1)} ms",
+            f"{snap.memory_kind or ''} memory  rtt {units.num(snap.rtt_ms, 1, ' ms')}",
         ),
         memory,
     ]

@@ -8,6 +8,7 @@ from pathlib import Path
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
+from textual.coordinate import Coordinate
 from textual.screen import Screen
 from textual.widgets import DataTable, Header, Static
 
@@ -96,11 +97,14 @@ class AlertsScreen(Screen[None]):
     def __init__(self, alerts: Alerts) -> None:
         super().__init__()
         self.alerts = alerts
+        self.messages: dict[str, str] = {}
+        """Each row's alert in words, by row key."""
 
     def compose(self) -> ComposeResult:
         yield Header()
         yield Static(id="alerts-summary", markup=False)
         yield DataTable(id="alert-log", cursor_type="row")
+        yield Static(id="alert-message", markup=False)  # the row's whole message, wrapped
         yield KeysFooter()
 
     def on_mount(self) -> None:
@@ -118,10 +122,23 @@ class AlertsScreen(Screen[None]):
             what = ("fired: " if event.fired else "") + event.message
             rows[f"{event.at!r}:{event.target}:{event.rule}:{event.fired}"] = (at, event.target, event.rule, what)
         sync_rows(table, rows)
+        self.messages = {key: f"{row[0]}  {row[1]}  {row[2]}: {row[3]}" for key, row in rows.items()}
+        self._show_message()
         active = [f"{t}/{r}" for (t, r) in self.alerts.active]
         self.query_one("#alerts-summary", Static).update(
             f"{len(active)} active: {', '.join(active) or 'none'}   (times in UTC)"
         )
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self._show_message()
+
+    def _show_message(self) -> None:
+        """Under the log, the highlighted alert's message in full: the table's column cuts a long one."""
+        table = self.query_one("#alert-log", DataTable)
+        key = None
+        if table.row_count and 0 <= table.cursor_row < table.row_count:
+            key = table.coordinate_to_cell_key(Coordinate(table.cursor_row, 0)).row_key.value
+        self.query_one("#alert-message", Static).update(self.messages.get(key or "", ""))
 
 
 class HelpScreen(Screen[None]):

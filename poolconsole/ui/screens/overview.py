@@ -584,7 +584,8 @@ class OverviewScreen(Screen[None]):
         if self.problems_only and not shown:
             hidden = f"  problems only: nothing needs attention ({self.hidden} hidden, p shows them)"
         hidden = hidden or (f"  {self.hidden} hidden" if self.hidden else "")
-        line = f"{shown} rows  sorted by {sort}{first}{filt}{hidden}  active alerts: {alerts}{mode}"
+        rows = f"{shown} row" + ("" if shown == 1 else "s")
+        line = f"{rows}  sorted by {sort}{first}{filt}{hidden}  active alerts: {alerts}{mode}"
         if line != self.status_text:
             self.status_text = line
             # One line of fixed height: no layout pass (one would also redraw the whole table).
