@@ -65,6 +65,12 @@ def _lat(samples: Sequence[EngineSnapshot], name: str, window_hist: Any) -> Late
     return latency(last.histograms.get(name) if last else None, "lifetime")
 
 
+SPEED_GAUGES = frozenset({"llamacpp"})
+"""Engines whose tokens-per-second gauges are the speed of the requests while they ran, not the engine's
+throughput: llama.cpp's prompt_tokens_seconds read 1,657 tok/s (prefill speed) on a poll whose prompt
+tokens per second of wall time were 40. Their first poll has no rate (n/a), not a spike."""
+
+
 def _rate_or_lifetime(
     window_num: float | None, window_den: float | None, life_num: float | None, life_den: float | None
 ) -> float | None:
@@ -87,10 +93,11 @@ def engine_view(samples: Sequence[EngineSnapshot]) -> EngineView:
 
     gen_rate = derived.rate("generation_tokens_total") if derived else None
     prompt_rate = derived.rate("prompt_tokens_total") if derived else None
-    if gen_rate is None:
-        gen_rate = gauge("generation_tokens_per_s_gauge")
-    if prompt_rate is None:
-        prompt_rate = gauge("prompt_tokens_per_s_gauge")
+    if last.kind not in SPEED_GAUGES:  # a throughput gauge stands in for the rate until two polls give one
+        if gen_rate is None:
+            gen_rate = gauge("generation_tokens_per_s_gauge")
+        if prompt_rate is None:
+            prompt_rate = gauge("prompt_tokens_per_s_gauge")
 
     d = derived.deltas if derived else {}
     hit_rate = _rate_or_lifetime(

@@ -167,3 +167,23 @@ def test_live_generation_starts_over_when_the_engine_restarts_before_any_request
     # restarted: its counter is 0 as before, which alone cannot tell; its start time can
     assert live.count(0, 20, "2000") == 20
     assert live.count(0, 40, "2000") == 40
+
+
+def test_llama_cpp_speed_gauges_are_not_a_first_poll_rate() -> None:
+    """llama.cpp's prompt/predicted_tokens_seconds are request speeds (prefill runs at thousands of tok/s),
+    not throughput: one poll has no rate yet (n/a); SGLang's gen_throughput is a throughput and stands in."""
+    from poolconsole.model.snapshots import EngineSnapshot, EngineState
+    from poolconsole.model.view import engine_view
+
+    def one_poll(kind: str, page: str, spec: specs.MetricSpec) -> EngineSnapshot:
+        metrics, _, _ = parse_metrics(page, spec)
+        return EngineSnapshot(
+            "e", kind, "http://x", None, 0.0, 0.0, EngineState.OK, None, "", None, None, (), metrics,
+        )  # fmt: skip
+
+    llama = one_poll("llamacpp", (LLAMA / "metrics-after-requests.txt").read_text(), specs.LLAMACPP)
+    assert llama.metrics is not None and (llama.metrics.get("prompt_tokens_per_s_gauge") or 0) > 0  # a speed
+    view = engine_view([llama])
+    assert view.prompt_tokens_per_s is None and view.generation_tokens_per_s is None
+    sglang = one_poll("sglang", (SAMPLES / "sglang-metrics-v0.5.1-issue13485.txt").read_text(), specs.SGLANG)
+    assert engine_view([sglang]).generation_tokens_per_s == sglang.metrics.get("generation_tokens_per_s_gauge")  # type: ignore[union-attr]
