@@ -40,7 +40,7 @@ BIND_FLAG = {
     EngineKind.VLLM: "--host 127.0.0.1 (or the tailnet address)",
     EngineKind.SGLANG: "--host 127.0.0.1 (or the tailnet address)",
     EngineKind.LLAMACPP: "--host 127.0.0.1 (or the tailnet address)",
-    EngineKind.OLLAMA: "OLLAMA_HOST=127.0.0.1:11434 (or the tailnet address)",
+    EngineKind.OLLAMA: "OLLAMA_HOST=127.0.0.1:{port} (or the tailnet address)",
     EngineKind.LITELLM: "--host 127.0.0.1 (or the tailnet address)",
     EngineKind.OPENAI: "its listen address set to 127.0.0.1 or the tailnet address",
 }
@@ -177,7 +177,7 @@ def listen_findings(engine: Engine, listeners: list[Listener]) -> list[Finding]:
         bind = (
             f"publish the port on 127.0.0.1 or the tailnet address only (-p 127.0.0.1:{sock.port}:{sock.port})"
             if container
-            else f"bind it with {BIND_FLAG[engine.kind]}"
+            else f"bind it with {BIND_FLAG[engine.kind].format(port=sock.port)}"
         )
         if scope == "all":
             findings.append(
@@ -288,6 +288,13 @@ async def probe(client: httpx.AsyncClient, engine: Engine, completion: bool) -> 
     return result
 
 
+CONTAINED = {
+    frozenset({"loopback"}): "it listens on loopback only: only this host's users and processes reach it",
+    frozenset({"tailnet"}): "it listens on the tailnet only: any tailnet peer can use it",
+    frozenset({"loopback", "tailnet"}): "it listens on loopback and the tailnet only: any tailnet peer can use it",
+}
+
+
 def _verdict(status: int | None) -> bool | None:
     """Did a key-less request get served (True), refused for want of a key (False), or can't tell (None)?"""
     if status is None:
@@ -296,6 +303,23 @@ def _verdict(status: int | None) -> bool | None:
         return True
     if status in (401, 403):
         return False
+    return None
+
+
+def _llamacpp_models(got: Probe, unchecked: list[str]) -> bool | None:
+    """A key-less /v1/models answer from llama.cpp: some builds list their models to anyone even with
+    --api-key (it was among their public endpoints), so the key-guarded /metrics and /slots tell: served
+    without a key, there is none; refused (401/403), there is one; neither, only the completion tells."""
+    guarded = [_verdict(s) for s in (got.metrics_status, got.slots_status)]
+    if True in guarded:
+        return True
+    if False in guarded:
+        return False
+    if got.completion_status is None:
+        unchecked.append(
+            "whether it requires a key: its /v1/models answers without one, which some llama.cpp builds do "
+            "with --api-key too, and neither /metrics nor /slots tells; the one-token completion would"
+        )
     return None
 
 
@@ -310,13 +334,16 @@ def judge(engine: Engine, got: Probe, listeners: list[Listener] | None, listen_w
         unchecked.append(
             f"nothing listens on port {engine_port(engine)} on its host as `ss` sees it (another network namespace?)"
         )
-    contained = bool(mine) and all(s.scope() in ("loopback", "tailnet") for s in mine or [])
-    where = "" if not contained else " (it listens on loopback or the tailnet only: any tailnet peer can use it)"
+    scopes = {s.scope() for s in mine or []}
+    contained = bool(mine) and scopes <= {"loopback", "tailnet"}
+    where = "" if not contained else f" ({CONTAINED[frozenset(scopes)]})"
     models_open = _verdict(got.models_status)
     if models_open is None and got.models_status is not None and got.keyed_models_status == 200:
         # refused without the key, served with it: a refusal, whatever its status (LiteLLM without its
         # database package answers a key-less caller with HTTP 500 rather than 401)
         models_open = False
+    if engine.kind is EngineKind.LLAMACPP and models_open:
+        models_open = _llamacpp_models(got, unchecked)
     completion_open = _verdict(got.completion_status)
     gateway = engine.kind is EngineKind.LITELLM
     unauthenticated = completion_open if completion_open is not None else models_open

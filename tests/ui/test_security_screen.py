@@ -1,8 +1,9 @@
 """The exposure audit in the console, on `poolconsole demo --scenario oom`: `S` asks whether to send the
 one-token completion, then lists each engine and the gateway with whether it answers without a key, where
 it listens and the verdict, and every finding with its fix: `embeddings` (Ollama, no key) is flagged, the
-keyed engines and the gateway pass. Skipping the completion sends none: llama.cpp lists its models without
-a key even when started with one, so only the completion (refused, 401) shows that it requires a key."""
+keyed engines and the gateway pass. Skipping the completion sends none: the demo's llama.cpp lists its
+models without a key even when started with one (as some llama.cpp builds do), and its key-guarded
+/metrics, refused, shows that it requires a key."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from poolconsole.ui.screens.security import COMPLETION_CHOICES, SecurityScreen
 KEY = next(a.key for a in registry.ACTIONS if a.id == "security")
 KEYED = ("qwen3-next-80b", "gemma3-27b-nvfp4", "gateway")
 LLAMACPP_KEYED = "qwen2.5-coder-3090"
-"""llama.cpp with --api-key: /v1/models answers without the key, the completion does not."""
+"""llama.cpp with --api-key: /v1/models answers without the key, /metrics and the completion do not."""
 MAC_ENGINE = "deepseek-studio"
 """On the Mac Studio, which has no `ss`."""
 
@@ -66,7 +67,8 @@ async def test_security_screen_flags_the_keyless_engine(oom_pool: SimPool, tmp_p
         await asyncio.sleep(1.0)
         screen = await audited(pilot, app, COMPLETION_CHOICES[1])  # read-only: the audit is still there
         assert not screen.completion
-        assert cell(screen, LLAMACPP_KEYED, "key") == "answers without a key"  # its models list: no completion sent
+        assert cell(screen, LLAMACPP_KEYED, "key") == "requires a key"  # its models list is public, /metrics is not
+        assert cell(screen, LLAMACPP_KEYED, "verdict") == "ok"
         assert cell(screen, KEYLESS_ENGINE, "key") == "answers without a key"
         assert cell(screen, KEYLESS_ENGINE, "verdict") == "EXPOSED"
         for name in KEYED:
@@ -77,9 +79,11 @@ async def test_security_screen_flags_the_keyless_engine(oom_pool: SimPool, tmp_p
         assert cell(screen, "qwen3-next-80b", "listen") == f"127.0.0.1:{pool.engines['qwen3-next-80b'].port}"
         assert cell(screen, MAC_ENGINE, "listen") == "n/a"  # macOS has no `ss`: unknown, not "none"
         summary = str(screen.query_one("#security-summary", Static).render())
-        assert summary.startswith("EXPOSED: ") and KEYLESS_ENGINE in summary  # (llama.cpp's lists count too)
+        assert summary.startswith(f"EXPOSED: {KEYLESS_ENGINE} (1 of 8)"), summary  # the Mac's llama.cpp too is not
         findings = str(screen.query_one("#security-findings", Static).render())
         assert "/v1/models answers without a key" in findings and "fix: Ollama has no keys" in findings
+        assert f"OLLAMA_HOST=127.0.0.1:{port}" in findings  # its own port, not Ollama's default 11434
+        assert "start llama-server with --api-key" not in findings  # both llama.cpp engines have one
         assert "every interface" in findings
         assert "studio has no `ss`" in findings  # what could not be checked is said
 

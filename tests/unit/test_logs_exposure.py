@@ -187,3 +187,31 @@ def test_a_refusal_answered_with_500_counts_as_a_refusal_when_the_key_is_served(
     assert refused.unauthenticated is False and not refused.findings
     broken = judge(gateway, Probe(models_status=500, keyed_models_status=500, completion_status=500), None, None)
     assert broken.unauthenticated is None  # failing with the key too: nothing learned about the key
+
+
+def test_a_contained_engine_is_described_by_where_it_listens() -> None:
+    got = Probe(models_status=200, models=("m",), completion_status=200, metrics_status=200)
+    loopback = judge(llama(), got, [Listener("127.0.0.1", 8080, None)], None)
+    assert "loopback only: only this host's users and processes reach it" in loopback.findings[0].found
+    assert "tailnet peer" not in loopback.findings[0].found
+    tailnet = judge(llama(), got, [Listener("100.101.102.103", 8080, None)], None)
+    assert "tailnet only: any tailnet peer can use it" in tailnet.findings[0].found
+
+
+def test_llama_cpp_models_list_without_a_key_is_told_apart_by_its_guarded_endpoints() -> None:
+    """Some llama.cpp builds list their models to anyone, --api-key or not: /metrics and /slots tell."""
+    keyed = judge(llama(), Probe(models_status=200, models=("m",), metrics_status=401, slots_status=401), [], None)
+    assert keyed.unauthenticated is False and not keyed.findings  # no "start llama-server with --api-key"
+    keyless = judge(llama(), Probe(models_status=200, models=("m",), metrics_status=200), [], None)
+    assert keyless.unauthenticated is True
+    unknown = judge(llama(), Probe(models_status=200, models=("m",), metrics_status=404), [], None)
+    assert unknown.unauthenticated is None and any("completion would" in u for u in unknown.unchecked)
+    told = judge(llama(), Probe(models_status=200, models=("m",), metrics_status=404, completion_status=401), [], None)
+    assert told.unauthenticated is False and not [u for u in told.unchecked if "completion would" in u]
+
+
+def test_ollama_bind_fix_names_its_own_port() -> None:
+    ollama = Engine.model_validate({"name": "o", "kind": "ollama", "url": "http://gpu:41141", "host": "h"})
+    result = judge(ollama, Probe(models_status=200, models=("m",)), [Listener("0.0.0.0", 41141, None)], None)
+    [listen] = [f for f in result.findings if f.check == "listen_all_interfaces"]
+    assert "OLLAMA_HOST=127.0.0.1:41141" in listen.fix
