@@ -854,6 +854,6 @@ class PoolApp(App[None]):
         shown = registry.visible(self.read_only, self.replay is not None, self._screen_name())
         for a in shown:  # hidden actions, and those of other screens, are not even listed
             key = registry.key_label(keymap.get(a.id, a.key))
-            yield Entry(f"{a.title}  ({key})", a.help, partial(self.run_action, a.action.removeprefix("app.")))
+            yield Entry(f"{a.title}  ({key})", a.help, partial(self.run_action, a.action.removeprefix("app.")), a.id)
         for theme in self.pool_themes:
             yield Entry(f"Theme: {theme}", "Switch theme (remembered)", partial(self.set_theme, theme))

@@ -6,6 +6,7 @@ raised MarkupError and closed the console on Ctrl+P.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
@@ -23,6 +24,8 @@ class Entry:
     title: str
     help: str
     run: Callable[[], object]
+    name: str = ""
+    """The action's id in the registry (what the help screen and [keys] call it), searched with the help."""
 
 
 class HasEntries(Protocol):
@@ -41,14 +44,20 @@ class PoolCommands(Provider):
             yield DiscoveryHit(Content(entry.title), entry.run, text=entry.title, help=escape(entry.help))
 
     async def search(self, query: str) -> Hits:
-        """Titles by Textual's fuzzy match; then an entry whose help holds the query's words as typed
-        ("alert log" finds Alerts, "The alert log"), ranked below every title match. Help is not matched
-        fuzzily: its letters would match nearly any query."""
+        """Titles by Textual's fuzzy match; then an entry whose action id or help holds the query's words as
+        whole words ("alert log" finds Alerts, "The alert log"; "security" the exposure audit, by its id),
+        ranked below every title match. Help is not matched fuzzily: its letters would match nearly any
+        query, and "audit" is not "audited"."""
         matcher = self.matcher(query)
-        words = " ".join(query.lower().split())
+        words = query.lower().split()
+        phrase = re.compile(r"\b" + r"\W+".join(map(re.escape, words)) + r"s?\b") if words else None
         for entry in self._entries():
             score = matcher.match(entry.title)
             if score > 0:
                 yield Hit(score, matcher.highlight(entry.title), entry.run, text=entry.title, help=escape(entry.help))
-            elif len(words) >= 3 and words in " ".join(entry.help.lower().split()):
+            elif phrase is not None and len(query.strip()) >= 3 and phrase.search(_searched(entry)):
                 yield Hit(HELP_SCORE, Content(entry.title), entry.run, text=entry.title, help=escape(entry.help))
+
+
+def _searched(entry: Entry) -> str:
+    return f"{entry.name.replace('_', ' ')} {entry.help}".lower()

@@ -210,3 +210,24 @@ async def test_palette_finds_an_action_by_the_words_of_its_help(tmp_path: Path) 
         await pilot.press("enter")
         await pilot.pause(0.3)
         assert isinstance(app.screen, AlertsScreen)
+        # by the action ids the help screen lists; whole words only: "audit" is not Restart's "audited"
+        for query, title, not_listed in (
+            ("security", "Exposure audit", None),
+            ("rollover", "Switch profile", None),
+            ("refresh", "Poll now", None),
+            ("audit", "Audit log", "Restart"),
+        ):
+            await back_to_overview(pilot, app)
+            await pilot.press("ctrl+p")
+            await pilot.pause()
+            app.screen.query_one(Input).value = query
+            prompts = []
+            for _ in range(20):
+                await pilot.pause(0.1)
+                listed = app.screen.query_one(CommandList)
+                prompts = [str(listed.get_option_at_index(i).prompt) for i in range(listed.option_count)]
+                if any(p.startswith(title) for p in prompts):
+                    break
+            assert any(p.startswith(title) for p in prompts), (query, prompts)
+            assert not_listed is None or not any(p.startswith(not_listed) for p in prompts), (query, prompts)
+            await pilot.press("escape")
