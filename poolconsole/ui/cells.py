@@ -126,12 +126,18 @@ def meter(fraction: float, width: int) -> str:
     return ("█" * full + (EIGHTHS[part] if part else "")).ljust(width)
 
 
+CARD_FILLER = frozenset({"NVIDIA", "GeForce", "AMD", "Radeon", "Generation", "Edition", "Workstation", "Server"})
+"""Words of a GPU's name that do not tell one card from another."""
+
+
 def _card(name: str | None) -> str:
-    """A GPU's name in a word or two ("NVIDIA H200" -> "H200", "NVIDIA GeForce RTX 3090" -> "RTX 3090")."""
+    """A GPU's name in up to three words: the vendor, brand and filler words out ("NVIDIA H200" -> "H200",
+    "NVIDIA GeForce RTX 3090" -> "RTX 3090", "NVIDIA RTX 6000 Ada Generation" -> "RTX 6000 Ada", where
+    the last two words left "Ada Generation")."""
     if not name:
         return "GPU"
-    words = [w for w in name.replace("NVIDIA", "").replace("GeForce", "").split() if w]
-    return " ".join(words[-2:]) if words else name
+    words = [w for w in name.split() if w not in CARD_FILLER]
+    return " ".join(words[:3]) if words else name
 
 
 def engine_memory(

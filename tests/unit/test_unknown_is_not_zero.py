@@ -167,3 +167,16 @@ def test_amd_memory_pool_not_reported_leaves_used_unknown(tmp_path: Path) -> Non
     assert partial.memory_used_bytes is None  # not 1512 MiB: VRAM alone, read as all of it
     (no_gtt,) = parse_amd_smi(text.replace('"total_gtt": {"value": 12288, "unit": "MB"}', '"total_gtt": "N/A"'))
     assert no_gtt.memory_total_bytes is None and no_gtt.memory_used_bytes == (1512 + 129) * MIB  # GTT size unknown
+
+
+def test_a_card_is_named_by_the_words_that_tell_it_apart() -> None:
+    names = {
+        "NVIDIA H200": "H200",
+        "NVIDIA GeForce RTX 3090": "RTX 3090",
+        "NVIDIA GeForce RTX 5090": "RTX 5090",
+        "NVIDIA RTX 6000 Ada Generation": "RTX 6000 Ada",  # was "Ada Generation"
+        "NVIDIA GB10": "GB10",
+        "AMD Radeon RX 7900 XTX": "RX 7900 XTX",
+        None: "GPU",
+    }
+    assert {name: cells._card(name) for name in names} == names
