@@ -50,5 +50,5 @@ def restarted(before: ContainerStart | None, after: ContainerStart | None) -> st
     if before is None or after is None or before.started_at == after.started_at:
         return None
     if before.restart_count is not None and after.restart_count is not None:
-        return f"container restarted (restart count {before.restart_count} -> {after.restart_count})"
-    return "container restarted (new start time)"
+        return f"container restarted, restart count {before.restart_count} -> {after.restart_count}"
+    return "container restarted, new start time"

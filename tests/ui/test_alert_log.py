@@ -23,7 +23,7 @@ async def test_the_highlighted_alert_is_shown_whole(tmp_path: Path) -> None:
         await pilot.pause()
         assert isinstance(app.screen, AlertsScreen)
         shown = app.screen.query_one("#alert-message", Static)
-        assert str(shown.render()).endswith("gemma3-27b-nvfp4  queue: fired: 6 requests waiting")  # newest first
+        assert str(shown.render()).endswith("gemma3-27b-nvfp4  fired: 6 requests waiting  (rule queue)")  # newest first
         table = app.screen.query_one("#alert-log", DataTable)
         await pilot.press("down")
         await pilot.pause()

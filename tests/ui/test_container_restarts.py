@@ -33,7 +33,7 @@ def test_inspect_command_and_its_answer() -> None:
     assert first == ContainerStart(0, "2026-12-01T09:00:00.1Z")
     assert restarted(first, first) is None and restarted(None, first) is None
     again = parse_inspect("1 2026-12-01T09:05:00.2Z")
-    assert restarted(first, again) == "container restarted (restart count 0 -> 1)"
+    assert restarted(first, again) == "container restarted, restart count 0 -> 1"
     assert parse_inspect("Error: no such container") is None
     assert parse_inspect("3 2026-12-01T09:05:00.123456789Z").started_epoch == 1796115900.123456  # type: ignore[union-attr]
 

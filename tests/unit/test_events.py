@@ -35,12 +35,12 @@ def test_a_restart_with_its_cause_refined_as_more_is_known() -> None:
     log.heard(Told("e", "engine"), state)
     log.heard(Told("e", "engine"), state)  # the same mark again: not a second restart
     assert [(e.kind, e.at) for e in log.entries] == [("restart", 990.0)]
-    log.cause("e", "container restarted (restart count 0 -> 1)", 995.0)  # the container's record says why
+    log.cause("e", "container restarted, restart count 0 -> 1", 995.0)  # the container's record says why
     log.diagnosed("e", Diagnosis(996.0, "restarted", "journal", ()))  # a log with nothing known: no cause
     finding = Finding("oom", "CUDA out of memory", "the model did not fit", "lower max_num_seqs", "line", 3)
     log.diagnosed("e", Diagnosis(997.0, "restarted (container restarted)", "journal", (finding,)))
     assert log.newest()[0].text() == (
-        "restarted (container restarted (restart count 0 -> 1); its log shows CUDA out of memory)"
+        "restarted (container restarted, restart count 0 -> 1; its log shows CUDA out of memory)"
     )
     log.cause("e", "too late", 990.0 + 3600)  # an hour on: another matter, not this restart's cause
     assert "too late" not in log.newest()[0].text()

@@ -90,10 +90,9 @@ def residency_lines(track: EngineTrack, now: float) -> list[Text | str]:
     for r in rows:
         share = "n/a" if r.vram_share is None else f"{r.vram_share * 100:.0f}% in VRAM"
         context = "n/a" if r.context is None else f"{r.context}"
-        out.append(
-            f"  {r.name}  {units.gib(r.size_bytes, 2, ' GiB')}  {share}  ctx {context}  "
-            f"expires in {ollama.duration_text(r.expires_in_s)}"
-        )
+        left = ollama.duration_text(r.expires_in_s)
+        expiry = "never expires" if left == "forever" else f"expires in {left}"
+        out.append(f"  {r.name}  {units.gib(r.size_bytes, 2, ' GiB')}  {share}  ctx {context}  {expiry}")
         if r.override:
             out.append(Text.assemble("    ", ("keep-alive override:", "bold"), f" {r.override}"))
     out += [f"  · {note}" for note in ollama.notes(residency, server, now)]

@@ -122,7 +122,7 @@ class AlertsScreen(Screen[None]):
             what = ("fired: " if event.fired else "") + event.message
             rows[f"{event.at!r}:{event.target}:{event.rule}:{event.fired}"] = (at, event.target, event.rule, what)
         sync_rows(table, rows)
-        self.messages = {key: f"{row[0]}  {row[1]}  {row[2]}: {row[3]}" for key, row in rows.items()}
+        self.messages = {key: f"{row[0]}  {row[1]}  {row[3]}  (rule {row[2]})" for key, row in rows.items()}
         self._show_message()
         active = [f"{t}/{r}" for (t, r) in self.alerts.active]
         self.query_one("#alerts-summary", Static).update(
