@@ -626,14 +626,16 @@ def open_console(
 
 
 def demo_console(config_path: Path, read_only: bool, scenario: str) -> PoolApp:
-    """The console on the demo pool whose hosts.toml is `config_path`, with the demo's own audit log and
-    smoke store beside it (never the user's: a restart on the simulated pool is no real action)."""
+    """The console on the demo pool whose hosts.toml is `config_path`, with the demo's own audit log, smoke
+    store and history store beside it (never the user's: a restart on the simulated pool is no real action)."""
     from poolconsole.sim.demo import demo_stores
     from poolconsole.ui.app import PoolApp
 
     hint = DEMO_HINT.format(user=_home_short(user_config_file()))
-    app = PoolApp(load_config(config_path), read_only=read_only, subtitle=f"demo pool ({scenario})", hint=hint)
-    app.audit_path, app.smoke_db = demo_stores(config_path)
+    audit_log, smoke_db, history = demo_stores(config_path)
+    subtitle = f"demo pool ({scenario})"
+    app = PoolApp(load_config(config_path), read_only=read_only, subtitle=subtitle, hint=hint, store=history)
+    app.audit_path, app.smoke_db = audit_log, smoke_db
     return app
 
 

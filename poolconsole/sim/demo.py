@@ -489,10 +489,12 @@ def latest_demo_audit() -> Path | None:
     return max(written)[1] if written else None
 
 
-def demo_stores(config_path: Path) -> tuple[Path, Path]:
-    """The demo's own audit log and smoke store, beside its hosts.toml (`demo-PID.audit.sqlite3`,
-    `demo-PID.smoke.sqlite3`): actions and smoke runs on the simulated pool never reach the user's."""
+def demo_stores(config_path: Path) -> tuple[Path, Path, Path]:
+    """The demo's own audit log, smoke store and history store, beside its hosts.toml
+    (`demo-PID.audit.sqlite3`, `demo-PID.smoke.sqlite3`, `demo-PID.history.sqlite3`): actions, smoke runs
+    and polls of the simulated pool never reach the user's, and its ledger (T) has a store to read."""
     return (
         config_path.with_name(config_path.stem + ".audit.sqlite3"),
         config_path.with_name(config_path.stem + ".smoke.sqlite3"),
+        config_path.with_name(config_path.stem + ".history.sqlite3"),
     )

@@ -15,6 +15,7 @@ from poolconsole.ops import audit
 from poolconsole.ops.smoke import store
 from poolconsole.sim.demo import SimPool
 from poolconsole.ui.screens.action import ActionScreen, ConfirmAction
+from poolconsole.ui.screens.ledger import LedgerScreen
 from tests.ui.test_console import action_outcome, select_row
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,6 +35,7 @@ async def test_a_demo_restart_stays_out_of_the_users_audit_log(tmp_path: Path, m
         assert app.audit_path is not None and app.smoke_db is not None
         assert app.audit_path != audit.default_path() and app.smoke_db != store.default_db()
         assert app.audit_path.parent == tmp_path and app.smoke_db.parent == tmp_path  # beside the demo's config
+        assert app.store_path == tmp_path / "demo-1.history.sqlite3"  # its own history store: T has one to read
         async with app.run_test(size=(160, 45)) as pilot:
             await select_row(pilot, app, "engine:qwen3-30b-a3b")
             await pilot.press("R")
@@ -43,6 +45,14 @@ async def test_a_demo_restart_stays_out_of_the_users_audit_log(tmp_path: Path, m
             await pilot.pause()
             assert isinstance(app.screen, ActionScreen)
             assert await action_outcome(app, 160) == "ok"
+            await pilot.press("escape")
+            await pilot.pause()
+            await pilot.press("T")
+            for _ in range(40):
+                await pilot.pause(0.1)
+                if isinstance(app.screen, LedgerScreen):
+                    break
+            assert isinstance(app.screen, LedgerScreen), app.screen  # no "no history store" toast
     finally:
         await pool.stop()
     assert [(e.action, e.target) for e in audit.entries(app.audit_path)] == [("restart", "qwen3-30b-a3b")]
