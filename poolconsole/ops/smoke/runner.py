@@ -104,7 +104,8 @@ async def smoke_target(
             progress(result)
 
     async def check(what: str, call: Awaitable[CheckResult], total: int | None = None) -> None:
-        now.start(f"{target.name} {what}", total)
+        # "qwen3 qwen3 chat" when the engine serves a model of its own name: said once
+        now.start(what if what.startswith(f"{target.name} ") else f"{target.name} {what}", total)
         add(await call)
 
     try:
