@@ -183,7 +183,10 @@ def fit(
     if w is None:
         notes.append("weights unknown: give weights_gib, or params_b and bits")
     if kv_need is None:
-        notes.append("KV cache unknown: give layers, kv_heads and head_dim (vLLM also sizes KV to fill the budget)")
+        notes.append(
+            "this profile's KV cache size unknown from hosts.toml: give layers, kv_heads and head_dim "
+            "(vLLM also sizes KV to fill the budget)"
+        )
     shard = ((w or 0) + (kv_need or 0)) / profile.tp_size + profile.overhead_gib if w is not None else None
     unified = host is not None and (
         host.memory_kind == "unified" or (live is not None and live.unified_available_gib is not None)
