@@ -12,13 +12,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from poolconsole.config.models import AlertSettings
-from poolconsole.model.failure_modes import Finding
+from poolconsole.model.failure_modes import MODES, Finding
 from poolconsole.model.hosts import HostSnapshot
 from poolconsole.model.snapshots import EngineState
 from poolconsole.model.view import EngineView
 
 COLLAPSE_POLLS = 15
 DELIBERATE_GRACE_S = 120.0
+LOG_FINDING_SERVED_S = 600.0
+"""A failure mode its log showed stops being a problem once the engine has served this long since (the
+alert clears; the event and the detail keep it). It stayed active while the engine served for hours, and
+the overview's verdict called a healthy pool '1 problem'."""
 """A restart seen this long after a console action on the engine ended is still the action's (the container's
 record is read once a minute while the engine stays up)."""
 
@@ -69,6 +73,8 @@ class Alerts:
     pending: dict[tuple[str, str], float] = field(default_factory=dict)
     acting: dict[str, tuple[float, float | None]] = field(default_factory=dict)
     """engine -> (start, end or None while it runs) of the console's latest restart or rollover of it."""
+    serving_since: dict[str, float] = field(default_factory=dict)
+    """engine -> since when its polls have said ok, without a break."""
     """(target, rule) -> since when its condition has held, while it waits out the rule's hold."""
 
     def _held(
@@ -122,7 +128,22 @@ class Alerts:
         events.append(self._collapse(view, now))
         new = bool(view.counter_resets) if restarted is None else restarted
         events.append(self._restart_loop(view.name, now, new))
+        events += self._served_past_findings(view, now)
         return [e for e in events if e is not None]
+
+    def _served_past_findings(self, view: EngineView, now: float) -> list[AlertEvent | None]:
+        """Clear its log findings once it has served LOG_FINDING_SERVED_S since they fired."""
+        if view.state != EngineState.OK:
+            self.serving_since.pop(view.name, None)
+            return []
+        since = self.serving_since.setdefault(view.name, now)
+        out: list[AlertEvent | None] = []
+        for (target, rule), event in list(self.active.items()):
+            if target == view.name and rule.startswith("log:") and now - max(since, event.at) >= LOG_FINDING_SERVED_S:
+                title = next((m.title for m in MODES if m.id == rule[4:]), rule[4:])
+                cleared = f"{title}: serving for {LOG_FINDING_SERVED_S / 60:.0f} min since its log showed it"
+                out.append(self._set(target, rule, False, "", now, cleared))
+        return out
 
     def restarted(self, name: str, now: float) -> list[AlertEvent]:
         """A restart seen another way than by the engine's counters (the container's own record)."""

@@ -209,3 +209,30 @@ def test_restarts_the_consoles_own_actions_cause_are_not_a_restart_loop() -> Non
     plain = Alerts(settings)  # the same restarts with no action: a loop at the third
     events = [e for t in (20.0, 50.0, 120.0) for e in plain.restarted("e", t)]
     assert [(e.rule, e.at) for e in events] == [("restart_loop", 120.0)]
+
+
+def test_a_log_finding_clears_once_the_engine_has_served_ten_minutes_since() -> None:
+    """It stayed active while the engine served for hours: the verdict called a healthy pool '1 problem'."""
+    from poolconsole.model.alerts import LOG_FINDING_SERVED_S
+    from poolconsole.model.failure_modes import diagnose
+    from poolconsole.model.snapshots import EngineState
+
+    alerts = Alerts(AlertSettings())
+    [oom] = diagnose(["torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0"])
+    alerts.log_findings("e", [oom], 100.0, "e went down")
+    alerts.engine(view(state=EngineState.DOWN), 100.0)
+    alerts.engine(view(state=EngineState.OK), 160.0)  # back: the ten minutes count from here
+    assert not [
+        e
+        for e in alerts.engine(view(state=EngineState.OK), 160.0 + LOG_FINDING_SERVED_S - 1)
+        if e.rule.startswith("log:")
+    ]
+    assert ("e", "log:cuda_out_of_memory") in alerts.active
+    alerts.engine(view(state=EngineState.DOWN), 800.0)  # down again: the count starts over
+    alerts.engine(view(state=EngineState.OK), 810.0)
+    assert ("e", "log:cuda_out_of_memory") in alerts.active
+    [cleared] = [
+        e for e in alerts.engine(view(state=EngineState.OK), 810.0 + LOG_FINDING_SERVED_S) if e.rule.startswith("log:")
+    ]
+    assert not cleared.fired and cleared.message == "CUDA out of memory: serving for 10 min since its log showed it"
+    assert ("e", "log:cuda_out_of_memory") not in alerts.active
