@@ -306,6 +306,10 @@ async def test_smoke_action_runs_and_shows_results(tmp_path: Path) -> None:
             assert {"models", "chat", "chat_stream", "completions"} <= checks
             assert all(r.passed for r in app.screen.results), [r.reason for r in app.screen.results]
             assert app.screen.query_one("#smoke-results", DataTable).row_count == len(app.screen.results)
+            # a first run has no baseline: no "now vs baseline" with bars of 0 for it
+            assert app.screen.chart_titles["ttft"].startswith("TTFT p95 (ms): now (no baseline yet for "), (
+                app.screen.chart_titles
+            )
         from poolconsole.ops.smoke.store import list_runs
 
         (run,) = list_runs(tmp_path / "smoke.sqlite3")

@@ -38,6 +38,8 @@ class SmokeScreen(Screen[None]):
         self.results: list[CheckResult] = []
         self.changes: list[Change] = []
         self.finished = False
+        self.chart_titles: dict[str, str] = {}
+        """What each chart (ttft, tps) is titled as drawn: whether it has a baseline to show."""
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -107,15 +109,23 @@ class SmokeScreen(Screen[None]):
         labels = [f"{r.target[:10]} c{r.concurrency}" for r in streams]
         base = {(c.target, c.model, c.concurrency, c.figure): c.baseline for c in self.changes}
         for chart, title, figure, attr, key in (
-            ("ttft", "TTFT p95 (ms): now vs baseline", "ttft_p95", "ttft_s", "p95"),
-            ("tps", "tok/s per stream: now vs baseline", "tps_per_stream", "output_tokens_per_s", "per_stream"),
+            ("ttft", "TTFT p95 (ms)", "ttft_p95", "ttft_s", "p95"),
+            ("tps", "tok/s per stream", "tps_per_stream", "output_tokens_per_s", "per_stream"),
         ):
             plt = self.query_one(f"#chart-{chart}", PlotextPlot).plt
             plt.clear_figure()
-            plt.title(title)
             scale = 1000 if chart == "ttft" else 1
             now = [((getattr(r, attr) or {}).get(key) or 0) * scale for r in streams]
-            before = [(base.get((r.target, r.model, r.concurrency, figure)) or 0) * scale for r in streams]
-            if labels:
+            baseline = [base.get((r.target, r.model, r.concurrency, figure)) for r in streams]
+            if labels and all(b is not None for b in baseline):
+                self.chart_titles[chart] = f"{title}: now vs baseline"
+                before = [(b or 0.0) * scale for b in baseline]
                 cast(Any, plt).multiple_bar(labels, [now, before], labels=["now", "baseline"])
+            elif labels:  # no bar of 0 for a baseline that does not exist
+                missing = sum(b is None for b in baseline)
+                self.chart_titles[chart] = f"{title}: now (no baseline yet for {missing} of {len(labels)})"
+                cast(Any, plt).bar(labels, now)
+            else:
+                self.chart_titles[chart] = title
+            plt.title(self.chart_titles[chart])
             self.query_one(f"#chart-{chart}", PlotextPlot).refresh()
