@@ -94,10 +94,11 @@ async def stream_chat(
     (`Server disconnected without sending a response`) is sent once more on a new connection, and marked
     `resent`: the server never read it, and a client that did not reuse connections would not have seen
     it fail. A request on a connection of its own that fails so is a failure."""
+    ask = _Ask(client, url, body, headers, stall_s, total_s, starting)
     deadline = asyncio.get_running_loop().time() + total_s
-    result = await _attempt(client, url, body, headers, stall_s, total_s, deadline, starting)
+    result = await _attempt(ask, deadline)
     if result.reason == _CLOSED_IDLE:
-        result = await _attempt(client, url, body, headers, stall_s, total_s, deadline, starting, resend=True)
+        result = await _attempt(ask, deadline, resend=True)
         result.resent = True
     return result
 
@@ -105,19 +106,23 @@ async def stream_chat(
 _CLOSED_IDLE = "closed before answering on a kept-alive connection"
 
 
-async def _attempt(
-    client: httpx.AsyncClient,
-    url: str,
-    body: dict[str, Any],
-    headers: dict[str, str],
-    stall_s: float,
-    total_s: float,
-    deadline: float,
-    starting: asyncio.Semaphore | None,
-    resend: bool = False,
-) -> StreamResult:
+@dataclass(frozen=True)
+class _Ask:
+    """What stream_chat was asked to send, for each try of it."""
+
+    client: httpx.AsyncClient
+    url: str
+    body: dict[str, Any]
+    headers: dict[str, str]
+    stall_s: float
+    total_s: float
+    starting: asyncio.Semaphore | None
+
+
+async def _attempt(ask: _Ask, deadline: float, resend: bool = False) -> StreamResult:
     """One try of stream_chat; its reason is _CLOSED_IDLE when a kept-alive connection closed before any
     answer (a first try only: a resent one that fails so says why)."""
+    client, url, starting = ask.client, ask.url, ask.starting
     result = StreamResult(False, None, time.perf_counter())
     connecting: float | None = None
 
@@ -139,7 +144,7 @@ async def _attempt(
     extensions: dict[str, Any] = {"trace": trace}
     try:
         async with asyncio.timeout_at(deadline):
-            request = client.build_request("POST", url, json=body, headers=headers, extensions=extensions)
+            request = client.build_request("POST", url, json=ask.body, headers=ask.headers, extensions=extensions)
             try:
                 async with starting if starting is not None else contextlib.nullcontext():
                     response = await client.send(request, stream=True)
@@ -149,11 +154,11 @@ async def _attempt(
                 result.reason = _CLOSED_IDLE
                 return result
             try:
-                await _read_events(response, result, stall_s, deadline)
+                await _read_events(response, result, ask.stall_s, deadline)
             finally:
                 await response.aclose()
     except TimeoutError:
-        result.reason = f"{url}: request did not finish within {total_s:g} s"
+        result.reason = f"{url}: request did not finish within {ask.total_s:g} s"
         return result
     except httpx.HTTPError as exc:
         result.reason = failed_request(url, exc)
