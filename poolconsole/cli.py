@@ -7,6 +7,7 @@ import argparse
 import asyncio
 import dataclasses
 import datetime as dt
+import gc
 import json
 import os
 import re
@@ -868,6 +869,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not hasattr(args, "config"):
         args.config = None
     func = getattr(args, "func", cmd_console)
+    if func not in (cmd_console, cmd_demo) or getattr(args, "serve_only", False):
+        gc.enable()  # paused for start-up (__main__.py); the console's runtime resumes it as its loops start
     try:
         return int(func(args))
     except ConfigError as exc:

@@ -98,7 +98,8 @@ class GcPolicy:
 
     The same policy holds from the start (`start`): what the imports made (modules, classes, the config) is
     frozen as the loops begin, and young collections are as rare, so the first polls' objects are not
-    walked again and again. At 1,000 engines read through Prometheus (benchmarks/scale_bench.py) the
+    walked again and again; the command paused the collector for its start-up (poolconsole/__main__.py),
+    and `start` resumes it. At 1,000 engines read through Prometheus (benchmarks/scale_bench.py) the
     collector took 0.47 s in 646 runs, 5 of them full, before the first frame with data."""
 
     settle_s: float = GC_SETTLE_S
@@ -109,6 +110,7 @@ class GcPolicy:
     def start(self) -> None:
         gc.freeze()
         gc.set_threshold(GC_THRESHOLD, 20, 20)
+        gc.enable()  # the command paused it for start-up (poolconsole/__main__.py)
 
     def settle(self) -> None:
         gc.collect()

@@ -7,6 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import json
+import subprocess
+import sys
+from pathlib import Path
 
 from poolconsole.config import parse_config
 from poolconsole.runtime.live import GC_THRESHOLD, LivePool
@@ -48,4 +52,69 @@ def test_without_the_policy_the_collector_is_left_as_it_was() -> None:
     try:
         assert asyncio.run(started()) == (0, threshold)
     finally:
+        gc.set_threshold(*threshold)
+
+
+def _entry(argv: list[str], spy_console: bool = False) -> dict[str, object]:
+    """`poolconsole ARGV` in a fresh interpreter, through the command's entry point: how many automatic
+    collections ran before the collector was resumed, and whether it runs when the console would open."""
+    script = f"""
+import contextlib, gc, io, json, sys
+ran = []
+gc.callbacks.append(lambda phase, info: phase == "start" and ran.append(1))
+real_enable = gc.enable
+resumed_after = []
+def enable():
+    resumed_after.append(len(ran))
+    real_enable()
+gc.enable = enable
+opened = []
+if {spy_console!r}:
+    gc.disable()  # as the entry point does, for the imports below
+    import poolconsole.cli as cli
+    cli.open_console = lambda *a, **k: opened.append(gc.isenabled()) or 0
+import poolconsole.__main__ as entry
+sys.argv = ["poolconsole", *{argv!r}]
+ran.clear()  # from here on: what the command's start-up runs
+with contextlib.redirect_stdout(io.StringIO()):
+    code = entry.main()
+print(json.dumps({{"code": code, "resumed_after": resumed_after, "enabled": gc.isenabled(), "opened": opened}}))
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
+    return dict(json.loads(done.stdout.splitlines()[-1]))
+
+
+def test_start_up_runs_no_collection_and_a_command_gets_the_collector_back() -> None:
+    """The imports (pydantic, the config models, the CLI) made about a million long-lived objects that the
+    default collector walked some 150 times at every launch; paused, none ran before the command began."""
+    seen = _entry(["schema"])
+    assert seen["code"] == 0
+    assert seen["resumed_after"] == [0]
+    assert seen["enabled"] is True
+
+
+def test_the_console_leaves_the_collector_paused_for_its_runtime(tmp_path: Path) -> None:
+    config = tmp_path / "hosts.toml"
+    config.write_text('[[engines]]\nname = "a"\nkind = "vllm"\nurl = "http://127.0.0.1:9"\n')
+    seen = _entry(["--config", str(config)], spy_console=True)
+    assert seen["opened"] == [False]  # GcPolicy.start resumes it as the loops begin
+
+
+def test_the_policy_resumes_a_paused_collector() -> None:
+    threshold = gc.get_threshold()
+    gc.disable()
+
+    async def started() -> bool:
+        live = LivePool(parse_config("", "hosts.toml"))
+        live.start()
+        try:
+            return gc.isenabled()
+        finally:
+            await live.stop()
+
+    try:
+        assert asyncio.run(started()) is True
+    finally:
+        gc.enable()
+        gc.unfreeze()
         gc.set_threshold(*threshold)
