@@ -1,0 +1,152 @@
+"""First frame with data (issue 14): the console against the floor its libraries set, side by side in one run.
+
+`python benchmarks/first_frame_bench.py [--engines 32] [--rounds 8]`
+
+N engines replay the real vLLM 0.32.0 capture (tests/fixtures/real/vllm-0.32.0-cpu: /metrics, /v1/models,
+/version) from aiohttp servers on 127.0.0.1. Each program starts in a tmux pane of 160x48, as the peers harness
+runs it (`../shared/peers/measure.sh`), and its time is from just before `tmux new-session` to the first
+capture-pane (every 20 ms) that shows its marker. The programs, interleaved round by round:
+
+- textual: a bare Textual app (Header, one Static, Footer), the marker its Static;
+- textual+aiohttp, textual+config: the same app after importing aiohttp (which builds two TLS contexts at
+  import, each loading the system CA store), or pydantic with the console's config models and the hosts.toml
+  loaded, before it runs (the collector paused meanwhile, as the console's start-up has it);
+- textual+stack: both: what the console cannot start without, the floor under its first frame with these
+  libraries;
+- poolconsole: `python -m poolconsole --config FILE` on the N engines, the marker the model name
+  ("tiny", from /v1/models) in the overview.
+
+The interpreter runs with the environment's PYTHONDONTWRITEBYTECODE as it is; the console's bytecode is
+written once first (README's install command does the same), so no program compiles its sources here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+from aiohttp import web
+
+ROOT = Path(__file__).resolve().parents[1]
+VLLM = ROOT / "tests" / "fixtures" / "real" / "vllm-0.32.0-cpu"
+TMUX = ["tmux", "-L", "firstframe", "-f", "/dev/null"]
+BASE_PORT = 18600
+
+BARE_APP = """
+from textual.app import App
+from textual.widgets import Footer, Header, Static
+{stack}
+class Bare(App[None]):
+    BINDINGS = [("q", "quit", "Quit")]
+    def compose(self):
+        yield Header()
+        yield Static("first-frame-marker")
+        yield Footer()
+Bare().run()
+"""
+PAUSED = "import gc\ngc.disable()  # as the console's start-up does (poolconsole/__main__.py)\n"
+AIOHTTP = "import aiohttp\n"
+PYDANTIC = "from poolconsole.config import load_config\nload_config({config!r})\n"
+RESUMED = "gc.freeze()\ngc.enable()\n"
+
+
+async def serve(engines: int) -> web.AppRunner:
+    pages = {
+        "/metrics": ((VLLM / "metrics.load.txt").read_bytes(), "text/plain; version=0.0.4"),
+        "/v1/models": ((VLLM / "v1_models.json").read_bytes(), "application/json"),
+        "/version": ((VLLM / "version.json").read_bytes(), "application/json"),
+    }
+
+    async def answer(request: web.Request) -> web.Response:
+        body, kind = pages.get(request.path, (b"not found", "text/plain"))
+        return web.Response(body=body, content_type=kind.split(";")[0], status=200 if request.path in pages else 404)
+
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", answer)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    for i in range(engines):
+        await web.TCPSite(runner, "127.0.0.1", BASE_PORT + i).start()
+    return runner
+
+
+def first_frame(name: str, argv: list[str], marker: str, env: dict[str, str]) -> float | None:
+    session = f"ff-{name.replace('+', '-')}"
+    command = " ".join(f"'{a}'" for a in argv)
+    started = time.perf_counter()
+    subprocess.run([*TMUX, "new-session", "-d", "-s", session, "-x", "160", "-y", "48", f"exec {command}"], env=env)
+    seen = None
+    try:
+        while time.perf_counter() - started < 15:
+            done = subprocess.run([*TMUX, "capture-pane", "-p", "-t", session], capture_output=True, text=True)
+            if marker in done.stdout:
+                seen = time.perf_counter() - started
+                break
+            time.sleep(0.02)
+    finally:
+        subprocess.run([*TMUX, "kill-session", "-t", session], capture_output=True)
+    time.sleep(0.3)  # the killed process leaves the cores
+    return seen
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--engines", type=int, default=32)
+    parser.add_argument("--rounds", type=int, default=8)
+    args = parser.parse_args()
+    if shutil.which("tmux") is None:
+        raise SystemExit("first_frame_bench needs tmux (the programs run in a pane, as the peers harness runs them)")
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "poolconsole")], check=True)
+    runner = await serve(args.engines)
+    with tempfile.TemporaryDirectory() as work:
+        config = Path(work) / "hosts.toml"
+        config.write_text(
+            "".join(
+                f'[[engines]]\nname = "eng{i:02d}"\nkind = "vllm"\nurl = "http://127.0.0.1:{BASE_PORT + i}"\n\n'
+                for i in range(args.engines)
+            )
+        )
+        stacks = {
+            "bare": "",
+            "aiohttp": PAUSED + AIOHTTP + RESUMED,
+            "pydantic": PAUSED + PYDANTIC.format(config=str(config)) + RESUMED,
+            "stack": PAUSED + AIOHTTP + PYDANTIC.format(config=str(config)) + RESUMED,
+        }
+        for name, stack in stacks.items():
+            (Path(work) / f"ff_{name}.py").write_text(textwrap.dedent(BARE_APP.format(stack=stack)))
+        env = {**os.environ, **{f"XDG_{d}_HOME": f"{work}/{d.lower()}" for d in ("CONFIG", "DATA", "STATE", "CACHE")}}
+        programs = {
+            "textual": ([sys.executable, f"{work}/ff_bare.py"], "first-frame-marker"),
+            "textual+aiohttp": ([sys.executable, f"{work}/ff_aiohttp.py"], "first-frame-marker"),
+            "textual+config": ([sys.executable, f"{work}/ff_pydantic.py"], "first-frame-marker"),
+            "textual+stack": ([sys.executable, f"{work}/ff_stack.py"], "first-frame-marker"),
+            "poolconsole": ([sys.executable, "-m", "poolconsole", "--config", str(config)], "tiny"),
+        }
+        times: dict[str, list[float]] = {name: [] for name in programs}
+        loop = asyncio.get_running_loop()
+        for _ in range(args.rounds):
+            for name, (argv, marker) in programs.items():
+                took = await loop.run_in_executor(None, first_frame, name, argv, marker, env)
+                if took is not None:
+                    times[name].append(took)
+    await runner.cleanup()
+    print(f"first frame (s) at {args.engines} engines, {args.rounds} interleaved rounds, {os.cpu_count()} cores")
+    for name, runs in times.items():
+        if not runs:
+            print(f"  {name:16s} never showed its marker")
+            continue
+        spread = f"min {min(runs):.3f}  max {max(runs):.3f}  n={len(runs)}"
+        print(f"  {name:16s} median {statistics.median(runs):.3f}  {spread}")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
