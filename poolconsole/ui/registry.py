@@ -279,10 +279,16 @@ MUTATING = frozenset(a.action.removeprefix("app.") for a in ACTIONS if a.mutatin
 SCREENS_OF = {a.action.removeprefix("app.").split("(")[0]: a.screens for a in ACTIONS}
 
 
+FOOTER_FIRST = "help"
+"""The footer shows Help first: at 80 columns it is cut after about seven keys, and a new operator finds the
+rest from there (the help screen and the palette keep the registry's order)."""
+
+
 def bindings() -> list[Binding]:
     """Every action's key binding; --read-only disables the mutating ones through App.check_action."""
+    ordered = sorted(ACTIONS, key=lambda a: a.id != FOOTER_FIRST)  # stable: the rest keep their order
     return [
-        Binding(a.key, a.action, a.footer or a.title, show=a.show, id=a.id, priority=a.id in ("quit",)) for a in ACTIONS
+        Binding(a.key, a.action, a.footer or a.title, show=a.show, id=a.id, priority=a.id in ("quit",)) for a in ordered
     ]
 
 

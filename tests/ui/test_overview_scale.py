@@ -216,8 +216,8 @@ async def test_the_footer_shows_this_screens_keys_and_remapped_keys_work(tmp_pat
 
 
 async def test_at_120_columns_every_footer_key_is_on_screen(tmp_path: Path) -> None:
-    """The footer holds the keys that matter on each screen, and at 120 columns all of them show, Help and Quit
-    last (the rest are in the help screen and the palette)."""
+    """The footer holds the keys that matter on each screen, and at 120 columns all of them show, Help first and
+    Quit last (the rest are in the help screen and the palette)."""
     app = PoolApp(uipool.config(), live=False, clock=uipool.clock, theme_state=tmp_path / "ui.json")
     async with app.run_test(size=(120, 40)) as pilot:
         await feed(app)
@@ -231,10 +231,26 @@ async def test_at_120_columns_every_footer_key_is_on_screen(tmp_path: Path) -> N
                 assert isinstance(app.screen, DetailScreen)
             shown = [k for k in app.screen.query(FooterKey) if k.description != "palette"]  # Ctrl+P, docked right
             assert shown and shown[-1].description == "Quit", [k.description for k in shown]
+            assert shown[0].description == "Help", [k.description for k in shown]
             palette = [k for k in app.screen.query(FooterKey) if k.description == "palette"]
             edge = palette[0].region.x if palette else app.size.width
             cut = [k.description for k in shown if k.region.right > edge or not k.region.width]
             assert not cut, f"{screen}: off screen or cut: {cut}"
+
+
+async def test_at_80_columns_the_footer_still_shows_help(tmp_path: Path) -> None:
+    """At 80 columns the footer is cut after seven keys or so: Help comes first, whole on screen, so a new
+    operator finds every other key from there."""
+    app = PoolApp(uipool.config(), live=False, clock=uipool.clock, theme_state=tmp_path / "ui.json")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await feed(app)
+        await settle(pilot, app)
+        shown = [k for k in app.screen.query(FooterKey) if k.description != "palette"]
+        palette = [k for k in app.screen.query(FooterKey) if k.description == "palette"]
+        edge = palette[0].region.x if palette else app.size.width
+        first = shown[0]
+        assert first.description == "Help" and first.key == "question_mark", [k.description for k in shown]
+        assert first.region.width and first.region.right <= edge, first.region
 
 
 @asynccontextmanager
