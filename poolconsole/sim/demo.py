@@ -67,6 +67,9 @@ class SimPool:
             if spec.kind == "litellm":
                 continue
             engine = SimEngine(spec, self.seed * 1000 + i)
+            if self.keys and spec.name == KEYLESS_ENGINE:
+                # Ollama has no keys; serving other machines, it is started with OLLAMA_HOST=0.0.0.0
+                engine.listens_on = "0.0.0.0"
             await engine.start()
             self.engines[spec.name] = engine
         routes: dict[str, str] = {}
@@ -85,8 +88,6 @@ class SimPool:
             for engine in self.engines.values():
                 engine.backend_key = self.key if engine.spec.kind == "litellm" else None
                 engine.api_key = None if engine.spec.name == KEYLESS_ENGINE else self.key
-            # Ollama has no keys; serving other machines, it is started with OLLAMA_HOST=0.0.0.0
-            self.engines[KEYLESS_ENGINE].listens_on = "0.0.0.0"
         if keys_dir is not None:
             await self._start_hosts(keys_dir)
         self._tasks.append(asyncio.create_task(self._tick()))

@@ -32,7 +32,7 @@ OOM_LINE = (
 OLLAMA_SERVER_CONFIG = (
     'msg="server config" env="map[CUDA_VISIBLE_DEVICES:0 GPU_DEVICE_ORDINAL: HIP_VISIBLE_DEVICES: '
     "HSA_OVERRIDE_GFX_VERSION: HTTPS_PROXY: HTTP_PROXY: NO_PROXY: OLLAMA_CONTEXT_LENGTH:8192 OLLAMA_DEBUG:INFO "
-    "OLLAMA_FLASH_ATTENTION:false OLLAMA_GPU_OVERHEAD:0 OLLAMA_HOST:http://0.0.0.0:11434 "
+    "OLLAMA_FLASH_ATTENTION:false OLLAMA_GPU_OVERHEAD:0 OLLAMA_HOST:http://{address} "
     "OLLAMA_KEEP_ALIVE:{keep_alive} OLLAMA_KV_CACHE_TYPE: OLLAMA_LLM_LIBRARY: OLLAMA_LOAD_TIMEOUT:5m0s "
     "OLLAMA_MAX_LOADED_MODELS:0 OLLAMA_MAX_QUEUE:512 OLLAMA_MODELS:/root/.ollama/models OLLAMA_NOHISTORY:false "
     "OLLAMA_NOPRUNE:false OLLAMA_NUM_PARALLEL:{parallel} OLLAMA_ORIGINS:[http://localhost https://localhost "
@@ -85,14 +85,14 @@ def slog_line(level: str, source: str, text: str, at: float | None = None) -> st
     return f"time={stamp} level={level} source={source} {text}"
 
 
-def startup_lines(kind: str, version: str, model: str, port: int) -> list[str]:
-    """What the engine prints as it starts, in its own format."""
+def startup_lines(kind: str, version: str, model: str, port: int, address: str = "127.0.0.1") -> list[str]:
+    """What the engine prints as it starts, in its own format, bound to `address` (what its host's `ss` shows)."""
     if kind == "vllm":
         return [
             vllm_line("INFO", "api_server.py:1839", f"vLLM API server version {version}"),
             vllm_line("INFO", "model.py:547", f"Resolved architecture: {model}"),
             vllm_line("INFO", "gpu_worker.py:298", "Available KV cache memory: 9.80 GiB", "Worker_TP0 pid=270"),
-            vllm_line("INFO", "api_server.py:1634", f"Starting vLLM API server 0 on http://0.0.0.0:{port}"),
+            vllm_line("INFO", "api_server.py:1634", f"Starting vLLM API server 0 on http://{address}:{port}"),
             "(APIServer pid=1) INFO:     Started server process [1]",
             "(APIServer pid=1) INFO:     Waiting for application startup.",
             "(APIServer pid=1) INFO:     Application startup complete.",
@@ -106,8 +106,8 @@ def startup_lines(kind: str, version: str, model: str, port: int) -> list[str]:
     if kind == "llamacpp":
         return [
             f"build: {version} with cc (GCC) for x86_64-linux-gnu",
-            f"main: HTTP server is listening, hostname: 0.0.0.0, port: {port}, http threads: 7",
-            f"main: server is listening on http://0.0.0.0:{port} - starting the main loop",
+            f"main: HTTP server is listening, hostname: {address}, port: {port}, http threads: 7",
+            f"main: server is listening on http://{address}:{port} - starting the main loop",
         ]
     return []
 

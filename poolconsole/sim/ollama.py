@@ -94,10 +94,13 @@ class OllamaResidency:
             if pinned:
                 self.resident[name].expires_at = now - 600 + FOREVER_S
 
-    def config_line(self) -> str:
+    def config_line(self, address: str) -> str:
+        """The server config Ollama logs at start; `address` is host:port, as OLLAMA_HOST gives it."""
         from poolconsole.sim.logs import OLLAMA_SERVER_CONFIG, slog_line
 
-        text = OLLAMA_SERVER_CONFIG.format(keep_alive=go_duration(self.keep_alive_s), parallel=self.num_parallel)
+        text = OLLAMA_SERVER_CONFIG.format(
+            keep_alive=go_duration(self.keep_alive_s), parallel=self.num_parallel, address=address
+        )
         return slog_line("INFO", "routes.go:1919", text)
 
     def expiry(self, resident: Resident, now: float) -> float:

@@ -114,9 +114,9 @@ class SimEngine:
 
     def _log_startup(self) -> None:
         if self.ollama is not None:
-            self.log.write(self.ollama.config_line())
+            self.log.write(self.ollama.config_line(f"{self.listens_on}:{self.port}"))
         model = self.spec.models[0] if self.spec.models else self.spec.name
-        self.log.write(*startup_lines(self.spec.kind, self.spec.version, model, self.port))
+        self.log.write(*startup_lines(self.spec.kind, self.spec.version, model, self.port, self.listens_on))
 
     async def _listen(self, port: int) -> None:
         assert self.runner is not None
