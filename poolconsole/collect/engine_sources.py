@@ -8,7 +8,6 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from poolconsole.collect.engines.poll import EnginePoller
-from poolconsole.collect.prometheus_source import PrometheusAPI, PrometheusEnginePoller
 from poolconsole.config.models import Engine, PoolConfig
 from poolconsole.model.snapshots import EngineSnapshot
 
@@ -28,12 +27,20 @@ def engine_pollers(
     config: PoolConfig, engines: Sequence[Engine] | None = None, clock: Callable[[], float] | None = None
 ) -> list[EngineSource]:
     """A poller per engine (all of the config's by default); those read from Prometheus share one client."""
-    api = PrometheusAPI(config.prometheus, config.settings) if config.prometheus is not None else None
     tick = clock or time.time
-    out: list[EngineSource] = []
-    for engine in config.engines if engines is None else engines:
-        if engine.read == "prometheus" and api is not None:
-            out.append(PrometheusEnginePoller(engine, api, tick))
-        else:
-            out.append(EnginePoller(engine, settings=config.settings, clock=tick))
-    return out
+    chosen = config.engines if engines is None else engines
+    through_prometheus = _prometheus_pollers(config, chosen, tick)
+    return [through_prometheus.get(e.name) or EnginePoller(e, settings=config.settings, clock=tick) for e in chosen]
+
+
+def _prometheus_pollers(
+    config: PoolConfig, engines: Sequence[Engine], clock: Callable[[], float]
+) -> dict[str, EngineSource]:
+    """The engines read from `[prometheus]`, by name, on one client. Its modules load only for a pool that has a
+    `[prometheus]` (start-up: the console's first frame does not wait for them otherwise)."""
+    if config.prometheus is None:
+        return {}
+    from poolconsole.collect.prometheus_source import PrometheusAPI, PrometheusEnginePoller
+
+    api = PrometheusAPI(config.prometheus, config.settings)
+    return {e.name: PrometheusEnginePoller(e, api, clock) for e in engines if e.read == "prometheus"}

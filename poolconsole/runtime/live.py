@@ -15,7 +15,7 @@ import gc
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from poolconsole.collect.containers import ContainerStart, inspect_command, parse_inspect, restarted
 from poolconsole.collect.engine_logs import has_log_source, read_logs
@@ -24,8 +24,6 @@ from poolconsole.collect.engines.poll import EnginePoller
 from poolconsole.collect.hosts.poll import HostPoller
 from poolconsole.collect.hosts.sampling import local_snapshot
 from poolconsole.collect.ollama_server import read_server_settings
-from poolconsole.collect.prometheus_hosts import PrometheusHostPoller
-from poolconsole.collect.prometheus_source import PrometheusAPI
 from poolconsole.collect.ssh import SSHFailure, SSHPool
 from poolconsole.config.models import Engine, EngineKind, PoolConfig
 from poolconsole.model.alerts import AlertEvent, Alerts
@@ -35,6 +33,10 @@ from poolconsole.model.hosts import HostSnapshot
 from poolconsole.model.pool_state import PoolState
 from poolconsole.model.snapshots import EngineSnapshot, EngineState
 from poolconsole.model.view import EngineView
+
+if TYPE_CHECKING:
+    from poolconsole.collect.prometheus_hosts import PrometheusHostPoller
+    from poolconsole.collect.prometheus_source import PrometheusAPI
 
 GC_SETTLE_S = 15.0
 GC_THRESHOLD = 50_000
@@ -173,7 +175,12 @@ class LivePool:
             self._spawn(self._engine_loop(poller), poller.engine.name)
         remote = [h for h in self.config.hosts if not h.local]
         self.ssh = SSHPool(remote, settings.ssh_timeout_s, settings.ssh_concurrency)
-        hosts_api = PrometheusAPI(self.config.prometheus, settings) if self.config.prometheus is not None else None
+        hosts_api: PrometheusAPI | None = None
+        if self.config.prometheus is not None:  # its modules load only for a pool that has one
+            from poolconsole.collect.prometheus_hosts import PrometheusHostPoller
+            from poolconsole.collect.prometheus_source import PrometheusAPI
+
+            hosts_api = PrometheusAPI(self.config.prometheus, settings)
         for host in self.config.hosts:
             if host.read == "prometheus" and hosts_api is not None:  # telemetry there, actions still over SSH
                 reader = PrometheusHostPoller(host, hosts_api, self.config.engines)

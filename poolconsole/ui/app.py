@@ -29,7 +29,6 @@ from poolconsole.model.pool_state import HISTORY_POINTS
 from poolconsole.model.snapshots import EngineSnapshot
 from poolconsole.ops import audit
 from poolconsole.runtime.live import LivePool, Update
-from poolconsole.runtime.prometheus_history import with_prometheus_history
 from poolconsole.runtime.store import Store, StoreBusy, StoredHistory, StoreProblem, fill_history, read_history
 from poolconsole.ui import registry, themes
 from poolconsole.ui.palette import Entry, PoolCommands
@@ -211,6 +210,8 @@ class PoolApp(App[None]):
         except StoreProblem as exc:
             self.notify(f"history not loaded: {exc}", severity="warning", timeout=10)
             stored = StoredHistory()
+        from poolconsole.runtime.prometheus_history import with_prometheus_history  # after the first frame
+
         for problem in await with_prometheus_history(self.config, stored, until):
             self.notify(problem, severity="warning", timeout=10)
         fill_history(self.state, stored)

@@ -43,7 +43,8 @@ def test_layer_contracts() -> None:
 def test_the_console_starts_without_the_action_and_ssh_libraries() -> None:
     """Start-up imports only what the first frame needs: httpx and the openai SDK (actions, smoke tests)
     and asyncssh (hosts) load when first used, so a console's first poll is not held back by them; so do
-    the charts (plotext), prometheus_client's strict parser, the actions and every screen but the overview."""
+    the charts (plotext), prometheus_client's strict parser, the actions and every screen but the overview,
+    and, for a pool without `[prometheus]`, the modules that read one (checked with its runtime started)."""
     later = (
         "httpx",
         "openai",
@@ -54,9 +55,23 @@ def test_the_console_starts_without_the_action_and_ssh_libraries() -> None:
         "poolconsole.ui.screens.detail",
         "poolconsole.ui.screens.action",
         "poolconsole.ui.screens.ledger",
+        "poolconsole.collect.prometheus_source",
+        "poolconsole.collect.prometheus_hosts",
+        "poolconsole.collect.prometheus_batch",
+        "poolconsole.collect.prometheus_range",
+        "poolconsole.runtime.prometheus_history",
     )
     code = (
-        "import sys; import poolconsole.cli, poolconsole.ui.app\n"
+        "import asyncio, sys; import poolconsole.cli, poolconsole.ui.app\n"
+        "from poolconsole.config import parse_config\n"
+        "from poolconsole.runtime.live import LivePool\n"
+        "toml = '[[engines]]\\nname = \"a\"\\nkind = \"vllm\"\\nurl = \"http://127.0.0.1:9\"\\n'\n"
+        "async def started():\n"
+        "    live = LivePool(parse_config(toml, 'hosts.toml'))\n"
+        "    live.start(settle_gc=False)\n"
+        "    await asyncio.sleep(0.2)\n"
+        "    await live.stop()\n"
+        "asyncio.run(started())\n"
         f"loaded = [m for m in {later!r} if m in sys.modules]\n"
         "assert not loaded, loaded\n"
     )

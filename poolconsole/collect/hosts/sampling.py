@@ -8,16 +8,19 @@ import asyncio
 import contextlib
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from poolconsole.collect.hosts.nvml import NvmlUnavailable, read_nvml
 from poolconsole.collect.hosts.poll import HostPoller
 from poolconsole.collect.hosts.systems import parse_meminfo
 from poolconsole.collect.prom import ParseError
-from poolconsole.collect.prometheus_hosts import PrometheusHostPoller
-from poolconsole.collect.prometheus_source import PrometheusAPI
 from poolconsole.collect.ssh import SSHPool
 from poolconsole.config.models import Host, PoolConfig
 from poolconsole.model.hosts import HostSnapshot, HostState, SystemMemory
+
+if TYPE_CHECKING:
+    from poolconsole.collect.prometheus_hosts import PrometheusHostPoller
+    from poolconsole.collect.prometheus_source import PrometheusAPI
 
 
 def local_snapshot(host: Host) -> HostSnapshot | None:
@@ -49,12 +52,18 @@ def local_snapshot(host: Host) -> HostSnapshot | None:
 
 async def sample_hosts(config: PoolConfig) -> list[HostSnapshot]:
     pool = SSHPool(config.hosts, config.settings.ssh_timeout_s, config.settings.ssh_concurrency)
-    api = PrometheusAPI(config.prometheus, config.settings).acquire() if config.prometheus is not None else None
-    readers = {  # every one made before the first polls, so that they read in one batch
-        i: PrometheusHostPoller(h, api, config.engines)
-        for i, h in enumerate(config.hosts)
-        if h.read == "prometheus" and api is not None
-    }
+    readers: dict[int, PrometheusHostPoller] = {}
+    api: PrometheusAPI | None = None
+    if config.prometheus is not None:  # its modules load only for a pool that has one
+        from poolconsole.collect.prometheus_hosts import PrometheusHostPoller
+        from poolconsole.collect.prometheus_source import PrometheusAPI
+
+        api = PrometheusAPI(config.prometheus, config.settings).acquire()
+        readers = {  # every one made before the first polls, so that they read in one batch
+            i: PrometheusHostPoller(h, api, config.engines)
+            for i, h in enumerate(config.hosts)
+            if h.read == "prometheus"
+        }
 
     async def one(i: int, host: Host) -> HostSnapshot:
         reader = readers.get(i)
