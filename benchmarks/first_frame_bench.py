@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -81,7 +82,7 @@ async def serve(engines: int) -> web.AppRunner:
 
 def first_frame(name: str, argv: list[str], marker: str, env: dict[str, str]) -> float | None:
     session = f"ff-{name.replace('+', '-')}"
-    command = " ".join(f"'{a}'" for a in argv)
+    command = shlex.join(argv)
     started = time.perf_counter()
     subprocess.run([*TMUX, "new-session", "-d", "-s", session, "-x", "160", "-y", "48", f"exec {command}"], env=env)
     seen = None
@@ -146,6 +147,13 @@ async def main() -> None:
             continue
         spread = f"min {min(runs):.3f}  max {max(runs):.3f}  n={len(runs)}"
         print(f"  {name:16s} median {statistics.median(runs):.3f}  {spread}")
+    console, floor, bare = (times[n] for n in ("poolconsole", "textual+stack", "textual"))
+    if console and floor and bare:
+        median = statistics.median
+        print(
+            f"console / floor {median(console) / median(floor):.2f}x, "
+            f"floor / bare Textual {median(floor) / median(bare):.2f}x (medians, one run)"
+        )
 
 
 if __name__ == "__main__":

@@ -215,6 +215,8 @@ def config(engines: int, prometheus: str | None, ports: list[int] | None = None,
 
 
 SHIM = """
+import gc
+gc.disable()  # as the command's entry point does (poolconsole/__main__.py), before the imports
 import asyncio, os, sys, time
 
 def since_start():
@@ -325,8 +327,9 @@ if sys.argv[2] == "per-engine":  # the reads as before batching: two instant que
 
     ph.PrometheusHostPoller.poll = host_poll
 
-from poolconsole.cli import main
-sys.exit(main(["--config", sys.argv[3]]))
+from poolconsole.__main__ import main
+sys.argv = ["poolconsole", "--config", sys.argv[3]]
+sys.exit(main())
 """
 
 

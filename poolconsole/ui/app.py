@@ -210,10 +210,11 @@ class PoolApp(App[None]):
         except StoreProblem as exc:
             self.notify(f"history not loaded: {exc}", severity="warning", timeout=10)
             stored = StoredHistory()
-        from poolconsole.runtime.prometheus_history import with_prometheus_history  # after the first frame
+        if self.config.prometheus is not None:  # its modules load only for a pool that has one
+            from poolconsole.runtime.prometheus_history import with_prometheus_history
 
-        for problem in await with_prometheus_history(self.config, stored, until):
-            self.notify(problem, severity="warning", timeout=10)
+            for problem in await with_prometheus_history(self.config, stored, until):
+                self.notify(problem, severity="warning", timeout=10)
         fill_history(self.state, stored)
         self._dirty = True
 

@@ -65,7 +65,7 @@ def test_the_console_starts_without_the_action_and_ssh_libraries() -> None:
         "import asyncio, sys; import poolconsole.cli, poolconsole.ui.app\n"
         "from poolconsole.config import parse_config\n"
         "from poolconsole.runtime.live import LivePool\n"
-        "toml = '[[engines]]\\nname = \"a\"\\nkind = \"vllm\"\\nurl = \"http://127.0.0.1:9\"\\n'\n"
+        'toml = \'[[engines]]\\nname = "a"\\nkind = "vllm"\\nurl = "http://127.0.0.1:9"\\n\'\n'
         "async def started():\n"
         "    live = LivePool(parse_config(toml, 'hosts.toml'))\n"
         "    live.start(settle_gc=False)\n"

@@ -16,10 +16,13 @@ def logged_addresses(lines: list[str]) -> set[tuple[str, int]]:
 
 
 def test_every_engine_logs_the_address_it_listens_on() -> None:
+    kinds: dict[str, str] = {}
+
     async def run() -> dict[str, tuple[str, int, set[tuple[str, int]]]]:
         pool = SimPool("oom", seed=3)  # keys on: the key-less Ollama serves other machines (0.0.0.0)
         await pool.start()
         try:
+            kinds.update({name: e.spec.kind for name, e in pool.engines.items()})
             return {
                 name: (e.listens_on, e.port, logged_addresses(e.log.select(None, None)))
                 for name, e in pool.engines.items()
@@ -30,9 +33,9 @@ def test_every_engine_logs_the_address_it_listens_on() -> None:
 
     seen = asyncio.run(run())
     assert seen[KEYLESS_ENGINE][0] == "0.0.0.0"
-    kinds_logging = 0
+    assert seen[KEYLESS_ENGINE][2] == {("0.0.0.0", seen[KEYLESS_ENGINE][1])}  # OLLAMA_HOST in its server config
+    logging_kinds = set()
     for name, (listens_on, port, logged) in seen.items():
-        if logged:
-            kinds_logging += 1
-            assert logged == {(listens_on, port)}, name
-    assert kinds_logging >= 3  # vLLM, llama.cpp and Ollama each name it
+        assert logged == {(listens_on, port)}, name
+        logging_kinds.add(kinds[name])
+    assert logging_kinds == {"vllm", "llamacpp", "ollama"}
