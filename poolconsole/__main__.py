@@ -3,9 +3,9 @@
 Start-up makes about 100,000 tracked objects (modules, classes, the config, Textual's widgets), nearly all of
 which live as long as the process. With the collector's default thresholds about 150 collections ran during
 the imports alone, young ones mostly (60-65 ms of wall time by gc.callbacks on the 2-core build machine,
-3.3 % of the imports' instructions under callgrind). It stays paused until
-the command's own work begins: the console's runtime freezes what start-up made and sets its long-running
-policy as its loops start (runtime.live.GcPolicy.start), and `cli.main` resumes it before any other command.
+3.3 % of the imports' instructions under callgrind). It stays paused until the command's own work begins:
+the console's runtime freezes what start-up made and sets its long-running policy as its loops start
+(runtime.live.GcPolicy.start), and `cli.main` resumes it before any other command.
 """
 
 from __future__ import annotations
