@@ -12,11 +12,15 @@ Smoke tests, actions and anything that streams or posts use httpx (collect.smoke
 
 from __future__ import annotations
 
+import asyncio
 import ssl
 import time
 from dataclasses import dataclass
 
-import aiohttp
+from poolconsole.collect.tls import default_tls, import_aiohttp
+
+import_aiohttp()  # first: aiohttp without the CA loads of its two default contexts, never used here (collect.tls)
+import aiohttp  # noqa: E402
 
 USER_AGENT = "poolconsole"
 IDLE_KEPT = 8
@@ -59,6 +63,8 @@ class PollClient:
 
     def __init__(self, tls: ssl.SSLContext | None = None) -> None:
         self.tls = tls
+        """The context https GETs are verified with; None: the system's CA store (collect.tls.default_tls),
+        loaded at the first https GET. aiohttp's own defaults are never used."""
         self.session: aiohttp.ClientSession | None = None
         self.is_closed = False
 
@@ -67,7 +73,6 @@ class PollClient:
             connector = aiohttp.TCPConnector(
                 limit=0,
                 limit_per_host=IDLE_KEPT,
-                ssl=self.tls or True,  # True: aiohttp's verified context, built at its import (no third CA load)
                 enable_cleanup_closed=False,
             )
             self.session = aiohttp.ClientSession(
@@ -89,13 +94,16 @@ class PollClient:
             raise PollError("protocol", "the client is closed")
         if headers:
             headers = {_header_value(k): _header_value(v) for k, v in headers.items()}
+        if url[:6].lower() == "https:" and self.tls is None:
+            self.tls = await asyncio.to_thread(default_tls)  # the system's CA store, off the event loop, once
         # The sample's time. On a kept-alive connection aiohttp writes the request in this same turn of the
         # event loop (no await in between suspends), so this is when it went out; on a new connection it
         # is early by the connect's round trip, for the first poll after a reconnect only. aiohttp retries
         # a GET once itself when a kept-alive connection turns out closed.
         sampled = time.monotonic()
         try:
-            async with self._session().get(url, headers=headers, allow_redirects=False) as response:
+            tls = self.tls or True  # True: plain http, where aiohttp makes no TLS context of it
+            async with self._session().get(url, headers=headers, allow_redirects=False, ssl=tls) as response:
                 body = await _read(response, max_bytes)
                 status, got = response.status, {k.lower(): v for k, v in response.headers.items()}
         except PollError:

@@ -7,7 +7,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gzip
+import os
 import ssl
+import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -183,6 +185,49 @@ async def test_a_slow_answer_times_out_and_its_connection_is_not_reused(client: 
     finally:
         release.set()
         srv.close()
+
+
+SYSTEM_STORE_GET = """
+import asyncio, ssl, sys
+from poolconsole.collect.fetch import fetch
+from poolconsole.collect.poll_client import PollClient  # the first import of aiohttp, through collect.tls
+import aiohttp.connector
+
+async def main() -> None:
+    client = PollClient()
+    got = await fetch(client, sys.argv[1], timeout_s=5, max_bytes=1000)
+    await client.aclose()
+    print("aiohttp's defaults hold", aiohttp.connector._SSL_CONTEXT_VERIFIED.cert_store_stats()["x509"], "certificates")
+    print("ssl's own method back:", "set_default_verify_paths" not in vars(ssl.SSLContext))
+    print("GET:", got.ok, got.body, got.error)
+
+asyncio.run(main())
+"""
+
+
+async def test_https_is_verified_against_the_system_store_with_aiohttps_defaults_unloaded(tmp_path: Path) -> None:
+    """aiohttp is imported without loading the CA store into its two default contexts (collect.tls, 14 % of
+    the console's start-up); an https engine is still verified against the system's store (here a store of
+    one self-signed certificate, named by SSL_CERT_FILE as OpenSSL reads it), through default_tls()."""
+    cert, key = self_signed(tmp_path)
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_ctx.load_cert_chain(cert, key)
+    server = Server(lambda n: sized(b"vllm:num_requests_running 1\n"))
+    srv = await asyncio.start_server(server.handle, "127.0.0.1", 0, ssl=server_ctx)
+    url = f"https://127.0.0.1:{srv.sockets[0].getsockname()[1]}/metrics"
+    (tmp_path / "no-certs").mkdir()
+    env = {**os.environ, "SSL_CERT_FILE": str(cert), "SSL_CERT_DIR": str(tmp_path / "no-certs")}
+    try:
+        child = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", SYSTEM_STORE_GET, url, env=env, stdout=asyncio.subprocess.PIPE
+        )
+        out, _ = await asyncio.wait_for(child.communicate(), 60)
+    finally:
+        srv.close()
+    said = out.decode()
+    assert "aiohttp's defaults hold 0 certificates" in said  # skipped: those contexts would trust nothing
+    assert "ssl's own method back: True" in said
+    assert "GET: True b'vllm:num_requests_running 1\\n' None" in said, said
 
 
 async def test_tls_verified_and_refused_with_the_reason(tmp_path: Path) -> None:
