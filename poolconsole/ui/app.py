@@ -121,7 +121,10 @@ class PoolApp(App[None]):
                 self.notify(f"{problem} (`poolconsole check-config` lists every problem)", severity="error")
             known = {a.id for a in registry.ACTIONS}
             self.set_keymap({k: v for k, v in self.config.keys.items() if k in known and v.strip()})
-        self.push_screen(OverviewScreen(self.state, self.alerts, self.events))
+        # Pushed once the app's start-up is done, not during it: Textual holds every repaint back until its
+        # start-up ends, and a screen pushed here is laid out and rendered inside it (a frame thrown away),
+        # then rendered again with the first data. Pushed after it, the first frame drawn is the one with data.
+        self.call_later(self.push_screen, OverviewScreen(self.state, self.alerts, self.events))
         if self.replay is not None:
             self._play(self.replay)
         self.set_interval(REDRAW_S, self._redraw)
