@@ -307,6 +307,28 @@ class _Dict:
     checked: bool = False
 
 
+class HeldPolls:
+    """A Recorder that holds the polls applied while the store opens (off the event loop: opening can wait
+    on the disk, recovering the write-ahead log of a console that was killed), each with its engine's running
+    totals as they were then, and gives them to the store in order once it is open."""
+
+    def __init__(self, state: PoolState) -> None:
+        self.state = state
+        self.polls: list[tuple[Kind, EngineView | HostSnapshot, dict[str, float] | None, float]] = []
+
+    def engine(self, view: EngineView, at: float) -> None:
+        track = self.state.engines.get(view.name)
+        self.polls.append(("engine", view, dict(track.totals) if track is not None else None, at))
+
+    def host(self, snapshot: HostSnapshot, at: float) -> None:
+        self.polls.append(("host", snapshot, None, at))
+
+    def hand_over(self, store: Store) -> None:
+        for poll in self.polls:
+            store.add(*poll)
+        self.polls.clear()
+
+
 class Store:
     """The writer (the LivePool's Recorder). `engine`/`host` only buffer; the writer thread commits every
     `commit_every_s`. With background=False nothing runs by itself: the owner calls flush() and retain()

@@ -5,6 +5,7 @@ second, toasts what fired, and calls into ops for the actions."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable, Iterable
 from functools import partial
@@ -29,7 +30,15 @@ from poolconsole.model.pool_state import HISTORY_POINTS
 from poolconsole.model.snapshots import EngineSnapshot
 from poolconsole.ops import audit
 from poolconsole.runtime.live import LivePool, Update
-from poolconsole.runtime.store import Store, StoreBusy, StoredHistory, StoreProblem, fill_history, read_history
+from poolconsole.runtime.store import (
+    HeldPolls,
+    Store,
+    StoreBusy,
+    StoredHistory,
+    StoreProblem,
+    fill_history,
+    read_history,
+)
 from poolconsole.ui import registry, themes
 from poolconsole.ui.palette import Entry, PoolCommands
 from poolconsole.ui.screens.overview import OverviewScreen
@@ -100,6 +109,8 @@ class PoolApp(App[None]):
         self.store_path = store
         """The history store a live console records into and fills its charts from (None: none)."""
         self.history_store: Store | None = None
+        self._store_opening: asyncio.Future[Store] | None = None
+        """The history store being opened (in a thread, at mount)."""
 
     @property
     def ssh(self) -> SSHPool | None:
@@ -162,15 +173,18 @@ class PoolApp(App[None]):
 
     async def on_unmount(self) -> None:
         await self.runtime.stop()
+        if self.history_store is None and self._store_opening is not None:
+            with contextlib.suppress(StoreProblem, asyncio.CancelledError):
+                self.history_store = await self._store_opening  # opened as the console closed: closed here
         if self.history_store is not None:
             await asyncio.to_thread(self.history_store.close)  # the last second's polls
 
     def _open_history(self) -> None:
         """The history store records every poll (unless `poolconsole record` already writes it); the charts
-        are filled from what it holds, and those of engines read from `[prometheus]` from its range queries."""
-        ranged = any(e.read == "prometheus" for e in self.config.engines)
+        are filled from what it holds, and those of engines read from `[prometheus]` from its range queries.
+        It is opened in a thread: the polls applied meanwhile are held and given to it once it is open."""
         if self.store_path is None:
-            if ranged:
+            if any(e.read == "prometheus" for e in self.config.engines):
                 self._schedule_fill(None)
             return
         loop = asyncio.get_running_loop()
@@ -178,25 +192,40 @@ class PoolApp(App[None]):
         def told(message: str) -> None:  # from the writer thread
             loop.call_soon_threadsafe(partial(self.notify, message, severity="error", timeout=10))
 
+        held = HeldPolls(self.state)
+        self.runtime.recorder = held
+        self._store_opening = loop.run_in_executor(
+            None, partial(Store.for_config, self.config, self.store_path, clock=self.state.clock, on_problem=told)
+        )
+        self._take_store(held)
+
+    @work(group="history-store", exit_on_error=False)
+    async def _take_store(self, held: HeldPolls) -> None:
+        assert self._store_opening is not None and self.store_path is not None
         try:
-            self.history_store = Store.for_config(self.config, self.store_path, clock=self.state.clock, on_problem=told)
+            store = await asyncio.shield(self._store_opening)  # a console closing meanwhile closes it (on_unmount)
         except StoreBusy:
-            pass  # another process records this store: its rows fill the charts
+            self.runtime.recorder = None  # another process records this store: its rows fill the charts
         except StoreProblem as exc:
+            self.runtime.recorder = None
             self.notify(f"{exc}: no history recorded", severity="error", timeout=10)
-            if ranged:
+            if any(e.read == "prometheus" for e in self.config.engines):
                 self._schedule_fill(None)
             return
         else:
-            self.history_store.bind(self.state)
-            self.runtime.recorder = self.history_store
+            store.bind(self.state)
+            held.hand_over(store)
+            self.runtime.recorder = self.history_store = store
         self._schedule_fill(self.store_path)
 
     def _schedule_fill(self, path: Path | None) -> None:
         # Read once the first polls are on screen (or after FILL_LATEST_S): the read is CPU that would
         # otherwise delay the first frame with data; the charts take the stored points before the live ones.
         self._fill_pending = partial(self._fill_history, path, self.state.clock())
-        self.set_timer(FILL_LATEST_S, self._start_fill)
+        if self._drawn_data:  # the store opened after the first frame with data: no reason to wait
+            self.call_after_refresh(self._start_fill)
+        else:
+            self.set_timer(FILL_LATEST_S, self._start_fill)
 
     def _start_fill(self) -> None:
         fill, self._fill_pending = self._fill_pending, None

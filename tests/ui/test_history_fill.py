@@ -16,7 +16,7 @@ import pytest
 from poolconsole.config import parse_config
 from poolconsole.model.pool_state import PoolState
 from poolconsole.ops import audit
-from poolconsole.runtime.store import Store
+from poolconsole.runtime.store import Store, read_history
 from poolconsole.ui import app as app_module
 from poolconsole.ui.app import PoolApp
 from poolconsole.ui.grid import PoolGrid
@@ -88,3 +88,44 @@ async def test_the_first_poll_is_drawn_at_once_after_the_audit_log_was_read(
             await pilot.pause(0.3)
             grid = app.screen.query_one(PoolGrid)
             assert grid.get_cell("engine:slow", "state").plain == "down", "the first poll is not on screen"
+
+
+async def test_the_store_opens_off_the_event_loop_and_keeps_the_polls_applied_meanwhile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Opening the store can wait on the disk (recovering the write-ahead log of a console killed before):
+    it is opened in a thread, the first polls are applied and drawn meanwhile, and the store gets them,
+    in order, once it is open."""
+    opening = Store.for_config.__func__  # type: ignore[attr-defined]
+    opened_at: list[float] = []
+
+    def slow_open(cls: type[Store], *args: object, **kw: object) -> Store:
+        time.sleep(1.0)  # the disk, busy
+        store = opening(cls, *args, **kw)
+        opened_at.append(time.time())
+        return store  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(Store, "for_config", classmethod(slow_open))
+    config = parse_config(
+        f'[[engines]]\nname = "gone"\nkind = "vllm"\nurl = "http://127.0.0.1:{closed_port()}"\n'
+        "[settings]\npoll_interval_s = 0.2\n"
+    )
+    path = tmp_path / "history.sqlite3"
+    app = PoolApp(config, theme_state=tmp_path / "ui.json", store=path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        for _ in range(40):
+            await pilot.pause(0.02)
+            if app.state.engines["gone"].view is not None:
+                break
+        assert not opened_at, "the store opened before the first poll was applied (the disk was made slow)"
+        first = app.state.engines["gone"].view
+        assert first is not None, "the first poll waited for the store"
+        assert app.screen.query_one(PoolGrid).get_cell("engine:gone", "state").plain == "down"
+        for _ in range(100):
+            await pilot.pause(0.05)
+            if opened_at and app.history_store is not None:
+                break
+        assert app.history_store is not None, "the store never opened"
+    polled = [at for at, *_ in read_history(path, config, 0, time.time() + 1).engines["gone"]]
+    assert polled[0] == first.polled_at, "the polls applied while the store opened were not recorded"
+    assert polled == sorted(polled) and sum(at < opened_at[0] for at in polled) >= 2
