@@ -8,9 +8,10 @@ runs it (`../shared/peers/measure.sh`), and its time is from just before `tmux n
 capture-pane (every 20 ms) that shows its marker. The programs, interleaved round by round:
 
 - textual: a bare Textual app (Header, one Static, Footer), the marker its Static;
-- textual+aiohttp, textual+config: the same app after importing aiohttp (which builds two TLS contexts at
-  import, each loading the system CA store), or pydantic with the console's config models and the hosts.toml
-  loaded, before it runs (the collector paused meanwhile, as the console's start-up has it);
+- textual+aiohttp, textual+config: the same app after importing aiohttp as the console does
+  (collect.tls.import_aiohttp: without loading the CA store into the two TLS contexts aiohttp builds at
+  import), or pydantic with the console's config models and the hosts.toml loaded, before it runs (the
+  collector paused meanwhile, as the console's start-up has it);
 - textual+stack: both: what the console cannot start without, the floor under its first frame with these
   libraries;
 - poolconsole: `python -m poolconsole --config FILE` on the N engines, the marker the model name
@@ -55,7 +56,7 @@ class Bare(App[None]):
 Bare().run()
 """
 PAUSED = "import gc\ngc.disable()  # as the console's start-up does (poolconsole/__main__.py)\n"
-AIOHTTP = "import aiohttp\n"
+AIOHTTP = "from poolconsole.collect.tls import import_aiohttp\nimport_aiohttp()\n"
 PYDANTIC = "from poolconsole.config import load_config\nload_config({config!r})\n"
 RESUMED = "gc.freeze()\ngc.enable()\n"
 
