@@ -318,10 +318,15 @@ class HeldPolls:
 
     def engine(self, view: EngineView, at: float) -> None:
         track = self.state.engines.get(view.name)
-        self.polls.append(("engine", view, dict(track.totals) if track is not None else None, at))
+        self._hold(("engine", view, dict(track.totals) if track is not None else None, at))
 
     def host(self, snapshot: HostSnapshot, at: float) -> None:
-        self.polls.append(("host", snapshot, None, at))
+        self._hold(("host", snapshot, None, at))
+
+    def _hold(self, poll: tuple[Kind, EngineView | HostSnapshot, dict[str, float] | None, float]) -> None:
+        self.polls.append(poll)
+        if len(self.polls) > MAX_PENDING:  # a disk that never answers: the oldest go, as the store's own
+            del self.polls[: len(self.polls) - MAX_PENDING]
 
     def hand_over(self, store: Store) -> None:
         for poll in self.polls:

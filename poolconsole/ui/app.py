@@ -216,6 +216,9 @@ class PoolApp(App[None]):
             store.bind(self.state)
             held.hand_over(store)
             self.runtime.recorder = self.history_store = store
+        finally:
+            if self.runtime.recorder is held:  # closing meanwhile, or an error this does not expect: hold no more
+                self.runtime.recorder = None
         self._schedule_fill(self.store_path)
 
     def _schedule_fill(self, path: Path | None) -> None:

@@ -31,10 +31,12 @@ from poolconsole.config import PoolConfig, load_config, parse_config
 from poolconsole.model.hosts import HostSnapshot, HostState
 from poolconsole.model.pool_state import PoolState
 from poolconsole.model.view import EngineView
+from poolconsole.runtime import store as store_module
 from poolconsole.runtime.live import LivePool, Update
 from poolconsole.runtime.store import (
     EXPORT_FIELDS,
     ROLLUP_S,
+    HeldPolls,
     Reader,
     Store,
     StoreBusy,
@@ -217,6 +219,30 @@ def sample_host() -> HostSnapshot:
 
 def kv_at(at: float) -> float:
     return 0.3 + 0.5 * ((at / 10) % 7) / 7
+
+
+def test_polls_held_while_the_store_opens_are_bounded_and_handed_over_in_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A disk that never answers must not grow the console's memory without end: the oldest held polls go,
+    as the store's own buffer drops them; the rest reach the store in order, with their totals."""
+    monkeypatch.setattr(store_module, "MAX_PENDING", 3)
+    cfg = uipool.config()
+    state = PoolState(cfg)
+    views = [state.apply_engine(s) for s in uipool.engine_snapshots(cfg)][:5]
+    held = HeldPolls(state)
+    for i, view in enumerate(views):
+        held.engine(view, 100.0 + i)
+    assert [at for *_, at in held.polls] == [102.0, 103.0, 104.0]
+    assert held.polls[0][2] == dict(state.engines[views[2].name].totals)
+    path = tmp_path / "history.sqlite3"
+    store = Store(path, background=False)
+    held.hand_over(store)
+    assert held.polls == []
+    store.close()
+    with Reader(path) as reader:
+        rows = list(reader.rows(0, 1e12, reader.ids([v.name for v in views], ("engine",))))
+    assert [(r.name, r.at) for r in rows] == [(v.name, 102.0 + i) for i, v in enumerate(views[2:])]
 
 
 def test_retention_rolls_up_then_deletes(tmp_path: Path) -> None:
