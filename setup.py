@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import compileall
 from pathlib import Path
+from py_compile import PycInvalidationMode
 
 from setuptools import setup
 from setuptools.command.editable_wheel import editable_wheel
@@ -19,7 +20,11 @@ class compiled_editable_wheel(editable_wheel):
     def run(self) -> None:
         super().run()
         # A module it cannot write (a read-only checkout) is left to the launches, as before.
-        compileall.compile_dir(Path(__file__).resolve().parent / "poolconsole", quiet=2)
+        # Checked against each source's mtime, as Python's own writes are (also where SOURCE_DATE_EPOCH is set,
+        # which would make compileall hash every source at every import).
+        compileall.compile_dir(
+            Path(__file__).resolve().parent / "poolconsole", quiet=2, invalidation_mode=PycInvalidationMode.TIMESTAMP
+        )
 
 
 setup(cmdclass={"editable_wheel": compiled_editable_wheel})

@@ -13,14 +13,22 @@ store after this import."""
 
 from __future__ import annotations
 
-import functools
 import ssl
+import threading
 from types import ModuleType
 
+_default: ssl.SSLContext | None = None
+_loading = threading.Lock()
 
-@functools.cache
+
 def default_tls() -> ssl.SSLContext:
-    return ssl.create_default_context()
+    """The system's CA store in one context, loaded once: the engines' first https GETs call this from
+    threads at the same time, and each would otherwise load the store again (6 loads for 16 callers)."""
+    global _default
+    with _loading:
+        if _default is None:
+            _default = ssl.create_default_context()
+        return _default
 
 
 def _skip_ca_load(context: ssl.SSLContext) -> None:
@@ -28,11 +36,15 @@ def _skip_ca_load(context: ssl.SSLContext) -> None:
 
 
 def import_aiohttp() -> ModuleType:
-    """aiohttp, imported (the first time) with its two default contexts built without the system CA store."""
+    """aiohttp, imported (the first time) with its two default contexts built without the system CA store.
+
+    The stand-in is ssl's, process-wide, while the import runs: so only while this is the only thread (the
+    console's start-up), else aiohttp is imported as it is. A context another thread built meanwhile would
+    trust nothing (it would fail closed, never unverified)."""
     import sys
 
-    if "aiohttp" in sys.modules or "set_default_verify_paths" in vars(ssl.SSLContext):
-        import aiohttp  # already imported (its contexts as they were built), or the method is not ssl's own
+    if "aiohttp" in sys.modules or "set_default_verify_paths" in vars(ssl.SSLContext) or threading.active_count() > 1:
+        import aiohttp  # already imported, or the method is not ssl's own, or another thread could build one
 
         return aiohttp
     ssl.SSLContext.set_default_verify_paths = _skip_ca_load  # type: ignore[method-assign,assignment]

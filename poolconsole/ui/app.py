@@ -5,7 +5,6 @@ second, toasts what fired, and calls into ops for the actions."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Callable, Iterable
 from functools import partial
@@ -111,6 +110,8 @@ class PoolApp(App[None]):
         self.history_store: Store | None = None
         self._store_opening: asyncio.Future[Store] | None = None
         """The history store being opened (in a thread, at mount)."""
+        self._held: HeldPolls | None = None
+        """The polls applied while it opens."""
 
     @property
     def ssh(self) -> SSHPool | None:
@@ -173,9 +174,16 @@ class PoolApp(App[None]):
 
     async def on_unmount(self) -> None:
         await self.runtime.stop()
-        if self.history_store is None and self._store_opening is not None:
-            with contextlib.suppress(StoreProblem, asyncio.CancelledError):
-                self.history_store = await self._store_opening  # opened as the console closed: closed here
+        opening, self._store_opening = self._store_opening, None
+        if opening is not None:  # still opening as the console closed: it gets what was held, then is closed
+            try:
+                store = await opening
+            except Exception:  # told already, or the console closed before it could be: nothing to close
+                pass
+            else:
+                if self._held is not None:
+                    self._held.hand_over(store)
+                self.history_store = store
         if self.history_store is not None:
             await asyncio.to_thread(self.history_store.close)  # the last second's polls
 
@@ -184,48 +192,53 @@ class PoolApp(App[None]):
         are filled from what it holds, and those of engines read from `[prometheus]` from its range queries.
         It is opened in a thread: the polls applied meanwhile are held and given to it once it is open."""
         if self.store_path is None:
-            if any(e.read == "prometheus" for e in self.config.engines):
-                self._schedule_fill(None)
+            self._fill_prometheus_only()
             return
         loop = asyncio.get_running_loop()
 
         def told(message: str) -> None:  # from the writer thread
             loop.call_soon_threadsafe(partial(self.notify, message, severity="error", timeout=10))
 
-        held = HeldPolls(self.state)
-        self.runtime.recorder = held
+        self._held = HeldPolls(self.state)
+        self.runtime.recorder = self._held
         self._store_opening = loop.run_in_executor(
             None, partial(Store.for_config, self.config, self.store_path, clock=self.state.clock, on_problem=told)
         )
-        self._take_store(held)
+        self._take_store()
 
     @work(group="history-store", exit_on_error=False)
-    async def _take_store(self, held: HeldPolls) -> None:
-        assert self._store_opening is not None and self.store_path is not None
-        try:
-            store = await asyncio.shield(self._store_opening)  # a console closing meanwhile closes it (on_unmount)
-        except StoreBusy:
-            self.runtime.recorder = None  # another process records this store: its rows fill the charts
-        except StoreProblem as exc:
-            self.runtime.recorder = None
-            self.notify(f"{exc}: no history recorded", severity="error", timeout=10)
-            if any(e.read == "prometheus" for e in self.config.engines):
-                self._schedule_fill(None)
-            return
-        else:
-            store.bind(self.state)
-            held.hand_over(store)
-            self.runtime.recorder = self.history_store = store
-        finally:
-            if self.runtime.recorder is held:  # closing meanwhile, or an error this does not expect: hold no more
-                self.runtime.recorder = None
-        self._schedule_fill(self.store_path)
+    async def _take_store(self) -> None:
+        assert self._store_opening is not None and self._held is not None and self.store_path is not None
+        held = self._held
+        # shielded: a console closing meanwhile cancels this worker, and on_unmount takes the store instead
+        outcome = await asyncio.gather(asyncio.shield(self._store_opening), return_exceptions=True)
+        self._store_opening = self._held = None
+        self.runtime.recorder = None
+        match outcome[0]:
+            case Store() as store:
+                store.bind(self.state)
+                held.hand_over(store)
+                self.runtime.recorder = self.history_store = store
+                self._schedule_fill(self.store_path)
+            case StoreBusy():  # another process records this store: its rows fill the charts
+                self._schedule_fill(self.store_path)
+            case StoreProblem() as problem:
+                self.notify(f"{problem}: no history recorded", severity="error", timeout=10)
+                self._fill_prometheus_only()
+            case error:
+                self.notify(f"the history store {self.store_path} did not open: {error!r}", severity="error")
+                self._fill_prometheus_only()
+
+    def _fill_prometheus_only(self) -> None:
+        """No store to fill the charts from: those of engines read from `[prometheus]` still get its ranges."""
+        if any(e.read == "prometheus" for e in self.config.engines):
+            self._schedule_fill(None)
 
     def _schedule_fill(self, path: Path | None) -> None:
         # Read once the first polls are on screen (or after FILL_LATEST_S): the read is CPU that would
         # otherwise delay the first frame with data; the charts take the stored points before the live ones.
         self._fill_pending = partial(self._fill_history, path, self.state.clock())
-        if self._drawn_data:  # the store opened after the first frame with data: no reason to wait
+        if self._drawn_data:  # the store opened after the first poll was applied: no reason to wait
             self.call_after_refresh(self._start_fill)
         else:
             self.set_timer(FILL_LATEST_S, self._start_fill)

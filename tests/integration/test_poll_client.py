@@ -5,16 +5,20 @@ poller (test_engine_http.py); here: framing, keep-alive, limits and the errors i
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import gzip
 import os
 import ssl
+import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
 
+from poolconsole.collect import tls
 from poolconsole.collect.fetch import Failure, fetch
 from poolconsole.collect.poll_client import PollClient, PollError
 from tests.helpers.certs import self_signed
@@ -217,16 +221,24 @@ async def test_https_is_verified_against_the_system_store_with_aiohttps_defaults
     url = f"https://127.0.0.1:{srv.sockets[0].getsockname()[1]}/metrics"
     (tmp_path / "no-certs").mkdir()
     env = {**os.environ, "SSL_CERT_FILE": str(cert), "SSL_CERT_DIR": str(tmp_path / "no-certs")}
+    child = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        SYSTEM_STORE_GET,
+        url,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
     try:
-        child = await asyncio.create_subprocess_exec(
-            sys.executable, "-c", SYSTEM_STORE_GET, url, env=env, stdout=asyncio.subprocess.PIPE
-        )
         out, _ = await asyncio.wait_for(child.communicate(), 60)
     finally:
+        if child.returncode is None:
+            child.kill()
         srv.close()
     said = out.decode()
-    assert "aiohttp's defaults hold 0 certificates" in said  # skipped: those contexts would trust nothing
-    assert "ssl's own method back: True" in said
+    assert "aiohttp's defaults hold 0 certificates" in said, said  # skipped: those contexts would trust nothing
+    assert "ssl's own method back: True" in said, said
     assert "GET: True b'vllm:num_requests_running 1\\n' None" in said, said
 
 
@@ -250,3 +262,34 @@ async def test_tls_verified_and_refused_with_the_reason(tmp_path: Path) -> None:
         await trusting.aclose()
         await untrusting.aclose()
         srv.close()
+
+
+def test_the_system_store_is_loaded_once_however_many_engines_ask_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every https engine's first GET asks for default_tls() from a thread at the same moment: one load."""
+    loads: list[int] = []
+
+    def slow_load() -> ssl.SSLContext:
+        loads.append(1)
+        time.sleep(0.05)  # the CA store, being read
+        return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+
+    monkeypatch.setattr(tls, "_default", None)
+    monkeypatch.setattr(tls.ssl, "create_default_context", slow_load)
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        contexts = list(pool.map(lambda _: tls.default_tls(), range(16)))
+    assert len(loads) == 1 and all(c is contexts[0] for c in contexts)
+
+
+def test_aiohttp_is_imported_as_it_is_while_another_thread_runs(tmp_path: Path) -> None:
+    """The stand-in for ssl's CA load is process-wide while aiohttp imports: with another thread running
+    (one that could build a context meanwhile) aiohttp is imported as it is, its defaults loaded."""
+    cert, _ = self_signed(tmp_path)
+    code = (
+        "import threading, time\n"
+        "threading.Thread(target=time.sleep, args=(2,), daemon=True).start()\n"
+        "import poolconsole.collect.poll_client, aiohttp.connector as c\n"
+        "print(c._SSL_CONTEXT_VERIFIED.cert_store_stats()['x509'])\n"
+    )
+    env = {**os.environ, "SSL_CERT_FILE": str(cert), "SSL_CERT_DIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "1", done.stdout + done.stderr

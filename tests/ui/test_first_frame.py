@@ -16,6 +16,8 @@ async def test_no_frame_of_the_overview_is_rendered_and_thrown_away_during_start
     """Textual holds every repaint back until its start-up is over (App._batch_count): a screen pushed
     from on_mount was laid out and rendered inside it and that frame dropped, then rendered again with the
     first data (~13 ms of a 160x48 frame at 32 engines before the first frame with data)."""
+    # Textual's private App._display and App._batch_count (Textual is pinned, 8.2.8): what the start-up
+    # batch holds back is only visible there.
     app = static_app(tmp_path)
     held: list[int] = []  # for each overview frame rendered: how many batches held repaints back then
     show = app._display

@@ -7,13 +7,14 @@ drawn like any other, so the fill follows it."""
 from __future__ import annotations
 
 import socket
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from poolconsole.config import parse_config
+from poolconsole.config import PoolConfig, parse_config
 from poolconsole.model.pool_state import PoolState
 from poolconsole.ops import audit
 from poolconsole.runtime.store import Store, read_history
@@ -90,42 +91,74 @@ async def test_the_first_poll_is_drawn_at_once_after_the_audit_log_was_read(
             assert grid.get_cell("engine:slow", "state").plain == "down", "the first poll is not on screen"
 
 
+def held_open(monkeypatch: pytest.MonkeyPatch) -> tuple[threading.Event, list[float]]:
+    """Store.for_config made to wait (a busy disk) until the test sets the event; the times it opened."""
+    opening = Store.for_config.__func__  # type: ignore[attr-defined]
+    release = threading.Event()
+    opened_at: list[float] = []
+
+    def slow_open(cls: type[Store], *args: object, **kw: object) -> Store:
+        release.wait(30)
+        store = opening(cls, *args, **kw)
+        opened_at.append(time.time())
+        return store  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(Store, "for_config", classmethod(slow_open))
+    return release, opened_at
+
+
+def gone_engine() -> PoolConfig:
+    return parse_config(
+        f'[[engines]]\nname = "gone"\nkind = "vllm"\nurl = "http://127.0.0.1:{closed_port()}"\n'
+        "[settings]\npoll_interval_s = 0.2\n"
+    )
+
+
 async def test_the_store_opens_off_the_event_loop_and_keeps_the_polls_applied_meanwhile(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Opening the store can wait on the disk (recovering the write-ahead log of a console killed before):
     it is opened in a thread, the first polls are applied and drawn meanwhile, and the store gets them,
     in order, once it is open."""
-    opening = Store.for_config.__func__  # type: ignore[attr-defined]
-    opened_at: list[float] = []
-
-    def slow_open(cls: type[Store], *args: object, **kw: object) -> Store:
-        time.sleep(1.0)  # the disk, busy
-        store = opening(cls, *args, **kw)
-        opened_at.append(time.time())
-        return store  # type: ignore[no-any-return]
-
-    monkeypatch.setattr(Store, "for_config", classmethod(slow_open))
-    config = parse_config(
-        f'[[engines]]\nname = "gone"\nkind = "vllm"\nurl = "http://127.0.0.1:{closed_port()}"\n'
-        "[settings]\npoll_interval_s = 0.2\n"
-    )
+    release, opened_at = held_open(monkeypatch)
+    config = gone_engine()
     path = tmp_path / "history.sqlite3"
     app = PoolApp(config, theme_state=tmp_path / "ui.json", store=path)
     async with app.run_test(size=(120, 40)) as pilot:
-        for _ in range(40):
-            await pilot.pause(0.02)
-            if app.state.engines["gone"].view is not None:
+        for _ in range(200):
+            await pilot.pause(0.05)
+            if len(app.state.engines["gone"].history.times) >= 2:
                 break
-        assert not opened_at, "the store opened before the first poll was applied (the disk was made slow)"
-        first = app.state.engines["gone"].view
-        assert first is not None, "the first poll waited for the store"
+        applied = list(app.state.engines["gone"].history.times.tail(50))
+        assert len(applied) >= 2, "the first polls waited for the store"
         assert app.screen.query_one(PoolGrid).get_cell("engine:gone", "state").plain == "down"
+        assert app.history_store is None and not opened_at
+        release.set()
         for _ in range(100):
             await pilot.pause(0.05)
-            if opened_at and app.history_store is not None:
+            if app.history_store is not None:
                 break
         assert app.history_store is not None, "the store never opened"
-    polled = [at for at, *_ in read_history(path, config, 0, time.time() + 1).engines["gone"]]
-    assert polled[0] == first.polled_at, "the polls applied while the store opened were not recorded"
-    assert polled == sorted(polled) and sum(at < opened_at[0] for at in polled) >= 2
+    polled = [at for at, *_ in read_history(path, config, 0, time.time() + 1).engines.get("gone", [])]
+    assert polled[: len(applied)] == applied, "the polls applied while the store opened were not recorded"
+    assert polled == sorted(polled) and all(at < opened_at[0] for at in applied)
+
+
+async def test_a_console_closed_while_its_store_opens_still_records_what_it_held(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    release, opened_at = held_open(monkeypatch)
+    config = gone_engine()
+    path = tmp_path / "history.sqlite3"
+    app = PoolApp(config, theme_state=tmp_path / "ui.json", store=path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        for _ in range(200):
+            await pilot.pause(0.05)
+            if len(app.state.engines["gone"].history.times) >= 2:
+                break
+        applied = list(app.state.engines["gone"].history.times.tail(50))
+        assert len(applied) >= 2 and not opened_at
+        threading.Timer(0.3, release.set).start()  # the disk answers while the console closes
+    assert opened_at, "the store never opened"
+    polled = [at for at, *_ in read_history(path, config, 0, time.time() + 1).engines.get("gone", [])]
+    assert polled[: len(applied)] == applied, "the polls held while the console closed were lost"
