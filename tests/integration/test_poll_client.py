@@ -209,16 +209,21 @@ asyncio.run(main())
 """
 
 
-async def test_https_is_verified_against_the_system_store_with_aiohttps_defaults_unloaded(tmp_path: Path) -> None:
-    """aiohttp is imported without loading the CA store into its two default contexts (collect.tls, 14 % of
-    the console's start-up); an https engine is still verified against the system's store (here a store of
-    one self-signed certificate, named by SSL_CERT_FILE as OpenSSL reads it), through default_tls()."""
+async def tls_engine(tmp_path: Path) -> tuple[Path, Server, asyncio.Server, str]:
+    """An engine on 127.0.0.1 over TLS with a self-signed certificate: the certificate, server and /metrics URL."""
     cert, key = self_signed(tmp_path)
     server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     server_ctx.load_cert_chain(cert, key)
     server = Server(lambda n: sized(b"vllm:num_requests_running 1\n"))
     srv = await asyncio.start_server(server.handle, "127.0.0.1", 0, ssl=server_ctx)
-    url = f"https://127.0.0.1:{srv.sockets[0].getsockname()[1]}/metrics"
+    return cert, server, srv, f"https://127.0.0.1:{srv.sockets[0].getsockname()[1]}/metrics"
+
+
+async def test_https_is_verified_against_the_system_store_with_aiohttps_defaults_unloaded(tmp_path: Path) -> None:
+    """aiohttp is imported without loading the CA store into its two default contexts (collect.tls, 14 % of
+    the console's start-up); an https engine is still verified against the system's store (here a store of
+    one self-signed certificate, named by SSL_CERT_FILE as OpenSSL reads it), through default_tls()."""
+    cert, _, srv, url = await tls_engine(tmp_path)
     (tmp_path / "no-certs").mkdir()
     env = {**os.environ, "SSL_CERT_FILE": str(cert), "SSL_CERT_DIR": str(tmp_path / "no-certs")}
     child = await asyncio.create_subprocess_exec(
@@ -243,12 +248,7 @@ async def test_https_is_verified_against_the_system_store_with_aiohttps_defaults
 
 
 async def test_tls_verified_and_refused_with_the_reason(tmp_path: Path) -> None:
-    cert, key = self_signed(tmp_path)
-    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    server_ctx.load_cert_chain(cert, key)
-    server = Server(lambda n: sized(b"vllm:num_requests_running 1\n"))
-    srv = await asyncio.start_server(server.handle, "127.0.0.1", 0, ssl=server_ctx)
-    url = f"https://127.0.0.1:{srv.sockets[0].getsockname()[1]}/metrics"
+    cert, server, srv, url = await tls_engine(tmp_path)
     trusting = PollClient(tls=ssl.create_default_context(cafile=str(cert)))
     untrusting = PollClient()  # the system's CAs: a self-signed engine is not trusted
     try:

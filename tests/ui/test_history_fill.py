@@ -13,6 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from textual.pilot import Pilot
 
 from poolconsole.config import PoolConfig, parse_config
 from poolconsole.model.pool_state import PoolState
@@ -107,6 +108,15 @@ def held_open(monkeypatch: pytest.MonkeyPatch) -> tuple[threading.Event, list[fl
     return release, opened_at
 
 
+async def first_polls(pilot: Pilot[None], app: PoolApp) -> list[float]:
+    """The times of the engine's first polls applied (two at least, or as many as 10 s gave)."""
+    for _ in range(200):
+        await pilot.pause(0.05)
+        if len(app.state.engines["gone"].history.times) >= 2:
+            break
+    return list(app.state.engines["gone"].history.times.tail(50))
+
+
 def gone_engine() -> PoolConfig:
     return parse_config(
         f'[[engines]]\nname = "gone"\nkind = "vllm"\nurl = "http://127.0.0.1:{closed_port()}"\n'
@@ -125,11 +135,7 @@ async def test_the_store_opens_off_the_event_loop_and_keeps_the_polls_applied_me
     path = tmp_path / "history.sqlite3"
     app = PoolApp(config, theme_state=tmp_path / "ui.json", store=path)
     async with app.run_test(size=(120, 40)) as pilot:
-        for _ in range(200):
-            await pilot.pause(0.05)
-            if len(app.state.engines["gone"].history.times) >= 2:
-                break
-        applied = list(app.state.engines["gone"].history.times.tail(50))
+        applied = await first_polls(pilot, app)
         assert len(applied) >= 2, "the first polls waited for the store"
         assert app.screen.query_one(PoolGrid).get_cell("engine:gone", "state").plain == "down"
         assert app.history_store is None and not opened_at
@@ -152,11 +158,7 @@ async def test_a_console_closed_while_its_store_opens_still_records_what_it_held
     path = tmp_path / "history.sqlite3"
     app = PoolApp(config, theme_state=tmp_path / "ui.json", store=path)
     async with app.run_test(size=(120, 40)) as pilot:
-        for _ in range(200):
-            await pilot.pause(0.05)
-            if len(app.state.engines["gone"].history.times) >= 2:
-                break
-        applied = list(app.state.engines["gone"].history.times.tail(50))
+        applied = await first_polls(pilot, app)
         assert len(applied) >= 2 and not opened_at
         threading.Timer(0.3, release.set).start()  # the disk answers while the console closes
     assert opened_at, "the store never opened"
