@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import ssl
 import threading
-from types import ModuleType
 
 _default: ssl.SSLContext | None = None
 _loading = threading.Lock()
@@ -35,8 +34,8 @@ def _skip_ca_load(context: ssl.SSLContext) -> None:
     """Stands in for SSLContext.set_default_verify_paths while aiohttp is imported."""
 
 
-def import_aiohttp() -> ModuleType:
-    """aiohttp, imported (the first time) with its two default contexts built without the system CA store.
+def import_aiohttp() -> None:
+    """Imports aiohttp (the first time) with its two default contexts built without the system CA store.
 
     The stand-in is ssl's, process-wide, while the import runs: so only while this is the only thread (the
     console's start-up), else aiohttp is imported as it is. A context another thread built meanwhile would
@@ -44,12 +43,9 @@ def import_aiohttp() -> ModuleType:
     import sys
 
     if "aiohttp" in sys.modules or "set_default_verify_paths" in vars(ssl.SSLContext) or threading.active_count() > 1:
-        import aiohttp  # already imported, or the method is not ssl's own, or another thread could build one
-
-        return aiohttp
+        return  # already imported, or the method is not ssl's own, or another thread could build a context
     ssl.SSLContext.set_default_verify_paths = _skip_ca_load  # type: ignore[method-assign,assignment]
     try:
-        import aiohttp
+        import aiohttp  # noqa: F401
     finally:
         del ssl.SSLContext.set_default_verify_paths  # ssl's own method again (inherited from _ssl._SSLContext)
-    return aiohttp

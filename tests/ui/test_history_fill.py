@@ -124,6 +124,18 @@ def gone_engine() -> PoolConfig:
     )
 
 
+def gone_console(tmp_path: Path) -> tuple[PoolConfig, Path, PoolApp]:
+    """A console on the refused engine, recording into a store of its own."""
+    config = gone_engine()
+    path = tmp_path / "history.sqlite3"
+    return config, path, PoolApp(config, theme_state=tmp_path / "ui.json", store=path)
+
+
+def recorded(path: Path, config: PoolConfig) -> list[float]:
+    """The times of the engine's polls the store holds, in its order."""
+    return [at for at, *_ in read_history(path, config, 0, time.time() + 1).engines.get("gone", [])]
+
+
 async def test_the_store_opens_off_the_event_loop_and_keeps_the_polls_applied_meanwhile(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -131,9 +143,7 @@ async def test_the_store_opens_off_the_event_loop_and_keeps_the_polls_applied_me
     it is opened in a thread, the first polls are applied and drawn meanwhile, and the store gets them,
     in order, once it is open."""
     release, opened_at = held_open(monkeypatch)
-    config = gone_engine()
-    path = tmp_path / "history.sqlite3"
-    app = PoolApp(config, theme_state=tmp_path / "ui.json", store=path)
+    config, path, app = gone_console(tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
         applied = await first_polls(pilot, app)
         assert len(applied) >= 2, "the first polls waited for the store"
@@ -145,7 +155,7 @@ async def test_the_store_opens_off_the_event_loop_and_keeps_the_polls_applied_me
             if app.history_store is not None:
                 break
         assert app.history_store is not None, "the store never opened"
-    polled = [at for at, *_ in read_history(path, config, 0, time.time() + 1).engines.get("gone", [])]
+    polled = recorded(path, config)
     assert polled[: len(applied)] == applied, "the polls applied while the store opened were not recorded"
     assert polled == sorted(polled) and all(at < opened_at[0] for at in applied)
 
@@ -154,13 +164,11 @@ async def test_a_console_closed_while_its_store_opens_still_records_what_it_held
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     release, opened_at = held_open(monkeypatch)
-    config = gone_engine()
-    path = tmp_path / "history.sqlite3"
-    app = PoolApp(config, theme_state=tmp_path / "ui.json", store=path)
+    config, path, app = gone_console(tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
         applied = await first_polls(pilot, app)
         assert len(applied) >= 2 and not opened_at
         threading.Timer(0.3, release.set).start()  # the disk answers while the console closes
     assert opened_at, "the store never opened"
-    polled = [at for at, *_ in read_history(path, config, 0, time.time() + 1).engines.get("gone", [])]
+    polled = recorded(path, config)
     assert polled[: len(applied)] == applied, "the polls held while the console closed were lost"
