@@ -620,9 +620,9 @@ def _home_short(path: Path) -> str:
 def open_console(
     config: PoolConfig, read_only: bool, subtitle: str, hint: str | None = None, store: Path | None = None
 ) -> int:
-    from poolconsole.ui.app import PoolApp
+    from poolconsole.ui.launch import run_console  # Textual loads there, once the first polls are out
 
-    PoolApp(config, read_only=read_only, subtitle=subtitle, hint=hint, store=store).run()
+    asyncio.run(run_console(config, read_only=read_only, subtitle=subtitle, hint=hint, store=store))
     return EXIT_OK
 
 

@@ -70,6 +70,25 @@ class Update:
 Subscriber = Callable[[Update], None]
 
 
+class Backlog:
+    """The updates told before a client subscribed, kept in order and handed over (a runtime started while
+    its view still loads: the console starts the polls before Textual is imported, and the first poll's
+    alerts and problems are still the view's to tell)."""
+
+    def __init__(self, runtime: LivePool) -> None:
+        self.updates: list[Update] = []
+        self.runtime = runtime
+        self._unsubscribe = runtime.subscribe(self.updates.append)
+
+    def hand_over(self, subscriber: Subscriber) -> Callable[[], None]:
+        """`subscriber` hears what was kept, then every update after it; nothing is kept any more."""
+        self._unsubscribe()
+        kept, self.updates = self.updates, []
+        for update in kept:
+            subscriber(update)
+        return self.runtime.subscribe(subscriber)
+
+
 @dataclass
 class ApplyTimes:
     """How long applying poll results took (benchmarks read it): running totals, nothing that grows."""
@@ -172,10 +191,12 @@ class LivePool:
 
     # -- lifecycle ------------------------------------------------------------------------------------
     def start(self, *, settle_gc: bool = True) -> None:
-        """Start every loop on the running event loop (call it from a coroutine, or a callback on the loop)."""
+        """Start every loop on the running event loop (call it from a coroutine, or a callback on the loop),
+        and the collector's policy with them unless `settle_gc` is False (tests and embedders that keep
+        their own, or a client that loads more before it calls `start_gc`)."""
         settings = self.config.settings
         if settle_gc:
-            self.gc.start()
+            self.start_gc()
         for poller in engine_pollers(self.config):  # direct, or read from [prometheus]
             self._spawn(self._engine_loop(poller), poller.engine.name)
         remote = [h for h in self.config.hosts if not h.local]
@@ -196,10 +217,13 @@ class LivePool:
         if every > 0:
             for gateway in (e for e in self.config.engines if e.kind is EngineKind.LITELLM):
                 self._spawn(self._deep_health_loop(gateway, every), gateway.name)
-        if settle_gc:
-            loop = asyncio.get_running_loop()
-            self._timers.append(loop.call_later(self.gc.settle_s, self.gc.settle))
-            self._spawn(self._full_collections(), "gc")
+
+    def start_gc(self) -> None:
+        """The collector's long-running policy (GcPolicy): what exists now is frozen, young collections are
+        rare, the settle and the full collections are timed from here. Once, after what start-up loads."""
+        self.gc.start()
+        self._timers.append(asyncio.get_running_loop().call_later(self.gc.settle_s, self.gc.settle))
+        self._spawn(self._full_collections(), "gc")
 
     async def stop(self) -> None:
         for timer in self._timers:
@@ -366,7 +390,7 @@ class LivePool:
             self._spawn(self._read_log(track.config, "went down" if down else "restarted"), snapshot.name)
         if snapshot.name in self._inspect and view.state is EngineState.OK:
             due = self._inspected_at.get(snapshot.name, -1e18) + self.container_check_s
-            if was != "ok" or snapshot.fetched_at >= due:  # the baseline, back from down, or once a minute
+            if was is not EngineState.OK or snapshot.fetched_at >= due:  # the baseline, back up, or once a minute
                 self._inspected_at[snapshot.name] = snapshot.fetched_at
                 self._spawn(self._container_check(track.config), snapshot.name)
         self.update_times.add(time.perf_counter() - started)

@@ -28,7 +28,7 @@ from poolconsole.model.notices import summarise
 from poolconsole.model.pool_state import HISTORY_POINTS
 from poolconsole.model.snapshots import EngineSnapshot
 from poolconsole.ops import audit
-from poolconsole.runtime.live import LivePool, Update
+from poolconsole.runtime.live import Backlog, LivePool, Update
 from poolconsole.runtime.store import (
     HeldPolls,
     Store,
@@ -77,6 +77,7 @@ class PoolApp(App[None]):
         hint: str | None = None,
         store: Path | None = None,
         replay: Replay | None = None,
+        started: Backlog | None = None,
     ) -> None:
         self.replay = replay
         """A recording played back (`poolconsole replay`): its state is shown, nothing is polled or changed."""
@@ -88,13 +89,17 @@ class PoolApp(App[None]):
         super().__init__()
         self.config = config
         self.live = live
-        self.runtime = LivePool(config, clock=clock)
+        self.runtime = LivePool(config, clock=clock) if started is None else started.runtime
+        self._started = started
+        """A runtime already started (ui.launch: the polls go out before the UI loads), with what it told
+        before this app subscribed; the app takes both over as it mounts."""
         self.state = self.runtime.state if replay is None else replay.state
         self.alerts = self.runtime.alerts if replay is None else replay.alerts
         self.events: EventLog = self.runtime.events if replay is None else replay.events
         """The timeline: the runtime's (restarts, alerts, and the actions and smoke runs started here), or
         what a recording played back shows (restarts and alerts)."""
-        self.runtime.subscribe(self._heard)
+        if started is None:
+            self.runtime.subscribe(self._heard)
         self.theme_state = theme_state
         self.window_index = 0
         self.sub_title = subtitle + ("  [read-only]" if read_only else "")
@@ -143,7 +148,10 @@ class PoolApp(App[None]):
         if self.live:
             self._open_history()
             self._load_audit()
-            self.runtime.start()
+            if self._started is None:
+                self.runtime.start()
+            else:
+                self._started.hand_over(self._heard)
             every = self.config.settings.litellm_health_interval_s
             if every > 0 and any(e.kind is EngineKind.LITELLM for e in self.config.engines):
                 self.notify(
@@ -199,7 +207,8 @@ class PoolApp(App[None]):
         def told(message: str) -> None:  # from the writer thread
             loop.call_soon_threadsafe(partial(self.notify, message, severity="error", timeout=10))
 
-        self._held = HeldPolls(self.state)
+        recorder = self.runtime.recorder  # a started runtime's held polls (ui.launch), else held from now
+        self._held = recorder if isinstance(recorder, HeldPolls) else HeldPolls(self.state)
         self.runtime.recorder = self._held
         self._store_opening = loop.run_in_executor(
             None, partial(Store.for_config, self.config, self.store_path, clock=self.state.clock, on_problem=told)
