@@ -1,4 +1,6 @@
-"""Themes are data: TOML files in themes/ (name, colours, and the console's semantic variables)."""
+"""Themes are data: TOML files in themes/ (name, colours, and the console's semantic variables). The checkout's
+top-level themes/ is where they are kept; a built wheel carries a copy as poolconsole/ui/theme_files/
+(setup.py), which an installed console (`pip install .`, pipx) reads."""
 
 from __future__ import annotations
 
@@ -9,7 +11,10 @@ from pathlib import Path
 from platformdirs import user_state_path
 from textual.theme import Theme
 
-THEMES_DIR = Path(__file__).resolve().parents[2] / "themes"
+BUNDLED_DIR = Path(__file__).with_name("theme_files")
+"""The wheel's copy of themes/ (absent from a checkout, and so from an editable install)."""
+CHECKOUT_DIR = Path(__file__).resolve().parents[2] / "themes"
+THEMES_DIR = BUNDLED_DIR if BUNDLED_DIR.is_dir() else CHECKOUT_DIR
 DEFAULT = "pool-dark"
 SEMANTIC = {"gpu-hot": "$error", "target-down": "$error", "stale": "$warning", "unified": "$accent"}
 

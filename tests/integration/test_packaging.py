@@ -1,22 +1,34 @@
 """The editable install (README's set-up command) writes the package's bytecode: without it every launch
-compiled the sources where PYTHONDONTWRITEBYTECODE is set or the checkout is read-only (~0.15 s of start-up)."""
+compiled the sources where PYTHONDONTWRITEBYTECODE is set or the checkout is read-only (~0.15 s of start-up).
+A wheel (`pip install .`, pipx) carries the themes: an installed console has no checkout to read them from."""
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
+
+from poolconsole.ui.themes import load_themes
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_an_editable_install_writes_the_packages_bytecode(tmp_path: Path) -> None:
+def checkout_copy(tmp_path: Path) -> Path:
+    """What a clone holds to build from: the package, its themes and the build's files."""
     checkout = tmp_path / "checkout"
     shutil.copytree(ROOT / "poolconsole", checkout / "poolconsole", ignore=shutil.ignore_patterns("__pycache__"))
-    for name in ("pyproject.toml", "setup.py", "README.md"):
+    shutil.copytree(ROOT / "themes", checkout / "themes")
+    for name in ("pyproject.toml", "setup.py", "README.md", "MANIFEST.in"):
         shutil.copy(ROOT / name, checkout / name)
+    return checkout
+
+
+def test_an_editable_install_writes_the_packages_bytecode(tmp_path: Path) -> None:
+    checkout = checkout_copy(tmp_path)
     sources = sorted((checkout / "poolconsole").rglob("*.py"))
     assert sources and not list((checkout / "poolconsole").rglob("*.pyc"))
     build = "from setuptools import build_meta; print(build_meta.build_editable('wheels'))"
@@ -24,3 +36,24 @@ def test_an_editable_install_writes_the_packages_bytecode(tmp_path: Path) -> Non
     assert done.returncode == 0, done.stderr[-2000:]
     missing = [p for p in sources if not Path(importlib.util.cache_from_source(str(p))).is_file()]
     assert not missing, f"{len(missing)} of {len(sources)} modules have no bytecode, e.g. {missing[:3]}"
+
+
+def test_an_installed_console_has_its_themes(tmp_path: Path) -> None:
+    checkout = checkout_copy(tmp_path)
+    build = "from setuptools import build_meta; print(build_meta.build_wheel('wheels'))"
+    done = subprocess.run([sys.executable, "-c", build], cwd=checkout, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    installed = tmp_path / "site"
+    with zipfile.ZipFile(checkout / "wheels" / done.stdout.split()[-1]) as wheel:
+        wheel.extractall(installed)
+    shutil.rmtree(checkout)  # as after `pip install .`: no checkout left to read themes from
+    read = (
+        "import json; from poolconsole.ui import themes; "
+        "print(json.dumps([themes.__file__, [t.name for t in themes.load_themes()]]))"
+    )
+    env = {"PYTHONPATH": str(installed), "PATH": "/usr/bin:/bin"}
+    done = subprocess.run([sys.executable, "-c", read], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    module, names = json.loads(done.stdout)
+    assert Path(module).is_relative_to(installed), f"read the themes of {module}, not the installed package"
+    assert names == [t.name for t in load_themes(ROOT / "themes")], "the installed console lacks themes"
