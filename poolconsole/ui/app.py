@@ -29,15 +29,8 @@ from poolconsole.model.pool_state import HISTORY_POINTS
 from poolconsole.model.snapshots import EngineSnapshot
 from poolconsole.ops import audit
 from poolconsole.runtime.live import Backlog, LivePool, Update
-from poolconsole.runtime.store import (
-    HeldPolls,
-    Store,
-    StoreBusy,
-    StoredHistory,
-    StoreProblem,
-    fill_history,
-    read_history,
-)
+from poolconsole.runtime.recording import Recording
+from poolconsole.runtime.store import Store, StoreBusy, StoredHistory, StoreProblem, fill_history, read_history
 from poolconsole.ui import registry, themes
 from poolconsole.ui.palette import Entry, PoolCommands
 from poolconsole.ui.screens.overview import OverviewScreen
@@ -112,15 +105,17 @@ class PoolApp(App[None]):
         self.audit_path: Path | None = None
         self.store_path = store
         """The history store a live console records into and fills its charts from (None: none)."""
-        self.history_store: Store | None = None
-        self._store_opening: asyncio.Future[Store] | None = None
-        """The history store being opened (in a thread, at mount)."""
-        self._held: HeldPolls | None = None
-        """The polls applied while it opens."""
+        self.recording: Recording | None = None
+        """The history store being recorded into (opened in a thread at mount)."""
 
     @property
     def ssh(self) -> SSHPool | None:
         return self.runtime.ssh
+
+    @property
+    def history_store(self) -> Store | None:
+        """The history store, once open."""
+        return self.recording.store if self.recording is not None else None
 
     # -- start-up ------------------------------------------------------------------------------------
     def on_mount(self) -> None:
@@ -182,23 +177,13 @@ class PoolApp(App[None]):
 
     async def on_unmount(self) -> None:
         await self.runtime.stop()
-        opening, self._store_opening = self._store_opening, None
-        if opening is not None:  # still opening as the console closed: it gets what was held, then is closed
-            try:
-                store = await opening
-            except Exception:  # told already, or the console closed before it could be: nothing to close
-                pass
-            else:
-                if self._held is not None:
-                    self._held.hand_over(store)
-                self.history_store = store
-        if self.history_store is not None:
-            await asyncio.to_thread(self.history_store.close)  # the last second's polls
+        if self.recording is not None:  # one still opening gets what was held, then is closed
+            await self.recording.close()
 
     def _open_history(self) -> None:
         """The history store records every poll (unless `poolconsole record` already writes it); the charts
         are filled from what it holds, and those of engines read from `[prometheus]` from its range queries.
-        It is opened in a thread: the polls applied meanwhile are held and given to it once it is open."""
+        It opens in a thread (runtime.recording): the polls applied meanwhile are held for it."""
         if self.store_path is None:
             self._fill_prometheus_only()
             return
@@ -207,35 +192,19 @@ class PoolApp(App[None]):
         def told(message: str) -> None:  # from the writer thread
             loop.call_soon_threadsafe(partial(self.notify, message, severity="error", timeout=10))
 
-        recorder = self.runtime.recorder  # a started runtime's held polls (ui.launch), else held from now
-        self._held = recorder if isinstance(recorder, HeldPolls) else HeldPolls(self.state)
-        self.runtime.recorder = self._held
-        self._store_opening = loop.run_in_executor(
-            None, partial(Store.for_config, self.config, self.store_path, clock=self.state.clock, on_problem=told)
-        )
-        self._take_store()
+        self.recording = Recording(self.runtime, self.store_path, on_problem=told)
+        self._take_store(self.recording)
 
     @work(group="history-store", exit_on_error=False)
-    async def _take_store(self) -> None:
-        assert self._store_opening is not None and self._held is not None and self.store_path is not None
-        held = self._held
-        # shielded: a console closing meanwhile cancels this worker, and on_unmount takes the store instead
-        outcome = await asyncio.gather(asyncio.shield(self._store_opening), return_exceptions=True)
-        self._store_opening = self._held = None
-        self.runtime.recorder = None
-        match outcome[0]:
-            case Store() as store:
-                store.bind(self.state)
-                held.hand_over(store)
-                self.runtime.recorder = self.history_store = store
-                self._schedule_fill(self.store_path)
-            case StoreBusy():  # another process records this store: its rows fill the charts
-                self._schedule_fill(self.store_path)
+    async def _take_store(self, recording: Recording) -> None:
+        match await recording.opened():
+            case Store() | StoreBusy():  # StoreBusy: another process records this store, its rows fill the charts
+                self._schedule_fill(recording.path)
             case StoreProblem() as problem:
                 self.notify(f"{problem}: no history recorded", severity="error", timeout=10)
                 self._fill_prometheus_only()
             case error:
-                self.notify(f"the history store {self.store_path} did not open: {error!r}", severity="error")
+                self.notify(f"the history store {recording.path} did not open: {error!r}", severity="error")
                 self._fill_prometheus_only()
 
     def _fill_prometheus_only(self) -> None:

@@ -172,3 +172,37 @@ async def test_a_console_closed_while_its_store_opens_still_records_what_it_held
     assert opened_at, "the store never opened"
     polled = recorded(path, config)
     assert polled[: len(applied)] == applied, "the polls held while the console closed were lost"
+
+
+async def told_at_open(app: PoolApp, pilot: Pilot[None], words: str) -> str:
+    """The toast containing `words`, once the console's polls went on (or '' after 10 s)."""
+    for _ in range(200):
+        await pilot.pause(0.05)
+        said = [n.message for n in app._notifications if words in n.message]
+        if said and app.state.engines["gone"].view is not None:
+            return said[0]
+    return ""
+
+
+async def test_a_file_that_is_no_history_store_is_told_and_left_as_it_is(tmp_path: Path) -> None:
+    _, path, app = gone_console(tmp_path)
+    path.write_bytes(b"my notes, not a database\n" * 100)
+    async with app.run_test(size=(120, 40)) as pilot:
+        said = await told_at_open(app, pilot, "no history recorded")
+        assert said == f"{path} is not a SQLite file (file is not a database): no history recorded"
+        assert app.history_store is None and app.runtime.recorder is None, "polls still held for no store"
+    assert path.read_bytes() == b"my notes, not a database\n" * 100
+
+
+async def test_an_open_that_fails_unexpectedly_is_told_naming_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(cls: type[Store], *args: object, **kw: object) -> Store:
+        raise RuntimeError("the disk is on fire")
+
+    monkeypatch.setattr(Store, "for_config", classmethod(broken))
+    _, path, app = gone_console(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        said = await told_at_open(app, pilot, "did not open")
+        assert said == f"the history store {path} did not open: RuntimeError('the disk is on fire')"
+        assert app.history_store is None and app.runtime.recorder is None
