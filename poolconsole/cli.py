@@ -220,7 +220,9 @@ def cmd_smoke(args: argparse.Namespace) -> int:
 
     from poolconsole.ops import audit
 
-    active = active_profiles(config, Path(args.audit_db) if args.audit_db else audit.default_path())
+    demo = demo_stores_of(args.config)
+    audit_path = Path(args.audit_db) if args.audit_db else demo[0] if demo else audit.default_path()
+    active = active_profiles(config, audit_path)
     if args.ab:
         from poolconsole.ops.smoke import ab
 
@@ -230,7 +232,7 @@ def cmd_smoke(args: argparse.Namespace) -> int:
     results, seed = run_blocking(config, options, progress)
     found = summaries(results)
     doc = document(results, seed, {k: v for k, v in found.items() if v})
-    db = Path(args.db) if args.db else store.default_db()
+    db = Path(args.db) if args.db else demo[1] if demo else store.default_db()
     measured_on = with_measurements(conditions(config, versions, active, hosts, reported), found)
     try:
         run_id = store.save_run(db, seed, doc["passed"], " ".join(sys.argv[1:]), doc["results"], measured_on)
@@ -265,7 +267,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from poolconsole.ops.planning import plan_lines, poll_hosts, read_kv
 
     config = _load(args.config)
-    audit_path = Path(args.audit_db) if args.audit_db else audit.default_path()
+    demo = demo_stores_of(args.config)
+    audit_path = Path(args.audit_db) if args.audit_db else demo[0] if demo else audit.default_path()
     active = {e.name: audit.active_profile(audit_path, e.name) or e.profile or "" for e in config.engines}
     snapshots: dict[str, HostSnapshot] = {}
     kv: dict[str, KvCapacity | None] = {}
@@ -371,7 +374,8 @@ def cmd_action(args: argparse.Namespace) -> int:
     if not args.yes:
         print("add --yes to confirm", file=sys.stderr)
         return EXIT_PROBLEM
-    path = Path(args.audit_db) if args.audit_db else audit.default_path()
+    demo = demo_stores_of(args.config)
+    path = Path(args.audit_db) if args.audit_db else demo[0] if demo else audit.default_path()
 
     async def run() -> lifecycle.Outcome:
         pool = SSHPool([host], config.settings.ssh_timeout_s, 4)
@@ -451,7 +455,8 @@ def cmd_record(args: argparse.Namespace) -> int:
     if _empty(config, args, "record"):
         return EXIT_CONFIG
     source = args.config or default_config_path()
-    path = store_path(config, args.store)
+    demo = demo_stores_of(args.config)
+    path = store_path(config, args.store or (str(demo[2]) if demo else None))
 
     def problem(message: str) -> None:
         print(f"poolconsole record: {message}", file=sys.stderr, flush=True)
@@ -525,7 +530,8 @@ def cmd_ledger(args: argparse.Namespace) -> int:
         return EXIT_CONFIG
     chosen = args.config or default_config_path()  # [ledger] prices; the store too unless --store names it
     config = load_config(chosen) if chosen else None
-    path = store_path(config, args.store)
+    demo = demo_stores_of(args.config)
+    path = store_path(config, args.store or (str(demo[2]) if demo else None))
     try:
         doc = read_ledger(
             path,
@@ -617,12 +623,35 @@ def _home_short(path: Path) -> str:
     return f"~/{path.relative_to(home)}" if path.is_relative_to(home) else str(path)
 
 
+def demo_stores_of(config: str | None) -> tuple[Path, Path, Path] | None:
+    """The audit log, smoke store and history store of the demo whose hosts.toml `config` is (its first line
+    says `poolconsole demo` wrote it): the CLI's actions, smoke runs and recordings on the simulated pool stay
+    beside it, as its console's do, never in the user's."""
+    path = Path(config) if config else default_config_path()
+    if path is None:
+        return None
+    try:
+        with path.open(encoding="utf-8", errors="replace") as text:
+            first = text.readline()
+    except OSError:
+        return None  # told where the config is loaded
+    from poolconsole.sim.demo import CONFIG_HEADER, demo_stores
+
+    return demo_stores(path) if first.startswith(CONFIG_HEADER) else None
+
+
 def open_console(
-    config: PoolConfig, read_only: bool, subtitle: str, hint: str | None = None, store: Path | None = None
+    config: PoolConfig,
+    read_only: bool,
+    subtitle: str,
+    hint: str | None = None,
+    store: Path | None = None,
+    stores: tuple[Path, Path] | None = None,
 ) -> int:
+    """The console on `config`; `stores`: the audit log and smoke store its actions write (else the user's)."""
     from poolconsole.ui.launch import run_console  # Textual loads there, once the first polls are out
 
-    asyncio.run(run_console(config, read_only=read_only, subtitle=subtitle, hint=hint, store=store))
+    asyncio.run(run_console(config, read_only=read_only, subtitle=subtitle, hint=hint, store=store, stores=stores))
     return EXIT_OK
 
 
@@ -668,7 +697,9 @@ def cmd_console(args: argparse.Namespace) -> int:
     from poolconsole.runtime.store import store_path
 
     config = load_config(path)  # the history store: [store] path, else the user data dir (not for the demo)
-    return open_console(config, args.read_only, str(path), store=store_path(config) if config.store.record else None)
+    own = demo_stores_of(str(path))  # a demo's hosts.toml: the simulated pool's own stores, as `demo` has them
+    history = (own[2] if own else store_path(config)) if config.store.record else None
+    return open_console(config, args.read_only, str(path), store=history, stores=own[:2] if own else None)
 
 
 class _OneLineFormatter(argparse.HelpFormatter):

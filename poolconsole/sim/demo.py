@@ -273,7 +273,7 @@ class SimPool:
 
     def config_toml(self) -> str:
         lines = [
-            "# hosts.toml of the simulated pool written by `poolconsole demo` (127.0.0.1, free ports).",
+            CONFIG_HEADER + " (127.0.0.1, free ports).",
             "",
             "[settings]",
             "poll_interval_s = 1.0",
@@ -488,6 +488,10 @@ def latest_demo_audit() -> Path | None:
         except OSError:  # removed meanwhile
             continue
     return max(written)[1] if written else None
+
+
+CONFIG_HEADER = "# hosts.toml of the simulated pool written by `poolconsole demo`"
+"""The first line of the demo's hosts.toml: the CLI keeps its commands on such a pool to the demo's stores."""
 
 
 def demo_stores(config_path: Path) -> tuple[Path, Path, Path]:

@@ -61,10 +61,12 @@ async def run_console(
     subtitle: str,
     hint: str | None = None,
     store: Path | None = None,
+    stores: tuple[Path, Path] | None = None,
     headless: bool = False,
     load_app: Callable[[], type[PoolApp]] = _load_app,
 ) -> None:
-    """The console on `config` until it quits. `load_app` imports the UI (a test's seam)."""
+    """The console on `config` until it quits: `store` the history store it records into, `stores` the audit
+    log and smoke store its actions write (None: the user's). `load_app` imports the UI (a test's seam)."""
     runtime = LivePool(config)
     if store is not None:  # the polls applied before the app opens its history store are held for it
         runtime.recorder = HeldPolls(runtime.state)
@@ -75,6 +77,8 @@ async def run_console(
         app_type = load_app()
         runtime.start_gc()
         app = app_type(config, read_only=read_only, subtitle=subtitle, hint=hint, store=store, started=backlog)
+        if stores is not None:
+            app.audit_path, app.smoke_db = stores
         await app.run_async(headless=headless)
     finally:
         await runtime.stop()  # the app stops it as it closes; this is for a launch that failed before

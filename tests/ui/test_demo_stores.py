@@ -3,6 +3,7 @@ hosts.toml, never to the user data directory's, and finding its directory prints
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -10,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from poolconsole import cli
 from poolconsole.cli import demo_console
 from poolconsole.ops import audit
 from poolconsole.ops.smoke import store
-from poolconsole.sim.demo import SimPool
+from poolconsole.sim.demo import SimPool, demo_stores
 from poolconsole.ui.screens.action import ActionScreen, ConfirmAction
 from poolconsole.ui.screens.ledger import LedgerScreen
 from tests.ui.test_console import action_outcome, select_row
@@ -69,3 +71,34 @@ def test_the_demo_config_path_prints_no_runtime_dir_warning(tmp_path: Path) -> N
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().endswith(".toml"), proc.stdout
     assert "XDG_RUNTIME_DIR" not in proc.stderr and "Warning" not in proc.stderr, proc.stderr
+
+
+async def test_the_clis_commands_on_the_demos_hosts_toml_keep_to_its_stores(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`poolconsole restart --config <the demo's hosts.toml>` (and smoke, plan, record, ledger, the console)
+    wrote the user's audit log: a simulated restart is no real action. The demo's first line marks its
+    config, and the commands take the stores beside it."""
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    pool = SimPool(seed=22)
+    await pool.start(tmp_path / "demo-2.toml.ssh")
+    try:
+        await pool.wait_ready()
+        config_path = tmp_path / "demo-2.toml"
+        config_path.write_text(pool.config_toml())
+        own_audit, own_smoke, own_history = demo_stores(config_path)
+        assert cli.demo_stores_of(str(config_path)) == (own_audit, own_smoke, own_history)
+        argv = ["restart", "qwen3-30b-a3b", "--config", str(config_path), "--yes"]
+        assert await asyncio.to_thread(cli.main, argv) == 0, capsys.readouterr()
+    finally:
+        await pool.stop()
+    assert [(e.action, e.target) for e in audit.entries(own_audit)] == [("restart", "qwen3-30b-a3b")]
+    assert not audit.default_path().exists() or audit.entries(audit.default_path()) == []
+    opened: list[dict[str, object]] = []
+    monkeypatch.setattr(cli, "open_console", lambda *a, **k: opened.append(k) or 0)
+    assert cli.main(["--config", str(config_path)]) == 0
+    assert opened == [{"store": own_history, "stores": (own_audit, own_smoke)}], "the console took the user's stores"
+    user_toml = tmp_path / "hosts.toml"
+    user_toml.write_text(pool.config_toml().split("\n", 1)[1])  # the same pool without the demo's first line
+    assert cli.demo_stores_of(str(user_toml)) is None

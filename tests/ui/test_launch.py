@@ -41,7 +41,7 @@ async def test_the_first_requests_go_out_before_the_ui_loads_and_the_app_takes_t
     engines = await vllm_engines(3)
     config = pool(engines)
     asked_before_ui: list[dict[str, int]] = []
-    shown: list[bool] = []
+    shown: list[tuple[Path | None, Path | None]] = []
 
     class Console(PoolApp):
         def on_mount(self) -> None:  # Textual calls PoolApp's own on_mount as well
@@ -50,7 +50,7 @@ async def test_the_first_requests_go_out_before_the_ui_loads_and_the_app_takes_t
         def _check(self) -> None:
             screen = self.screen
             if isinstance(screen, OverviewScreen) and all(t.view for t in self.state.engines.values()):
-                shown.append(True)
+                shown.append((self.audit_path, self.smoke_db))
                 self.exit()
 
     def load_app() -> type[PoolApp]:
@@ -58,9 +58,12 @@ async def test_the_first_requests_go_out_before_the_ui_loads_and_the_app_takes_t
         return Console
 
     store = tmp_path / "history.sqlite3"
+    stores = (tmp_path / "audit.sqlite3", tmp_path / "smoke.sqlite3")  # a demo's own, say
     try:
         await asyncio.wait_for(
-            launch.run_console(config, read_only=True, subtitle="t", store=store, headless=True, load_app=load_app),
+            launch.run_console(
+                config, read_only=True, subtitle="t", store=store, stores=stores, headless=True, load_app=load_app
+            ),
             60,
         )
     finally:
@@ -68,7 +71,7 @@ async def test_the_first_requests_go_out_before_the_ui_loads_and_the_app_takes_t
             await engine.stop()
     # every first request is out by then on an idle machine; a busy one may hand loopback's packets on later
     assert sum(sum(hits.values()) for hits in asked_before_ui) > 0, "no request was out before the UI loaded"
-    assert shown, "the console never showed the first polls"
+    assert shown == [stores], "the console never showed the first polls, or not with the stores it was given"
     assert [e.hits for e in engines] == [dict.fromkeys(FIRST_POLL, 1)] * 3, "the runtime's loops ran twice"
     stored = read_history(store, config, 0, time.time() + 1)
     assert sorted(stored.engines) == ["e0", "e1", "e2"], "the polls applied before the store opened were lost"
