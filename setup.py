@@ -33,7 +33,8 @@ class build_py_with_themes(build_py):
         if not themes:
             raise SystemExit(f"no themes in {ROOT / 'themes'}: the wheel would have none")
         target = Path(self.build_lib) / "poolconsole" / "ui" / "theme_files"
-        target.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(target, ignore_errors=True)  # a build/ reused from an earlier build keeps no removed theme
+        target.mkdir(parents=True)
         for theme in themes:
             shutil.copyfile(theme, target / theme.name)
 

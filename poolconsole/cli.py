@@ -15,15 +15,12 @@ import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from poolconsole import __version__
 from poolconsole.config import ConfigError, PoolConfig, load_config
 from poolconsole.model import units
 from poolconsole.ops.audit import AuditUnreadable
-
-if TYPE_CHECKING:
-    from poolconsole.ui.app import PoolApp
 
 EXIT_OK, EXIT_PROBLEM, EXIT_CONFIG = 0, 1, 2
 EXIT_READER_GONE = 128 + 13  # SIGPIPE
@@ -406,13 +403,13 @@ def cmd_replay(args: argparse.Namespace) -> int:
     import time
 
     from poolconsole.runtime.replay import Replay
-    from poolconsole.runtime.store import StoreProblem, parse_time, store_path
+    from poolconsole.runtime.store import StoreProblem, parse_time
 
     if not 0 < args.speed <= 1000:
         print("poolconsole replay: --speed must be above 0 and at most 1000", file=sys.stderr)
         return EXIT_CONFIG
     chosen = None if args.store else (args.config or default_config_path())
-    path = store_path(load_config(chosen) if chosen else None, args.store)
+    path = history_path(load_config(chosen) if chosen else None, args)
     try:
         start = parse_time(args.start, time.time()) if args.start else None
         replay = Replay(path, start, args.speed)
@@ -449,14 +446,13 @@ def cmd_record(args: argparse.Namespace) -> int:
     import signal
 
     from poolconsole.runtime.live import LivePool
-    from poolconsole.runtime.store import Store, StoreProblem, record, store_path
+    from poolconsole.runtime.store import Store, StoreProblem, record
 
     config = _load(args.config)
     if _empty(config, args, "record"):
         return EXIT_CONFIG
     source = args.config or default_config_path()
-    demo = demo_stores_of(args.config)
-    path = store_path(config, args.store or (str(demo[2]) if demo else None))
+    path = history_path(config, args)
 
     def problem(message: str) -> None:
         print(f"poolconsole record: {message}", file=sys.stderr, flush=True)
@@ -496,10 +492,10 @@ def cmd_export(args: argparse.Namespace) -> int:
     import math
     import time
 
-    from poolconsole.runtime.store import StoreProblem, export, parse_time, store_path
+    from poolconsole.runtime.store import StoreProblem, export, parse_time
 
     chosen = None if args.store else (args.config or default_config_path())
-    path = store_path(load_config(chosen) if chosen else None, args.store)
+    path = history_path(load_config(chosen) if chosen else None, args)
     now = time.time()
     try:
         start = parse_time(args.start, now) if args.start else -math.inf
@@ -523,15 +519,14 @@ def cmd_ledger(args: argparse.Namespace) -> int:
     from poolconsole.config.models import LedgerSettings
     from poolconsole.model.ledger import text
     from poolconsole.runtime.ledger import read_ledger
-    from poolconsole.runtime.store import StoreProblem, store_path
+    from poolconsole.runtime.store import StoreProblem
 
     if not 1 <= args.days <= 3660:
         print("poolconsole ledger: --days must be between 1 and 3660", file=sys.stderr)
         return EXIT_CONFIG
     chosen = args.config or default_config_path()  # [ledger] prices; the store too unless --store names it
     config = load_config(chosen) if chosen else None
-    demo = demo_stores_of(args.config)
-    path = store_path(config, args.store or (str(demo[2]) if demo else None))
+    path = history_path(config, args)
     try:
         doc = read_ledger(
             path,
@@ -623,10 +618,10 @@ def _home_short(path: Path) -> str:
     return f"~/{path.relative_to(home)}" if path.is_relative_to(home) else str(path)
 
 
-def demo_stores_of(config: str | None) -> tuple[Path, Path, Path] | None:
+def demo_stores_of(config: str | None, *, say: bool = True) -> tuple[Path, Path, Path] | None:
     """The audit log, smoke store and history store of the demo whose hosts.toml `config` is (its first line
     says `poolconsole demo` wrote it): the CLI's actions, smoke runs and recordings on the simulated pool stay
-    beside it, as its console's do, never in the user's."""
+    beside it, as its console's do, never in the user's. Said on stderr unless `say` is False."""
     path = Path(config) if config else default_config_path()
     if path is None:
         return None
@@ -637,7 +632,25 @@ def demo_stores_of(config: str | None) -> tuple[Path, Path, Path] | None:
         return None  # told where the config is loaded
     from poolconsole.sim.demo import CONFIG_HEADER, demo_stores
 
-    return demo_stores(path) if first.startswith(CONFIG_HEADER) else None
+    if not first.startswith(CONFIG_HEADER):
+        return None
+    stores = demo_stores(path)
+    if say:
+        print(
+            f"poolconsole: {path} is a hosts.toml the demo wrote: its own stores beside it are used "
+            f"({stores[0].name}, {stores[1].name}, {stores[2].name}); remove its first line to use yours",
+            file=sys.stderr,
+        )
+    return stores
+
+
+def history_path(config: PoolConfig | None, args: argparse.Namespace) -> Path:
+    """The history store: --store, else the demo's beside the demo's hosts.toml, else `[store] path`, else the
+    user data directory's."""
+    from poolconsole.runtime.store import store_path
+
+    own = None if args.store else demo_stores_of(args.config)
+    return store_path(config, args.store or (str(own[2]) if own else None))
 
 
 def open_console(
@@ -655,18 +668,25 @@ def open_console(
     return EXIT_OK
 
 
-def demo_console(config_path: Path, read_only: bool, scenario: str) -> PoolApp:
-    """The console on the demo pool whose hosts.toml is `config_path`, with the demo's own audit log, smoke
-    store and history store beside it (never the user's: a restart on the simulated pool is no real action)."""
-    from poolconsole.sim.demo import demo_stores
-    from poolconsole.ui.app import PoolApp
+@dataclasses.dataclass(frozen=True)
+class DemoConsole:
+    """The console on a demo pool: its config, titles, and the demo's own history store, audit log and smoke
+    store beside its hosts.toml (never the user's: a restart on the simulated pool is no real action)."""
 
-    hint = DEMO_HINT.format(user=_home_short(user_config_file()))
+    config: PoolConfig
+    subtitle: str
+    hint: str
+    store: Path
+    stores: tuple[Path, Path]
+    """The audit log and the smoke store."""
+
+
+def demo_console(config_path: Path, scenario: str) -> DemoConsole:
+    from poolconsole.sim.demo import demo_stores
+
     audit_log, smoke_db, history = demo_stores(config_path)
-    subtitle = f"demo pool ({scenario})"
-    app = PoolApp(load_config(config_path), read_only=read_only, subtitle=subtitle, hint=hint, store=history)
-    app.audit_path, app.smoke_db = audit_log, smoke_db
-    return app
+    hint = DEMO_HINT.format(user=_home_short(user_config_file()))
+    return DemoConsole(load_config(config_path), f"demo pool ({scenario})", hint, history, (audit_log, smoke_db))
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -680,8 +700,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if args.config_out is None:
         args.config_out = str(demo_config_path())
     with BackgroundPool(args) as config_path:
-        demo_console(config_path, args.read_only, args.scenario).run()
-        return EXIT_OK
+        demo = demo_console(config_path, args.scenario)
+        return open_console(demo.config, args.read_only, demo.subtitle, demo.hint, store=demo.store, stores=demo.stores)
 
 
 def cmd_console(args: argparse.Namespace) -> int:
@@ -697,7 +717,7 @@ def cmd_console(args: argparse.Namespace) -> int:
     from poolconsole.runtime.store import store_path
 
     config = load_config(path)  # the history store: [store] path, else the user data dir (not for the demo)
-    own = demo_stores_of(str(path))  # a demo's hosts.toml: the simulated pool's own stores, as `demo` has them
+    own = demo_stores_of(str(path), say=False)  # the demo's hosts.toml: its own stores, as `demo` has them
     history = (own[2] if own else store_path(config)) if config.store.record else None
     return open_console(config, args.read_only, str(path), store=history, stores=own[:2] if own else None)
 

@@ -274,6 +274,7 @@ class SimPool:
     def config_toml(self) -> str:
         lines = [
             CONFIG_HEADER + " (127.0.0.1, free ports).",
+            "# Commands given this file keep to the demo's own stores beside it; delete the first line to use yours.",
             "",
             "[settings]",
             "poll_interval_s = 1.0",

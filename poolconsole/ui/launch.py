@@ -26,19 +26,21 @@ IDLE_S = 0.0001
 """A turn of the loop that took less than this ran nothing but the launcher's own wake-up (one that runs a
 poll's step takes 0.2 ms or more on the 2-core build machine; an empty one 0.01 ms) ..."""
 IDLE_TURNS = 3
-"""... and this many in a row mean every loop waits on the network: its first requests are out, or, on
-engines that answer at once, its first poll is applied."""
+"""... and this many in a row mean every loop waits on the network: on a LAN its first requests are out
+(engines on loopback may have answered and been applied already); over a slow link its connections are
+being made, and the requests go out once the UI has loaded."""
 MAX_WAIT_S = 0.3
 """The UI loads after this long regardless (a large pool whose first poll keeps the loop busy)."""
 
 
-async def until_idle(idle_s: float = IDLE_S, idle_turns: int = IDLE_TURNS, max_wait_s: float = MAX_WAIT_S) -> int:
-    """Turn the running loop until it goes idle, or for `max_wait_s`; returns the turns taken. Measured at 32
+async def until_idle(idle_s: float = IDLE_S, idle_turns: int = IDLE_TURNS, max_wait_s: float | None = None) -> int:
+    """Turn the running loop until it goes idle, or for `max_wait_s` (MAX_WAIT_S); returns the turns taken.
+    Measured at 32
     engines replaying vLLM (benchmarks/first_frame_bench.py's pool, in the peers harness's tmux pane): the
     first frame with data 39 ms sooner in the median of 30 interleaved pairs, sooner in 23 of them; importing
     the UI in a thread instead, with the loop running beside it, was no sooner (the two contend for the GIL)."""
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + max_wait_s
+    deadline = loop.time() + (MAX_WAIT_S if max_wait_s is None else max_wait_s)
     idle = turns = 0
     while idle < idle_turns and loop.time() < deadline:
         began = loop.time()
@@ -72,6 +74,7 @@ async def run_console(
         runtime.recorder = HeldPolls(runtime.state)
     backlog = Backlog(runtime)
     runtime.start(settle_gc=False)
+    app: PoolApp | None = None
     try:
         await until_idle()
         app_type = load_app()
@@ -80,5 +83,7 @@ async def run_console(
         if stores is not None:
             app.audit_path, app.smoke_db = stores
         await app.run_async(headless=headless)
-    finally:
-        await runtime.stop()  # the app stops it as it closes; this is for a launch that failed before
+    finally:  # the app stops both as it closes; this is for a launch that failed before or while it ran
+        await runtime.stop()
+        if app is not None and app.recording is not None:
+            await app.recording.close()

@@ -9,8 +9,11 @@ import json
 import shutil
 import subprocess
 import sys
+import tarfile
 import zipfile
 from pathlib import Path
+
+import pytest
 
 from poolconsole.ui.themes import load_themes
 
@@ -38,15 +41,28 @@ def test_an_editable_install_writes_the_packages_bytecode(tmp_path: Path) -> Non
     assert not missing, f"{len(missing)} of {len(sources)} modules have no bytecode, e.g. {missing[:3]}"
 
 
-def test_an_installed_console_has_its_themes(tmp_path: Path) -> None:
-    checkout = checkout_copy(tmp_path)
-    build = "from setuptools import build_meta; print(build_meta.build_wheel('wheels'))"
-    done = subprocess.run([sys.executable, "-c", build], cwd=checkout, capture_output=True, text=True, timeout=300)
+def build(source: Path, what: str) -> Path:
+    """setuptools' build backend run in `source` (no isolation: nothing is downloaded): the file it built."""
+    code = f"from setuptools import build_meta; print(build_meta.{what}('dist'))"
+    done = subprocess.run([sys.executable, "-c", code], cwd=source, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
+    return source / "dist" / done.stdout.split()[-1]
+
+
+@pytest.mark.parametrize("route", ["wheel", "sdist then wheel"])
+def test_an_installed_console_has_its_themes(tmp_path: Path, route: str) -> None:
+    """`pip install .` builds the wheel from the checkout; pipx and indexes build it from the sdist."""
+    checkout = checkout_copy(tmp_path)
+    source = checkout
+    if route == "sdist then wheel":
+        with tarfile.open(build(checkout, "build_sdist")) as sdist:
+            sdist.extractall(tmp_path / "sdist", filter="data")
+        [source] = (tmp_path / "sdist").iterdir()
     installed = tmp_path / "site"
-    with zipfile.ZipFile(checkout / "wheels" / done.stdout.split()[-1]) as wheel:
+    with zipfile.ZipFile(build(source, "build_wheel")) as wheel:
         wheel.extractall(installed)
     shutil.rmtree(checkout)  # as after `pip install .`: no checkout left to read themes from
+    shutil.rmtree(tmp_path / "sdist", ignore_errors=True)
     read = (
         "import json; from poolconsole.ui import themes; "
         "print(json.dumps([themes.__file__, [t.name for t in themes.load_themes()]]))"

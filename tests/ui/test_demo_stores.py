@@ -16,6 +16,7 @@ from poolconsole.cli import demo_console
 from poolconsole.ops import audit
 from poolconsole.ops.smoke import store
 from poolconsole.sim.demo import SimPool, demo_stores
+from poolconsole.ui.app import PoolApp
 from poolconsole.ui.screens.action import ActionScreen, ConfirmAction
 from poolconsole.ui.screens.ledger import LedgerScreen
 from tests.ui.test_console import action_outcome, select_row
@@ -32,8 +33,9 @@ async def test_a_demo_restart_stays_out_of_the_users_audit_log(tmp_path: Path, m
         await pool.wait_ready()
         config_path = tmp_path / "demo-1.toml"
         config_path.write_text(pool.config_toml())
-        app = demo_console(config_path, False, "normal")
-        app.theme_state = tmp_path / "ui.json"
+        demo = demo_console(config_path, "normal")
+        app = PoolApp(demo.config, theme_state=tmp_path / "ui.json", store=demo.store)
+        app.audit_path, app.smoke_db = demo.stores  # as ui.launch gives them
         assert app.audit_path is not None and app.smoke_db is not None
         assert app.audit_path != audit.default_path() and app.smoke_db != store.default_db()
         assert app.audit_path.parent == tmp_path and app.smoke_db.parent == tmp_path  # beside the demo's config
@@ -91,6 +93,8 @@ async def test_the_clis_commands_on_the_demos_hosts_toml_keep_to_its_stores(
         assert cli.demo_stores_of(str(config_path)) == (own_audit, own_smoke, own_history)
         argv = ["restart", "qwen3-30b-a3b", "--config", str(config_path), "--yes"]
         assert await asyncio.to_thread(cli.main, argv) == 0, capsys.readouterr()
+        said = capsys.readouterr().err
+        assert f"{config_path} is a hosts.toml the demo wrote: its own stores beside it are used" in said, said
     finally:
         await pool.stop()
     assert [(e.action, e.target) for e in audit.entries(own_audit)] == [("restart", "qwen3-30b-a3b")]

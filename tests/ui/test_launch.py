@@ -5,11 +5,14 @@ polls it applied before the history store opened (issue 14: the first frame with
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
 from pathlib import Path
 
+import pytest
+
 from poolconsole.config import PoolConfig, parse_config
-from poolconsole.runtime.live import Backlog, LivePool, Update
+from poolconsole.runtime.live import GC_THRESHOLD, Backlog, LivePool, Update
 from poolconsole.runtime.store import read_history
 from poolconsole.ui import launch
 from poolconsole.ui.app import PoolApp
@@ -59,6 +62,8 @@ async def test_the_first_requests_go_out_before_the_ui_loads_and_the_app_takes_t
 
     store = tmp_path / "history.sqlite3"
     stores = (tmp_path / "audit.sqlite3", tmp_path / "smoke.sqlite3")  # a demo's own, say
+    threshold = gc.get_threshold()
+    gc.disable()  # as the command's entry point leaves it (poolconsole/__main__.py)
     try:
         await asyncio.wait_for(
             launch.run_console(
@@ -66,9 +71,14 @@ async def test_the_first_requests_go_out_before_the_ui_loads_and_the_app_takes_t
             ),
             60,
         )
+        collector = (gc.isenabled(), gc.get_threshold()[0])
     finally:
+        gc.enable()
+        gc.unfreeze()
+        gc.set_threshold(*threshold)
         for engine in engines:
             await engine.stop()
+    assert collector == (True, GC_THRESHOLD), "the console left the collector paused or on its defaults"
     # every first request is out by then on an idle machine; a busy one may hand loopback's packets on later
     assert sum(sum(hits.values()) for hits in asked_before_ui) > 0, "no request was out before the UI loaded"
     assert shown == [stores], "the console never showed the first polls, or not with the stores it was given"
@@ -129,4 +139,24 @@ async def test_a_problem_told_before_the_app_subscribed_is_shown(tmp_path: Path)
     app = PoolApp(config, theme_state=tmp_path / "ui.json", started=backlog)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
-        assert "the poll loop of a stopped: boom" in [n.message for n in app._notifications]
+        runtime._tell(Update("b", "problem", message="the poll loop of b stopped: bang"))  # after it subscribed
+        await pilot.pause()
+        told = [n.message for n in app._notifications]
+        assert told.count("the poll loop of a stopped: boom") == 1, told
+        assert told.count("the poll loop of b stopped: bang") == 1, told
+
+
+async def test_a_launch_that_fails_before_the_app_runs_stops_the_loops() -> None:
+    engines = await vllm_engines(1)
+
+    def broken() -> type[PoolApp]:
+        raise RuntimeError("the UI did not import")
+
+    try:
+        with pytest.raises(RuntimeError, match="did not import"):
+            await launch.run_console(pool(engines), read_only=True, subtitle="t", headless=True, load_app=broken)
+        loops = [t for t in asyncio.all_tasks() if t.get_name().startswith("poll ") and not t.done()]
+        assert not loops, f"poll loops left running: {loops}"
+    finally:
+        for engine in engines:
+            await engine.stop()
