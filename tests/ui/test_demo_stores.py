@@ -4,9 +4,11 @@ hosts.toml, never to the user data directory's, and finding its directory prints
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import subprocess
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -24,22 +26,32 @@ from tests.ui.test_console import action_outcome, select_row
 ROOT = Path(__file__).resolve().parents[2]
 
 
-async def test_a_demo_restart_stays_out_of_the_users_audit_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@contextlib.asynccontextmanager
+async def demo_pool(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int) -> AsyncIterator[tuple[SimPool, Path]]:
+    """The simulated pool answering, with its hosts.toml as `poolconsole demo` writes it (demo-SEED.toml), and
+    the user's data and config directories under tmp_path."""
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
-    pool = SimPool(seed=21)
-    await pool.start(tmp_path / "demo-1.toml.ssh")
+    pool = SimPool(seed=seed)
+    await pool.start(tmp_path / f"demo-{seed}.toml.ssh")
     try:
         await pool.wait_ready()
-        config_path = tmp_path / "demo-1.toml"
+        config_path = tmp_path / f"demo-{seed}.toml"
         config_path.write_text(pool.config_toml())
+        yield pool, config_path
+    finally:
+        await pool.stop()
+
+
+async def test_a_demo_restart_stays_out_of_the_users_audit_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    async with demo_pool(tmp_path, monkeypatch, 21) as (_, config_path):
         demo = demo_console(config_path, "normal")
         app = PoolApp(demo.config, theme_state=tmp_path / "ui.json", store=demo.store)
         app.audit_path, app.smoke_db = demo.stores  # as ui.launch gives them
         assert app.audit_path is not None and app.smoke_db is not None
         assert app.audit_path != audit.default_path() and app.smoke_db != store.default_db()
         assert app.audit_path.parent == tmp_path and app.smoke_db.parent == tmp_path  # beside the demo's config
-        assert app.store_path == tmp_path / "demo-1.history.sqlite3"  # its own history store: T has one to read
+        assert app.store_path == tmp_path / "demo-21.history.sqlite3"  # its own history store: T has one to read
         async with app.run_test(size=(160, 45)) as pilot:
             await select_row(pilot, app, "engine:qwen3-30b-a3b")
             await pilot.press("R")
@@ -57,8 +69,6 @@ async def test_a_demo_restart_stays_out_of_the_users_audit_log(tmp_path: Path, m
                 if isinstance(app.screen, LedgerScreen):
                     break
             assert isinstance(app.screen, LedgerScreen), app.screen  # no "no history store" toast
-    finally:
-        await pool.stop()
     assert [(e.action, e.target) for e in audit.entries(app.audit_path)] == [("restart", "qwen3-30b-a3b")]
     assert not audit.default_path().exists() or audit.entries(audit.default_path()) == []
 
@@ -81,22 +91,13 @@ async def test_the_clis_commands_on_the_demos_hosts_toml_keep_to_its_stores(
     """`poolconsole restart --config <the demo's hosts.toml>` (and smoke, plan, record, ledger, the console)
     wrote the user's audit log: a simulated restart is no real action. The demo's first line marks its
     config, and the commands take the stores beside it."""
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
-    pool = SimPool(seed=22)
-    await pool.start(tmp_path / "demo-2.toml.ssh")
-    try:
-        await pool.wait_ready()
-        config_path = tmp_path / "demo-2.toml"
-        config_path.write_text(pool.config_toml())
+    async with demo_pool(tmp_path, monkeypatch, 22) as (pool, config_path):
         own_audit, own_smoke, own_history = demo_stores(config_path)
         assert cli.demo_stores_of(str(config_path)) == (own_audit, own_smoke, own_history)
         argv = ["restart", "qwen3-30b-a3b", "--config", str(config_path), "--yes"]
         assert await asyncio.to_thread(cli.main, argv) == 0, capsys.readouterr()
         said = capsys.readouterr().err
         assert f"{config_path} is a hosts.toml the demo wrote: its own stores beside it are used" in said, said
-    finally:
-        await pool.stop()
     assert [(e.action, e.target) for e in audit.entries(own_audit)] == [("restart", "qwen3-30b-a3b")]
     assert not audit.default_path().exists() or audit.entries(audit.default_path()) == []
     opened: list[dict[str, object]] = []
