@@ -101,7 +101,12 @@ async def test_the_clis_commands_on_the_demos_hosts_toml_keep_to_its_stores(
     assert [(e.action, e.target) for e in audit.entries(own_audit)] == [("restart", "qwen3-30b-a3b")]
     assert not audit.default_path().exists() or audit.entries(audit.default_path()) == []
     opened: list[dict[str, object]] = []
-    monkeypatch.setattr(cli, "open_console", lambda *a, **k: opened.append(k) or 0)
+
+    def console(*args: object, **kwargs: object) -> int:
+        opened.append(kwargs)
+        return 0
+
+    monkeypatch.setattr(cli, "open_console", console)
     assert cli.main(["--config", str(config_path)]) == 0
     assert opened == [{"store": own_history, "stores": (own_audit, own_smoke)}], "the console took the user's stores"
     user_toml = tmp_path / "hosts.toml"
