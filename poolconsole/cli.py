@@ -630,7 +630,7 @@ def demo_stores_of(config: str | None, *, say: bool = True) -> tuple[Path, Path,
             first = text.readline()
     except OSError:
         return None  # told where the config is loaded
-    from poolconsole.sim.demo import CONFIG_HEADER, demo_stores
+    from poolconsole.sim.demo_files import CONFIG_HEADER, demo_stores
 
     if not first.startswith(CONFIG_HEADER):
         return None
@@ -682,7 +682,7 @@ class DemoConsole:
 
 
 def demo_console(config_path: Path, scenario: str) -> DemoConsole:
-    from poolconsole.sim.demo import demo_stores
+    from poolconsole.sim.demo_files import demo_stores
 
     audit_log, smoke_db, history = demo_stores(config_path)
     hint = DEMO_HINT.format(user=_home_short(user_config_file()))

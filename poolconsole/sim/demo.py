@@ -17,6 +17,7 @@ from pathlib import Path
 import asyncssh
 import httpx
 
+from poolconsole.sim.demo_files import CONFIG_HEADER
 from poolconsole.sim.demo_pool import EngineSpec, HostSpec, pool
 from poolconsole.sim.hosts import BROKEN_PROFILE, NO_SPEC_ENV, NO_SPEC_SUFFIX, SimHost
 from poolconsole.sim.logs import OOM_LINE, vllm_line
@@ -489,18 +490,3 @@ def latest_demo_audit() -> Path | None:
         except OSError:  # removed meanwhile
             continue
     return max(written)[1] if written else None
-
-
-CONFIG_HEADER = "# hosts.toml of the simulated pool written by `poolconsole demo`"
-"""The first line of the demo's hosts.toml: the CLI keeps its commands on such a pool to the demo's stores."""
-
-
-def demo_stores(config_path: Path) -> tuple[Path, Path, Path]:
-    """The demo's own audit log, smoke store and history store, beside its hosts.toml
-    (`demo-PID.audit.sqlite3`, `demo-PID.smoke.sqlite3`, `demo-PID.history.sqlite3`): actions, smoke runs
-    and polls of the simulated pool never reach the user's, and its ledger (T) has a store to read."""
-    return (
-        config_path.with_name(config_path.stem + ".audit.sqlite3"),
-        config_path.with_name(config_path.stem + ".smoke.sqlite3"),
-        config_path.with_name(config_path.stem + ".history.sqlite3"),
-    )

@@ -17,7 +17,8 @@ from poolconsole import cli
 from poolconsole.cli import demo_console
 from poolconsole.ops import audit
 from poolconsole.ops.smoke import store
-from poolconsole.sim.demo import SimPool, demo_stores
+from poolconsole.sim.demo import SimPool
+from poolconsole.sim.demo_files import demo_stores
 from poolconsole.ui.app import PoolApp
 from poolconsole.ui.screens.action import ActionScreen, ConfirmAction
 from poolconsole.ui.screens.ledger import LedgerScreen

@@ -14,7 +14,7 @@ from typing import Any
 from poolconsole.config import models
 from poolconsole.config.schema import json_schema
 
-PLAIN = 'ConfigDict(extra="forbid", frozen=True)'
+PLAIN = 'ConfigDict(extra="forbid", frozen=True, defer_build=True)'
 
 
 def pydantics_own_schema(tmp_path: Path) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -40,17 +41,20 @@ def test_layer_contracts() -> None:
     assert result.returncode == 0, result.stdout[-3000:]
 
 
-def test_the_console_starts_without_the_action_and_ssh_libraries() -> None:
+def test_the_console_starts_without_the_action_and_ssh_libraries(tmp_path: Path) -> None:
     """Start-up imports only what the first frame needs: httpx and the openai SDK (actions, smoke tests)
-    and asyncssh (hosts) load when first used, so a console's first poll is not held back by them; so do
-    the charts (plotext), prometheus_client's strict parser, the actions and every screen but the overview,
-    and, for a pool without `[prometheus]`, the modules that read one (checked with its runtime started)."""
+    and asyncssh (hosts, the demo's simulated pool) load when first used, so a console's first poll is not
+    held back by them; so do the charts (plotext), prometheus_client's strict parser, the actions and every
+    screen but the overview, and, for a pool without `[prometheus]`, the modules that read one. Walked
+    through the CLI as `poolconsole --config FILE` launches (the app's run replaced by 0.2 s of its
+    runtime polling)."""
     later = (
         "httpx",
         "openai",
         "asyncssh",
         "plotext",
         "prometheus_client",
+        "poolconsole.sim.demo",
         "poolconsole.ops.lifecycle",
         "poolconsole.ui.screens.detail",
         "poolconsole.ui.screens.action",
@@ -61,21 +65,19 @@ def test_the_console_starts_without_the_action_and_ssh_libraries() -> None:
         "poolconsole.collect.prometheus_range",
         "poolconsole.runtime.prometheus_history",
     )
+    config = tmp_path / "hosts.toml"
+    config.write_text('[[engines]]\nname = "a"\nkind = "vllm"\nurl = "http://127.0.0.1:9"\n')
     code = (
         "import asyncio, sys; import poolconsole.cli, poolconsole.ui.app\n"
-        "from poolconsole.config import parse_config\n"
-        "from poolconsole.runtime.live import LivePool\n"
-        'toml = \'[[engines]]\\nname = "a"\\nkind = "vllm"\\nurl = "http://127.0.0.1:9"\\n\'\n'
-        "async def started():\n"
-        "    live = LivePool(parse_config(toml, 'hosts.toml'))\n"
-        "    live.start(settle_gc=False)\n"
+        "async def run_async(self, *, headless=False):\n"
         "    await asyncio.sleep(0.2)\n"
-        "    await live.stop()\n"
-        "asyncio.run(started())\n"
+        "poolconsole.ui.app.PoolApp.run_async = run_async\n"
+        f"assert poolconsole.cli.main(['--config', {str(config)!r}]) == 0\n"
         f"loaded = [m for m in {later!r} if m in sys.modules]\n"
         "assert not loaded, loaded\n"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    env = {**os.environ, **{f"XDG_{kind}_HOME": str(tmp_path / kind) for kind in ("CONFIG", "DATA", "STATE", "CACHE")}}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env)
     assert result.returncode == 0, result.stderr
 
 
