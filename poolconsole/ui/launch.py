@@ -11,7 +11,9 @@ no Textual at load."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import contextlib
+import signal
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -82,8 +84,27 @@ async def run_console(
         app = app_type(config, read_only=read_only, subtitle=subtitle, hint=hint, store=store, started=backlog)
         if stores is not None:
             app.audit_path, app.smoke_db = stores
-        await app.run_async(headless=headless)
+        with quit_on_sigterm(app):
+            await app.run_async(headless=headless)
     finally:  # the app stops both as it closes; this is for a launch that failed before or while it ran
         await runtime.stop()
         if app is not None and app.recording is not None:
             await app.recording.close()
+
+
+@contextlib.contextmanager
+def quit_on_sigterm(app: PoolApp) -> Iterator[None]:
+    """SIGTERM (`kill`, `timeout`, a service manager's stop) quits the console as `q` does: the terminal is
+    given back (no alternate screen or mouse reporting left on in the operator's shell), the loops stop
+    and the history store is closed with the last second's polls. Without it the process died where it
+    stood. Only where the loop can take signals (the main thread of a Unix process)."""
+    loop = asyncio.get_running_loop()
+    try:
+        loop.add_signal_handler(signal.SIGTERM, app.exit)
+    except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no Unix signals
+        yield
+        return
+    try:
+        yield
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)

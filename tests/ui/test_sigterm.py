@@ -1,0 +1,84 @@
+"""SIGTERM quits the console as `q` does (ui.launch.quit_on_sigterm): run as an operator runs it, in a
+terminal (a pty here), `kill PID` gives the terminal back, closes the history store and exits 0. Without
+it the process died where it stood: alternate screen and mouse reporting left on in the operator's shell,
+the store's write-ahead log left for the next opener to recover."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import pty
+import select
+import signal
+import sqlite3
+import struct
+import sys
+import termios
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+LEAVE_ALTERNATE_SCREEN = b"\x1b[?1049l"
+MOUSE_OFF = b"\x1b[?1000l"
+
+
+def _read(fd: int, seconds: float) -> bytes:
+    """What the pty gives within `seconds` (less at EOF: the child exited)."""
+    out = b""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 0.1)
+        if not ready:
+            continue
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:  # EIO: the child side closed
+            break
+        if not chunk:
+            break
+        out += chunk
+    return out
+
+
+def test_sigterm_gives_the_terminal_back_and_closes_the_store(tmp_path: Path) -> None:
+    config = tmp_path / "hosts.toml"
+    config.write_text(
+        '[settings]\npoll_interval_s = 1.0\n\n[[engines]]\nname = "a"\nkind = "vllm"\nurl = "http://127.0.0.1:9"\n'
+    )
+    env = {k: v for k, v in os.environ.items() if k != "POOLCONSOLE_CONFIG"}
+    env.update({f"XDG_{kind}_HOME": str(tmp_path / kind.lower()) for kind in ("CONFIG", "DATA", "STATE", "CACHE")})
+    env.update(HOME=str(tmp_path / "home"), TERM="xterm-256color", PYTHONPATH=str(ROOT))
+    store = tmp_path / "data" / "poolconsole" / "history.sqlite3"
+
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: the console on the pty, as `poolconsole --config FILE` in a terminal
+        os.execve(sys.executable, [sys.executable, "-m", "poolconsole", "--config", str(config)], env)
+    try:
+        fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 120, 0, 0))
+        shown = b""
+        deadline = time.monotonic() + 90  # a loaded machine starts it slowly
+        while time.monotonic() < deadline and not (b"unreachable" in shown or b"down" in shown):
+            shown += _read(fd, 0.5)
+        assert b"down" in shown or b"unreachable" in shown, shown[-2000:]
+        while time.monotonic() < deadline and not store.exists():
+            shown += _read(fd, 0.2)
+        shown += _read(fd, 2.5)  # a few polls recorded
+        assert LEAVE_ALTERNATE_SCREEN not in shown
+
+        os.kill(pid, signal.SIGTERM)
+        after = _read(fd, 30)
+        _, status = os.waitpid(pid, 0)
+        pid = 0
+    finally:
+        if pid:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        os.close(fd)
+
+    assert os.waitstatus_to_exitcode(status) == 0, after[-2000:]
+    assert LEAVE_ALTERNATE_SCREEN in after and MOUSE_OFF in after
+    assert b"Traceback" not in shown + after
+    assert not Path(f"{store}-wal").exists(), "the store was not closed: its write-ahead log is left"
+    with sqlite3.connect(store) as db:
+        (polls,) = db.execute("SELECT count(*) FROM polls").fetchone()
+    assert polls >= 2  # the engine's polls, the last ones included
