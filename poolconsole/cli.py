@@ -418,8 +418,15 @@ def cmd_replay(args: argparse.Namespace) -> int:
         return EXIT_CONFIG
     try:
         from poolconsole.ui.app import PoolApp
+        from poolconsole.ui.launch import quit_on_sigterm
 
-        PoolApp(replay.config, replay=replay, subtitle=f"replay of {path}").run()
+        app = PoolApp(replay.config, replay=replay, subtitle=f"replay of {path}")
+
+        async def run() -> None:
+            with quit_on_sigterm(app):
+                await app.run_async()
+
+        asyncio.run(run())
     finally:
         replay.close()
     return EXIT_OK

@@ -1,7 +1,7 @@
 """SIGTERM quits the console as `q` does (ui.launch.quit_on_sigterm): run as an operator runs it, in a
-terminal (a pty here), `kill PID` gives the terminal back, closes the history store and exits 0. Without
-it the process died where it stood: alternate screen and mouse reporting left on in the operator's shell,
-the store's write-ahead log left for the next opener to recover."""
+terminal (a pty here), `kill PID` gives the terminal back, closes the history store and exits 0; so does
+`poolconsole replay`. Without it the process died where it stood: alternate screen and mouse reporting left
+on in the operator's shell, the store's write-ahead log left for the next opener to recover."""
 
 from __future__ import annotations
 
@@ -40,31 +40,21 @@ def _read(fd: int, seconds: float) -> bytes:
     return out
 
 
-def test_sigterm_gives_the_terminal_back_and_closes_the_store(tmp_path: Path) -> None:
-    config = tmp_path / "hosts.toml"
-    config.write_text(
-        '[settings]\npoll_interval_s = 1.0\n\n[[engines]]\nname = "a"\nkind = "vllm"\nurl = "http://127.0.0.1:9"\n'
-    )
-    env = {k: v for k, v in os.environ.items() if k != "POOLCONSOLE_CONFIG"}
-    env.update({f"XDG_{kind}_HOME": str(tmp_path / kind.lower()) for kind in ("CONFIG", "DATA", "STATE", "CACHE")})
-    env.update(HOME=str(tmp_path / "home"), TERM="xterm-256color", PYTHONPATH=str(ROOT))
-    store = tmp_path / "data" / "poolconsole" / "history.sqlite3"
-
+def _terminated(args: list[str], env: dict[str, str], ready: Path) -> tuple[int, bytes, bytes]:
+    """`python -m poolconsole ARGS` on a 120x30 pty, sent SIGTERM 2.5 s after it drew a frame that names the
+    engine and `ready` exists: its exit code, what it drew before and what it wrote after the signal."""
     pid, fd = pty.fork()
-    if pid == 0:  # the child: the console on the pty, as `poolconsole --config FILE` in a terminal
-        os.execve(sys.executable, [sys.executable, "-m", "poolconsole", "--config", str(config)], env)
+    if pid == 0:  # the child: as `poolconsole ARGS` in a terminal
+        os.execve(sys.executable, [sys.executable, "-m", "poolconsole", *args], env)
     try:
         fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 120, 0, 0))
         shown = b""
         deadline = time.monotonic() + 90  # a loaded machine starts it slowly
-        while time.monotonic() < deadline and not (b"unreachable" in shown or b"down" in shown):
-            shown += _read(fd, 0.5)
-        assert b"down" in shown or b"unreachable" in shown, shown[-2000:]
-        while time.monotonic() < deadline and not store.exists():
-            shown += _read(fd, 0.2)
-        shown += _read(fd, 2.5)  # a few polls recorded
+        while time.monotonic() < deadline and not (b"eng-a" in shown and ready.exists()):
+            shown += _read(fd, 0.3)
+        assert b"eng-a" in shown and ready.exists(), shown[-2000:]
+        shown += _read(fd, 2.5)  # a few polls recorded (the console) or replayed
         assert LEAVE_ALTERNATE_SCREEN not in shown
-
         os.kill(pid, signal.SIGTERM)
         after = _read(fd, 30)
         _, status = os.waitpid(pid, 0)
@@ -74,11 +64,29 @@ def test_sigterm_gives_the_terminal_back_and_closes_the_store(tmp_path: Path) ->
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
         os.close(fd)
+    return os.waitstatus_to_exitcode(status), shown, after
 
-    assert os.waitstatus_to_exitcode(status) == 0, after[-2000:]
+
+def test_sigterm_gives_the_terminal_back_and_closes_the_store(tmp_path: Path) -> None:
+    config = tmp_path / "hosts.toml"
+    config.write_text(
+        '[settings]\npoll_interval_s = 1.0\n\n[[engines]]\nname = "eng-a"\nkind = "vllm"\nurl = "http://127.0.0.1:9"\n'
+    )
+    env = {k: v for k, v in os.environ.items() if k != "POOLCONSOLE_CONFIG"}
+    env.update({f"XDG_{kind}_HOME": str(tmp_path / kind.lower()) for kind in ("CONFIG", "DATA", "STATE", "CACHE")})
+    env.update(HOME=str(tmp_path / "home"), TERM="xterm-256color", PYTHONPATH=str(ROOT))
+    store = tmp_path / "data" / "poolconsole" / "history.sqlite3"
+
+    code, shown, after = _terminated(["--config", str(config)], env, store)
+    assert code == 0, after[-2000:]
     assert LEAVE_ALTERNATE_SCREEN in after and MOUSE_OFF in after
     assert b"Traceback" not in shown + after
     assert not Path(f"{store}-wal").exists(), "the store was not closed: its write-ahead log is left"
     with sqlite3.connect(store) as db:
         (polls,) = db.execute("SELECT count(*) FROM polls").fetchone()
     assert polls >= 2  # the engine's polls, the last ones included
+
+    code, shown, after = _terminated(["replay", "--store", str(store)], env, store)
+    assert code == 0, after[-2000:]
+    assert LEAVE_ALTERNATE_SCREEN in after and MOUSE_OFF in after
+    assert b"Traceback" not in shown + after
