@@ -11,8 +11,8 @@ its gauges held (8 running, 8 waiting: the queue alert fires and stays firing), 
 grew between the load and the after captures (911 generated and 328 prompt tokens a poll): page k holds
 load + k * (after - load). `_created` timestamps and quantiles stay as captured. The replay server answers
 each GET with the next page and repeats the last one; 400 pages cover the harness's 65 s at a 1 s poll with
-every program polling several times over. The other routes (/v1/models, /version, /health) serve the capture's
-own files.
+every program polling several times over. The other routes (/v1/models, /version, /health, /ping, /load: those of the
+harness's specs) serve the capture's own files.
 """
 
 from __future__ import annotations
@@ -88,6 +88,7 @@ def write_spec(out_dir: Path, pages: int) -> Path:
             "/version": {"files": [str(CAPTURE / "version.json")], "content_type": as_json},
             "/health": {"files": [str(CAPTURE / "health.body.txt")]},
             "/ping": {"files": [str(CAPTURE / "ping.body.txt")]},
+            "/load": {"files": [str(CAPTURE / "load.json")], "content_type": as_json},
         },
         "default": None,
     }

@@ -418,15 +418,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
         return EXIT_CONFIG
     try:
         from poolconsole.ui.app import PoolApp
-        from poolconsole.ui.launch import quit_on_sigterm
+        from poolconsole.ui.launch import run_app
 
-        app = PoolApp(replay.config, replay=replay, subtitle=f"replay of {path}")
-
-        async def run() -> None:
-            with quit_on_sigterm(app):
-                await app.run_async()
-
-        asyncio.run(run())
+        asyncio.run(run_app(PoolApp(replay.config, replay=replay, subtitle=f"replay of {path}")))
     finally:
         replay.close()
     return EXIT_OK

@@ -33,9 +33,11 @@ PROMETHEUS_KINDS = (EngineKind.VLLM, EngineKind.SGLANG, EngineKind.LLAMACPP)
 
 class Strict(BaseModel):
     """The models' common settings. Field docstrings: config/schema.py reads them. `defer_build`: a model's
-    validator is built when it first validates, so a launch builds one (PoolConfig's, holding the others)
-    instead of one per model at import: import and load of the peers harness's 32-engine config 141 against
-    164 ms of CPU (means of eight on the 2-core build machine)."""
+    validator is built when it first validates, not at import. The five whose instances are defaults
+    (Settings, AlertSettings, StoreSettings, LedgerSettings, SmokeSettings) are still built at import; the
+    others (Engine, Host, Profile, ...) are built once, inside PoolConfig's, when a hosts.toml is loaded:
+    import and load of the peers harness's 32-engine config 141 against 164 ms of CPU (means of eight on the
+    2-core build machine)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 

@@ -1,5 +1,5 @@
 """What marks a hosts.toml as the demo's and where the demo keeps its stores. Light on purpose: the CLI reads
-these on every launch, and `sim.demo` loads asyncssh and the simulated engines (about 0.15 s)."""
+these on every launch, and `sim.demo` loads asyncssh, httpx and the simulated engines (about 0.3 s of a launch)."""
 
 from __future__ import annotations
 

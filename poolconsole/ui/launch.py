@@ -11,9 +11,8 @@ no Textual at load."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -84,27 +83,30 @@ async def run_console(
         app = app_type(config, read_only=read_only, subtitle=subtitle, hint=hint, store=store, started=backlog)
         if stores is not None:
             app.audit_path, app.smoke_db = stores
-        with quit_on_sigterm(app):
-            await app.run_async(headless=headless)
+        await run_app(app, headless=headless)
     finally:  # the app stops both as it closes; this is for a launch that failed before or while it ran
         await runtime.stop()
         if app is not None and app.recording is not None:
             await app.recording.close()
 
 
-@contextlib.contextmanager
-def quit_on_sigterm(app: PoolApp) -> Iterator[None]:
-    """SIGTERM (`kill`, `timeout`, a service manager's stop) quits the console as `q` does: the terminal is
-    given back (no alternate screen or mouse reporting left on in the operator's shell), the loops stop
-    and the history store is closed with the last second's polls. Without it the process died where it
-    stood. Only where the loop can take signals (the main thread of a Unix process)."""
+async def run_app(app: PoolApp, *, headless: bool = False) -> None:
+    """Run `app` until it quits; SIGTERM (`kill`, `timeout`, a service manager's stop) quits it as `q` does:
+    the terminal is given back (no alternate screen or mouse reporting left on in the operator's shell), the
+    loops stop and the history store is closed with the last second's polls. Without it the process died
+    where it stood. A SIGTERM before the app runs (the launch's first half second) still ends the process at
+    once: nothing is on screen yet and nothing written. Only where the loop can take signals (the main
+    thread of a Unix process); what handled SIGTERM before is put back."""
     loop = asyncio.get_running_loop()
+    before = signal.getsignal(signal.SIGTERM)
     try:
         loop.add_signal_handler(signal.SIGTERM, app.exit)
     except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no Unix signals
-        yield
+        await app.run_async(headless=headless)
         return
     try:
-        yield
+        await app.run_async(headless=headless)
     finally:
         loop.remove_signal_handler(signal.SIGTERM)
+        if before is not None:  # None: set outside Python, left as the loop leaves it
+            signal.signal(signal.SIGTERM, before)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import fcntl
 import os
 import pty
+import re
 import select
 import signal
 import sqlite3
@@ -22,8 +23,11 @@ LEAVE_ALTERNATE_SCREEN = b"\x1b[?1049l"
 MOUSE_OFF = b"\x1b[?1000l"
 
 
-def _read(fd: int, seconds: float) -> bytes:
-    """What the pty gives within `seconds` (less at EOF: the child exited)."""
+ESCAPE = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def _read(fd: int, seconds: float) -> tuple[bytes, bool]:
+    """What the pty gives within `seconds`, and whether it closed (the child exited) meanwhile."""
     out = b""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -33,38 +37,54 @@ def _read(fd: int, seconds: float) -> bytes:
         try:
             chunk = os.read(fd, 65536)
         except OSError:  # EIO: the child side closed
-            break
+            return out, True
         if not chunk:
-            break
+            return out, True
         out += chunk
-    return out
+    return out, False
 
 
-def _terminated(args: list[str], env: dict[str, str], ready: Path) -> tuple[int, bytes, bytes]:
+def _exit_code(pid: int, seconds: float) -> int | None:
+    """The child's exit code once it exits within `seconds`, else None."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        time.sleep(0.05)
+    return None
+
+
+def _terminated(args: list[str], env: dict[str, str], ready: Path) -> tuple[int | None, bytes, bytes]:
     """`python -m poolconsole ARGS` on a 120x30 pty, sent SIGTERM 2.5 s after it drew a frame that names the
-    engine and `ready` exists: its exit code, what it drew before and what it wrote after the signal."""
+    engine and `ready` exists: its exit code (None: still running 30 s later, then killed), what it drew
+    before and what it wrote after the signal."""
     pid, fd = pty.fork()
     if pid == 0:  # the child: as `poolconsole ARGS` in a terminal
         os.execve(sys.executable, [sys.executable, "-m", "poolconsole", *args], env)
+    code: int | None = None
     try:
         fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 120, 0, 0))
-        shown = b""
+        shown, closed = b"", False
         deadline = time.monotonic() + 90  # a loaded machine starts it slowly
-        while time.monotonic() < deadline and not (b"eng-a" in shown and ready.exists()):
-            shown += _read(fd, 0.3)
-        assert b"eng-a" in shown and ready.exists(), shown[-2000:]
-        shown += _read(fd, 2.5)  # a few polls recorded (the console) or replayed
-        assert LEAVE_ALTERNATE_SCREEN not in shown
+        while (
+            time.monotonic() < deadline and not closed and not (b"eng-a" in ESCAPE.sub(b"", shown) and ready.exists())
+        ):
+            chunk, closed = _read(fd, 0.3)
+            shown += chunk
+        assert b"eng-a" in ESCAPE.sub(b"", shown) and ready.exists(), shown[-2000:]
+        chunk, closed = _read(fd, 2.5)  # a few polls recorded (the console) or replayed
+        shown += chunk
+        assert not closed and LEAVE_ALTERNATE_SCREEN not in shown, shown[-2000:]
         os.kill(pid, signal.SIGTERM)
-        after = _read(fd, 30)
-        _, status = os.waitpid(pid, 0)
-        pid = 0
+        after, _ = _read(fd, 30)
+        code = _exit_code(pid, 30)
     finally:
-        if pid:
+        if code is None:
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
         os.close(fd)
-    return os.waitstatus_to_exitcode(status), shown, after
+    return code, shown, after
 
 
 def test_sigterm_gives_the_terminal_back_and_closes_the_store(tmp_path: Path) -> None:

@@ -51,7 +51,13 @@ def test_steady_pages_hold_gauges_and_grow_counters(tmp_path: Path) -> None:
     assert generated == [334.0, 334.0 + 911.0, 334.0 + 2 * 911.0]
     grown = [key for key in second if second[key] != first[key]]
     assert any(name.endswith("_bucket") for name, _ in grown)
+    kinds = {
+        sample.name: family.type for family in text_string_to_metric_families(pages[1]) for sample in family.samples
+    }
+    assert {kinds[name] for name, _ in grown} <= {"counter", "histogram", "summary"}
     assert not [name for name, _ in grown if name.endswith("_created")]
+    resident = ("process_resident_memory_bytes", ())  # a gauge that rose between the two captures: held
+    assert first[resident] == second[resident] == third[resident]
     for key in grown:
         assert third[key] - second[key] == second[key] - first[key] > 0
     buckets = sorted(
