@@ -101,12 +101,13 @@ async def run_app(app: PoolApp, *, headless: bool = False) -> None:
     before = signal.getsignal(signal.SIGTERM)
     try:
         loop.add_signal_handler(signal.SIGTERM, app.exit)
+        installed = True
     except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no Unix signals
-        await app.run_async(headless=headless)
-        return
+        installed = False
     try:
         await app.run_async(headless=headless)
     finally:
-        loop.remove_signal_handler(signal.SIGTERM)
-        if before is not None:  # None: set outside Python, left as the loop leaves it
-            signal.signal(signal.SIGTERM, before)
+        if installed:
+            loop.remove_signal_handler(signal.SIGTERM)
+            if before is not None:  # None: set outside Python, left as the loop leaves it
+                signal.signal(signal.SIGTERM, before)
