@@ -41,6 +41,8 @@ class Node:
     last_handshake: float | None
     """Epoch seconds; None when never (Go's zero time) or absent."""
     os: str = ""
+    never_handshaken: bool = False
+    """Tailscale printed Go's zero time: no handshake ever (None above and this False: not said)."""
 
     @property
     def path(self) -> str:
@@ -100,7 +102,7 @@ def _node(doc: Any) -> Node | None:
     if not isinstance(doc, dict):
         return None
     ips = doc.get("TailscaleIPs")
-    online, active = doc.get("Online"), doc.get("Active")
+    online, active, handshake = doc.get("Online"), doc.get("Active"), doc.get("LastHandshake")
     return Node(
         str(doc.get("HostName") or ""),
         str(doc.get("DNSName") or "").rstrip("."),
@@ -109,8 +111,9 @@ def _node(doc: Any) -> Node | None:
         str(doc.get("CurAddr") or ""),
         str(doc.get("Relay") or ""),
         active if isinstance(active, bool) else None,
-        _time(doc.get("LastHandshake")),
+        _time(handshake),
         str(doc.get("OS") or ""),
+        isinstance(handshake, str) and handshake.startswith("0001-01-01"),
     )
 
 

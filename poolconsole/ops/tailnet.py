@@ -33,13 +33,16 @@ class HostTailnet:
     """The DERP region it is (or would be) relayed through."""
     direct_endpoint: str | None
     last_handshake_s: float | None
-    """Seconds since the last WireGuard handshake with it; None: never, or unknown."""
+    """Seconds since the last WireGuard handshake with it; None: never, or unknown (`handshake` says which)."""
     tailnet_address: str | None
     """The tailnet address it is reached by: the configured one when that is on the tailnet, else its own."""
     backend_state: str | None
     """The host's own tailscaled (Running, Stopped, NeedsLogin, ...); None when not read."""
     flags: tuple[str, ...]
     notes: tuple[str, ...]
+    handshake: str = "unknown"
+    """The last handshake in words: "60 s ago", "never" (Tailscale says none happened), "n/a: this machine",
+    or "unknown" (no view of it, or Tailscale did not say)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -50,6 +53,7 @@ class HostTailnet:
             "relay": self.relay,
             "direct_endpoint": self.direct_endpoint,
             "last_handshake_s": self.last_handshake_s,
+            "handshake": self.handshake,
             "tailnet_address": self.tailnet_address,
             "backend_state": self.backend_state,
             "flags": list(self.flags),
@@ -105,6 +109,12 @@ def judge(
     if peer is not None and not on_tailnet_address and not is_self and peer.ips:
         notes.append(f"SSH goes to {address}, not its tailnet address {peer.ips[0]}")
     handshake = now - peer.last_handshake if peer is not None and peer.last_handshake is not None else None
+    if is_self:
+        said = "n/a: this machine"
+    elif handshake is not None:
+        said = f"{max(0.0, handshake):.0f} s ago"
+    else:
+        said = "never" if peer is not None and peer.never_handshaken else "unknown"
     return HostTailnet(
         host,
         address,
@@ -117,6 +127,7 @@ def judge(
         remote.backend_state if remote is not None else None,
         tuple(flags),
         tuple(notes),
+        said,
     )
 
 
@@ -168,13 +179,12 @@ def cli(config: PoolConfig, args: argparse.Namespace) -> int:
         print(json.dumps({"hosts": [r.to_json() for r in results], "flagged": any(r.flags for r in results)}, indent=2))
     else:
         for r in results:
-            age = "never" if r.last_handshake_s is None else f"{r.last_handshake_s:.0f} s ago"
             via = (
                 f" via DERP {r.relay}"
                 if r.path == "relayed"
                 else (f" {r.direct_endpoint}" if r.direct_endpoint else "")
             )
-            print(f"{r.host:16s} {r.path}{via}  tailnet {r.tailnet_address or 'n/a'}  handshake {age}")
+            print(f"{r.host:16s} {r.path}{via}  tailnet {r.tailnet_address or 'n/a'}  handshake {r.handshake}")
             for f in r.flags:
                 print(f"  !! {f}")
             for n in r.notes:

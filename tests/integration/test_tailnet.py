@@ -44,6 +44,7 @@ def test_the_real_capture_parses_into_its_three_states() -> None:
     assert status.self_node is not None and status.self_node.relay == "tok" and status.self_node.cur_addr == ""
     idle, direct = status.find(IDLE), status.find("peer-direct")
     assert idle is not None and idle.path == "idle" and idle.last_handshake is None  # 0001-01-01: never
+    assert idle.never_handshaken and direct is not None and not direct.never_handshaken
     assert direct is not None and direct.path == "direct" and direct.cur_addr == "172.16.31.147:41641"
     assert direct.last_handshake == pytest.approx(HANDSHAKE, abs=1e-3)
     assert status.find("peer-direct.tail0000aa.ts.net.") is direct and status.find("100.100.10.99") is None
@@ -53,11 +54,19 @@ def test_judging_each_path() -> None:
     local = parse_status(CAPTURE.read_text(), "capture")
     direct = judge("a", "peer-direct.tail0000aa.ts.net", local, None, ssh_ok=True, now=NOW)
     assert (direct.path, direct.flags, direct.tailnet_address) == ("direct", (), "peer-direct.tail0000aa.ts.net")
-    assert direct.last_handshake_s == pytest.approx(60.0, abs=1e-3)
+    assert direct.last_handshake_s == pytest.approx(60.0, abs=1e-3) and direct.handshake == "60 s ago"
     idle = judge("b", IDLE, local, None, ssh_ok=True, now=NOW)
-    assert (idle.path, idle.flags, idle.relay) == ("idle", (), "tok")
+    assert (idle.path, idle.flags, idle.relay, idle.handshake) == ("idle", (), "tok", "never")
     lan = judge("c", "192.168.1.50", local, None, ssh_ok=True, now=NOW)
     assert lan.path == "not in tailnet" and lan.flags and "answers SSH but is off the tailnet" in lan.flags[0]
+    assert lan.last_handshake_s is None and lan.handshake == "unknown"  # no node: not "never"
+    assert local.self_node is not None
+    here = judge("s", local.self_node.ips[0], local, None, ssh_ok=None, now=NOW)
+    assert here.path == "this machine" and here.handshake == "n/a: this machine"
+    silent = capture()
+    del peer(silent, DIRECT)["LastHandshake"]  # a Tailscale that does not say: unknown, not never
+    unsaid = judge("u", DIRECT, parse_status(json.dumps(silent), "silent"), None, ssh_ok=True, now=NOW)
+    assert unsaid.path == "direct" and unsaid.last_handshake_s is None and unsaid.handshake == "unknown"
     down = judge("d", "192.168.1.50", local, None, ssh_ok=False, now=NOW)
     assert not down.flags and down.notes  # not answering SSH either: the host's row says so, not this flag
     doc = capture()
@@ -114,6 +123,7 @@ async def test_tailnet_json_flags_off_tailnet_and_relayed_hosts(
     assert any("not its tailnet address 100.100.10.3" in n for n in tp4["notes"])  # SSH goes to 127.0.0.1
     rig = by_host["rig3090"]
     assert rig["path"] == "relayed" and rig["relay"] == "tok" and rig["last_handshake_s"] is None
+    assert rig["handshake"] == "never" and by_host["duo5090"]["handshake"] == "unknown"
     assert len(rig["flags"]) == 1 and rig["flags"][0].startswith("relayed through DERP tok, SSH round trip")
     ws48 = by_host["ws48"]
     assert ws48["backend_state"] == "Stopped" and ws48["path"] == "not in tailnet"
@@ -132,3 +142,14 @@ async def test_no_tailscaled_here_is_said_not_guessed(monkeypatch: pytest.Monkey
     assert status is None and why is not None and "failed to connect to local tailscaled" in why
     judged = judge("a", DIRECT, None, None, ssh_ok=True, now=NOW, local_error=why)
     assert judged.path == "unknown" and not judged.flags and "failed to connect" in judged.notes[0]
+
+
+async def test_tailnet_text_says_never_only_when_tailscale_does(
+    hosts: tuple[SimPool, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, path = hosts
+    code = await asyncio.to_thread(cli.main, ["tailnet", "--config", str(path)])
+    rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines() if not line.startswith(" ")}
+    assert code == 1 and set(rows) == set(HOSTS)
+    assert rows["rig3090"].endswith("handshake never")  # Go's zero time in its capture
+    assert rows["duo5090"].endswith("handshake unknown")  # no tailnet node: nothing said either way
