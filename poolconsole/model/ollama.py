@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from poolconsole.model.snapshots import OllamaModel
@@ -213,13 +213,39 @@ def rows(residency: Residency, server: OllamaServer | None, now: float) -> list[
     return out
 
 
-def notes(residency: Residency, server: OllamaServer | None, now: float, window_s: float = 600.0) -> list[str]:
-    """Models that left before their expiry, recently: a client's keep_alive 0, or memory pressure."""
+def resident_marks(residency: Residency, server: OllamaServer | None, now: float) -> dict[str, str]:
+    """Per resident model, what a picker says after its name: "resident, expires in 4m12s", "resident, never
+    expires", or "resident" when its expiry is unknown (the detail screen's words)."""
+    out = {}
+    for row in rows(residency, server, now):
+        left = row.expires_in_s
+        until = (
+            "" if left is None else ", never expires" if left >= FOREVER_S else f", expires in {duration_text(left)}"
+        )
+        out[row.name] = f"resident{until}"
+    return out
+
+
+OWN_UNLOAD_S = 120.0
+"""A model gone from /api/ps within this long after this console unloaded it left by that unload."""
+
+
+def notes(
+    residency: Residency,
+    server: OllamaServer | None,
+    now: float,
+    window_s: float = 600.0,
+    unloaded_here: Mapping[str, float] | None = None,
+) -> list[str]:
+    """Models that left before their expiry, recently: a client's keep_alive 0, or memory pressure; or this
+    console's own unload (`unloaded_here`: model -> when it asked), said as such."""
     out = []
     for e in residency.events:
         if e.kind == "gone_early" and now - e.at <= window_s:
-            out.append(
-                f"{e.model} unloaded {duration_text(now - e.at)} ago, before its keep-alive ran out: a client sent "
-                "keep_alive 0, or another model needed the memory"
-            )
+            asked = (unloaded_here or {}).get(e.model)
+            if asked is not None and asked - 1.0 <= e.at <= asked + OWN_UNLOAD_S:
+                why = "by this console (U, in the audit log)"
+            else:
+                why = "before its keep-alive ran out: a client sent keep_alive 0, or another model needed the memory"
+            out.append(f"{e.model} unloaded {duration_text(now - e.at)} ago, {why}")
     return out

@@ -73,14 +73,16 @@ class EngineTrack:
     """Each counter's reset-safe running total since this process started watching: monotonic across
     engine restarts and gaps (what an exporter serves as a counter, so that rate() is right)."""
     diagnosis: Diagnosis | None = None
+    """The failure modes its log showed when it last went down or restarted (runtime.live reads it)."""
     recorded_restart_at: float | None = None
     """A restart the container's record showed before the counters did (an ok poll with no metrics read
     yet, or a slow first read): the counters' reset that follows is the same restart, not counted again."""
     counted_reset: bool = False
     """The last poll's counter reset was counted as a restart (False: none, or the one already recorded)."""
-    """The failure modes its log showed when it last went down or restarted (runtime.live reads it)."""
     residency: Residency | None = None
     """Ollama: the models its last answered /api/ps held, and what changed over the recent polls."""
+    unloaded_here: dict[str, float] = field(default_factory=dict)
+    """Ollama: the models this console unloaded (U), by name, with when: their leaving is said as such."""
     ollama_server: OllamaServer | None = None
     """Ollama: OLLAMA_KEEP_ALIVE / OLLAMA_NUM_PARALLEL from its log (runtime.live reads it)."""
 

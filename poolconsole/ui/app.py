@@ -25,6 +25,7 @@ from poolconsole.model.alerts import AlertEvent
 from poolconsole.model.events import EventLog
 from poolconsole.model.hosts import HostSnapshot
 from poolconsole.model.notices import summarise
+from poolconsole.model.ollama import resident_marks
 from poolconsole.model.pool_state import HISTORY_POINTS
 from poolconsole.model.snapshots import EngineSnapshot
 from poolconsole.ops import audit
@@ -636,6 +637,7 @@ class PoolApp(App[None]):
             self.notify(f"{engine.name}: no model known on disk (its /api/tags)", severity="warning")
             return
         server = track.ollama_server
+        resident = resident_marks(track.residency, server, self.state.clock()) if track.residency else {}
 
         def keep(model: str | None) -> None:
             if model is None:
@@ -657,7 +659,8 @@ class PoolApp(App[None]):
 
             self.push_screen(ProfilePicker(engine.name, list(PRELOAD_KEEP_ALIVES), None, question), chosen)
 
-        self.push_screen(ProfilePicker(engine.name, on_disk, None, f"Preload which model on {engine.name}?"), keep)
+        question = f"Preload which model on {engine.name}? (a resident one: its keep-alive is set anew)"
+        self.push_screen(ProfilePicker(engine.name, on_disk, None, question, marks=resident), keep)
 
     def _start_ollama(self, engine: Engine, model: str, keep_alive: str | None) -> None:
         from poolconsole.ui.screens.action import ActionScreen
@@ -676,7 +679,10 @@ class PoolApp(App[None]):
         action = "ollama unload" if keep_alive is None else "ollama preload"
         try:
             if keep_alive is None:
+                asked = self.state.clock()
                 outcome = await ollama_ops.unload(ctx, engine, model)
+                if outcome.outcome == "ok":
+                    self.state.engines[engine.name].unloaded_here[model] = asked
             else:
                 outcome = await ollama_ops.preload(ctx, engine, model, keep_alive)
             screen.finish(outcome.outcome, outcome.detail)

@@ -319,6 +319,8 @@ async def test_smoke_action_runs_and_shows_results(tmp_path: Path) -> None:
 
 async def pick_profile(pilot: object, app: PoolApp, profile: str) -> None:
     """P on the 80B engine's row, then `profile` in the picker."""
+    from textual.widgets import OptionList
+
     from poolconsole.ui.screens.action import ProfilePicker
 
     table = app.screen.query_one("#pool", PoolGrid)
@@ -326,6 +328,9 @@ async def pick_profile(pilot: object, app: PoolApp, profile: str) -> None:
     await pilot.press("P")  # type: ignore[attr-defined]
     await pilot.pause()  # type: ignore[attr-defined]
     assert isinstance(app.screen, ProfilePicker)
+    shown = [str(option.prompt) for option in app.screen.query_one(OptionList).options]
+    marked = [line for line in shown if line.endswith("  (active)")]  # the profile it runs now, and no other
+    assert app.screen.active is not None and marked == [f"{app.screen.active}  (active)"], shown
     app.screen.dismiss(profile)
     await pilot.pause()  # type: ignore[attr-defined]
 

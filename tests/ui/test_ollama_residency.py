@@ -9,6 +9,7 @@ import asyncio
 from pathlib import Path
 
 import httpx
+from textual.widgets import OptionList
 
 from poolconsole.config import parse_config
 from poolconsole.ops import audit
@@ -42,6 +43,17 @@ async def test_residency_shown_and_unload_from_the_console(tmp_path: Path) -> No
             await pilot.press("enter")  # from the engine's detail, which shows the residency
             await pilot.pause()
             assert isinstance(app.screen, DetailScreen)
+            await pilot.press("O")  # the preload picker marks what is resident already, in the detail's words
+            await pilot.pause()
+            assert isinstance(app.screen, ProfilePicker) and NOMIC in app.screen.profiles
+            shown_options = [str(o.prompt) for o in app.screen.query_one(OptionList).options]
+            resident = {m.name for m in track.residency.models}
+            assert any(o.startswith(f"{NOMIC}  (resident, expires in ") for o in shown_options)
+            assert "mxbai-embed-large:latest  (resident, never expires)" in shown_options  # its keep_alive -1
+            on_disk_only = [o for o in shown_options if o.split()[0] not in resident]
+            assert on_disk_only and all("resident" not in o for o in on_disk_only)
+            app.screen.dismiss(None)
+            await pilot.pause()
             await pilot.press("U")
             await pilot.pause()
             assert isinstance(app.screen, ProfilePicker) and NOMIC in app.screen.profiles
@@ -63,6 +75,7 @@ async def test_residency_shown_and_unload_from_the_console(tmp_path: Path) -> No
                     break
                 await asyncio.sleep(0.25)
             assert f"{NOMIC} unloaded" in engine_text(track).plain
+            assert "ago, by this console (U, in the audit log)" in engine_text(track).plain  # not "a client sent"
             await pilot.press("escape")  # the action's screen closes onto the detail it was started from
             await pilot.pause()
             assert isinstance(app.screen, DetailScreen)

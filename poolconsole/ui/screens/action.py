@@ -4,6 +4,7 @@ the progress as it streams, read the outcome; and the audit log."""
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
 from pathlib import Path
 from typing import ClassVar
 
@@ -15,26 +16,41 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, DataTable, Header, Log, OptionList, Static
 
 from poolconsole.ops.audit import Entry
+from poolconsole.ui.cells import Colors
 from poolconsole.ui.footer import KeysFooter
 
 
 class ProfilePicker(ModalScreen[str | None]):
     CSS_PATH = Path(__file__).with_suffix(".tcss")
 
-    def __init__(self, engine: str, profiles: list[str], active: str | None, question: str | None = None) -> None:
+    def __init__(
+        self,
+        engine: str,
+        profiles: list[str],
+        active: str | None,
+        question: str | None = None,
+        marks: Mapping[str, str] | None = None,
+    ) -> None:
         super().__init__()
         self.engine = engine
         self.profiles = profiles
         self.active = active
         self.question = question
         """Asked instead of "Switch ENGINE to which profile?" (the picker also picks Ollama models)."""
+        self.marks = {**({active: "active"} if active is not None else {}), **(marks or {})}
+        """Said after a choice, dimmed: the active profile, an Ollama model already resident."""
 
     def compose(self) -> ComposeResult:
+        dim = Colors.from_theme(self.app.theme_variables).dim
         with Vertical(id="dialog"):
             question = self.question or f"Switch {self.engine} to which profile? (active: {self.active or 'unknown'})"
             yield Static(question, markup=False)
-            yield OptionList(*(Text(p) for p in self.profiles), id="profiles")
+            yield OptionList(*(self._option(p, dim) for p in self.profiles), id="profiles")
             yield Button("Cancel", id="cancel")
+
+    def _option(self, choice: str, dim: str) -> Text:
+        mark = self.marks.get(choice)
+        return Text.assemble(choice, (f"  ({mark})", dim)) if mark else Text(choice)
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         self.dismiss(self.profiles[event.option_index])

@@ -95,7 +95,7 @@ def residency_lines(track: EngineTrack, now: float) -> list[Text | str]:
         out.append(f"  {r.name}  {units.gib(r.size_bytes, 2, ' GiB')}  {share}  ctx {context}  {expiry}")
         if r.override:
             out.append(Text.assemble("    ", ("keep-alive override:", "bold"), f" {r.override}"))
-    out += [f"  · {note}" for note in ollama.notes(residency, server, now)]
+    out += [f"  · {note}" for note in ollama.notes(residency, server, now, unloaded_here=track.unloaded_here)]
     return out
 
 
