@@ -203,6 +203,10 @@ _DIRECT = (
 )
 
 
+ONE_POLL = "needs two polls: a rate is the change between two, and this is the first (status: --samples 2 or more)"
+"""Why a rate is unknown on an engine's first poll: in the console, a recording or `status --samples 1`."""
+
+
 def _unknown_reasons(view: EngineView, missing: dict[str, str], derived: Derived | None) -> dict[str, str]:
     """For every contract field that is null, say why."""
     out: dict[str, str] = {}
@@ -216,7 +220,7 @@ def _unknown_reasons(view: EngineView, missing: dict[str, str], derived: Derived
         ("prompt_tokens_per_s", "prompt_tokens_total"),
     ):
         if getattr(view, name) is None:
-            out[name] = missing.get(counter) or ("needs two polls (--samples 2 or more)" if one_poll else fallback)
+            out[name] = missing.get(counter) or (ONE_POLL if one_poll else fallback)
     if view.ttft_mean_s is None:
         out["ttft_mean_s"] = missing.get("ttft") or "no request has finished yet"
     if view.prefix_cache_hit_rate is None:

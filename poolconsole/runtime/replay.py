@@ -37,9 +37,9 @@ def recorded_config(reader: Reader) -> PoolConfig:
     """The pool as recorded: each engine with its kind, URL and host from its first row, each host."""
     engines: dict[str, Engine] = {}
     hosts: dict[str, Host] = {}
-    wanted = {name for _, name in reader.targets.values()}
+    wanted = set(reader.targets.values())  # (kind, name): an engine and a host may share a name (the gateway)
     for row in reader.rows():
-        if row.name in engines or row.name in hosts:
+        if row.name in (engines if row.kind == "engine" else hosts):
             continue
         if row.kind == "engine":
             v = row.values
@@ -153,6 +153,6 @@ class Replay:
 
     def label(self) -> str:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(self.position))
-        state = "paused" if self.paused else f"x{self.speed:g}"
+        state = f"paused (x{self.speed:g})" if self.paused else f"x{self.speed:g}"  # a speed set while paused shows
         end = "  (end of the recording)" if self.position >= self.last_at else ""
         return f"replay {when} UTC {state}{end}  (space pause, [ ] seek 1 min, - + speed)"

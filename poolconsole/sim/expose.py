@@ -121,14 +121,14 @@ def render_llamacpp(load: EngineLoad, window_tps: float, window_prompt_tps: floa
     c = load.c
     # llama-server adds a request's tokens to tokens_predicted_total when it ends (at the slot's release);
     # the requests in progress show theirs in /slots' n_decoded.
-    predicted = c.generation_tokens - sum(math.floor(r.generated) for r in in_slots(load))
+    predicted = c.released_tokens
     values = {
         "llamacpp:prompt_tokens_total": c.prompt_tokens - c.prefix_hits,
         "llamacpp:prompt_tokens_cached_total": c.prefix_hits,
-        "llamacpp:tokens_predicted_total": math.floor(predicted),
+        "llamacpp:tokens_predicted_total": predicted,
         "llamacpp:n_decode_total": c.generation_tokens,
         "llamacpp:prompt_seconds_total": c.prompt_tokens / max(load.profile.prefill_tps, 1.0),
-        "llamacpp:tokens_predicted_seconds_total": predicted / max(load.per_user_tps(), 1.0),
+        "llamacpp:tokens_predicted_seconds_total": c.released_seconds,
         "llamacpp:prompt_tokens_seconds": window_prompt_tps,
         "llamacpp:predicted_tokens_seconds": window_tps,
         "llamacpp:requests_processing": len(load.running),

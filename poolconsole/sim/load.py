@@ -169,6 +169,13 @@ class Counters:
     spec_accepted: float = 0.0
     finished_stop: float = 0.0
     finished_length: float = 0.0
+    released_tokens: int = 0
+    """Each finished request's whole tokens, added as it ends: what llama-server counts in
+    tokens_predicted_total at a slot's release (monotonic, unlike the running float total less those in
+    flight)."""
+    released_seconds: float = 0.0
+    """Each finished request's decode time (first token to its end), added as it ends: llama-server's
+    tokens_predicted_seconds_total."""
 
 
 class EngineLoad:
@@ -311,6 +318,8 @@ class EngineLoad:
                 done.append(req)
         for req in done:
             self.running.remove(req)
+            self.c.released_tokens += math.floor(req.generated)
+            self.c.released_seconds += now - req.first_token if req.first_token is not None else 0.0
             if not req.external and self.on_team_finished is not None:
                 self.on_team_finished(req, now)
             if req.user is not None:

@@ -813,15 +813,21 @@ class PoolApp(App[None]):
 
     def on_key(self, event: events.Key) -> None:
         """A read-only console (--read-only, a replay) says why the key of an action that changes the pool does
-        nothing, rather than nothing at all (check_action leaves the key unbound)."""
+        nothing, rather than nothing at all (check_action leaves the key unbound); a replay says so too for
+        what would reach the live pool (a smoke test, a poll now)."""
         if not self.read_only:
             return
         for action in registry.ACTIONS:
             name = action.action.removeprefix("app.")
             keys = {k.strip() for k in (self.config.keys.get(action.id) or action.key).split(",")}
-            if name in registry.MUTATING and event.key in keys and registry.on_screen(name, self._screen_name()):
+            if event.key not in keys or not registry.on_screen(name, self._screen_name()):
+                continue
+            if name in registry.MUTATING:
                 why = "a replay" if self.replay is not None else "started with --read-only"
                 self.notify(f"read-only console ({why}): {action.title} is refused", severity="warning", timeout=4)
+                return
+            if self.replay is not None and name in registry.LIVE_ONLY:
+                self.notify(f"a replay has no live pool: {action.title} is refused", severity="warning", timeout=4)
                 return
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:

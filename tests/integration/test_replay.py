@@ -57,6 +57,9 @@ async def test_the_recorded_moment_is_what_the_pool_showed(recording: tuple[Path
     replay = Replay(path)
     try:
         assert {e.name for e in replay.config.engines} == {name for name, _ in views}
+        recorded_hosts = {name for kind, name in replay.reader.targets.values() if kind == "host"}
+        assert "gateway" in recorded_hosts and "gateway" in {e.name for e in replay.config.engines}
+        assert {h.name for h in replay.config.hosts} == recorded_hosts  # the host named as an engine too
         replay._rewind()
         middle = sorted(at for _, at in views)[len(views) // 2]
         replay.advance(middle - replay.position)
@@ -103,10 +106,18 @@ async def test_the_console_plays_a_recording_read_only(recording: tuple[Path, di
             assert app.read_only and not app.check_action("restart", ()) and not app.check_action("smoke", ())
             assert app.check_action("replay_pause", ())
             await pilot.press("space")
-            assert replay.paused and "paused" in app.sub_title
+            assert replay.paused and "paused (x4)" in app.sub_title
+            await pilot.press("plus")  # the speed set while paused shows at once
+            assert replay.speed == 8.0 and "paused (x8)" in app.sub_title
             at = replay.position
             await pilot.pause(0.6)
             assert replay.position == at  # paused: the recording's clock stands still
+            for key in ("m", "R"):  # what would reach the live pool, or change it, says why it does nothing
+                await pilot.press(key)
+            await pilot.pause()
+            told = [n.message for n in app._notifications]
+            assert "a replay has no live pool: Smoke test is refused" in told, told
+            assert "read-only console (a replay): Restart engine is refused" in told, told
             await pilot.press("left_square_bracket")
             assert replay.position <= at
             grid = app.screen.query_one(PoolGrid)  # Enter on an engine's row (on a host's line it folds the group)

@@ -21,6 +21,7 @@ from poolconsole.config import parse_config
 from poolconsole.model.view import engine_view
 from poolconsole.sim.demo import SimPool
 from poolconsole.sim.demo_pool import ENGINES
+from poolconsole.sim.expose import render_llamacpp
 from poolconsole.sim.load import EngineLoad
 from tests.conftest import REAL
 
@@ -242,3 +243,23 @@ async def test_restart_resets_counters_and_node_down_is_reported(tmp_path: Path)
         assert hosts["ws48"].state.value == "unreachable" and hosts["tp4"].state.value == "ok"
     finally:
         await pool.stop()
+
+
+def test_llamacpp_sim_counters_never_go_back_between_restarts() -> None:
+    """Every *_total the simulated llama-server serves only grows while it runs (a reset is a restart): its
+    tokens_predicted_total was the float total less the whole tokens in flight, and went 2381 -> 2380."""
+    spec = next(e for e in ENGINES if e.kind == "llamacpp" and e.load is not None)
+    assert spec.load is not None
+    load = EngineLoad(spec.load, 7, 0.0)
+    last: dict[str, float] = {}
+    grew = set()
+    for i in range(1, 3000):
+        load.tick(i * 0.037, arrivals=3.0)  # ticks that do not divide a token evenly
+        for sample in parse_exposition(render_llamacpp(load, 0.0, 0.0)).samples:
+            if sample.name.endswith("_total"):
+                previous = last.get(sample.name, 0.0)
+                assert sample.value >= previous, (sample.name, previous, sample.value, i)
+                grew |= {sample.name} if sample.value > previous else set()
+                last[sample.name] = sample.value
+    assert {"llamacpp:tokens_predicted_total", "llamacpp:tokens_predicted_seconds_total"} <= grew
+    assert last["llamacpp:tokens_predicted_total"] <= load.c.generation_tokens  # in flight: not counted yet
