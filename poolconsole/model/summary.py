@@ -416,8 +416,12 @@ def summarise(state: PoolState, alerts: Alerts, now: float | None = None) -> Sum
         )
     elif not engines and not hosts:  # "healthy: 0/0" said of a config with nothing in it
         verdict = "nothing to poll: the config has no [[engines]] and no [[hosts]]"
-    elif len(polled) < len(engines):
-        verdict = f"starting: {len(polled)}/{len(engines)} engines polled, none down so far"
+    elif len(polled) < len(engines) or None in hosts:  # not "healthy" of what has not answered yet
+        hosts_polled = sum(h is not None for h in hosts)
+        verdict = (
+            f"starting: {len(polled)}/{len(engines)} engines and {hosts_polled}/{len(hosts)} hosts polled, "
+            "none down so far"
+        )
     else:
         verdict = f"healthy: {len(ok)}/{len(engines)} engines up, {len(hosts_ok)}/{len(hosts)} hosts up"
 

@@ -90,24 +90,31 @@ async def run_console(
             await app.recording.close()
 
 
+QUITTING = (signal.SIGTERM, signal.SIGHUP)
+"""`kill`, `timeout` or a service manager's stop; the terminal closed (its window, an SSH session dropped)."""
+
+
 async def run_app(app: PoolApp, *, headless: bool = False) -> None:
-    """Run `app` until it quits; SIGTERM (`kill`, `timeout`, a service manager's stop) quits it as `q` does:
-    the terminal is given back (no alternate screen or mouse reporting left on in the operator's shell), the
-    loops stop and the history store is closed with the last second's polls. Without it the process died
-    where it stood. A SIGTERM before the app runs (the launch's first half second) still ends the process at
-    once: nothing is on screen yet and nothing written. Only where the loop can take signals (the main
-    thread of a Unix process); what handled SIGTERM before is put back."""
+    """Run `app` until it quits; SIGTERM (`kill`, `timeout`, a service manager's stop) and SIGHUP (the
+    terminal closed) quit it as `q` does: the terminal is given back (no alternate screen or mouse reporting
+    left on in the operator's shell), the loops stop and the history store is closed with the last second's
+    polls; the demo removes its hosts.toml and SSH keys. Without it the process died where it stood. A
+    signal before the app runs (the launch's first half second) still ends the process at once: nothing is
+    on screen yet and nothing written. Only where the loop can take signals (the main thread of a Unix
+    process); what handled them before is put back."""
     loop = asyncio.get_running_loop()
-    before = signal.getsignal(signal.SIGTERM)
-    try:
-        loop.add_signal_handler(signal.SIGTERM, app.exit)
-        installed = True
-    except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no Unix signals
-        installed = False
+    before = {sig: signal.getsignal(sig) for sig in QUITTING}
+    installed = []
+    for sig in QUITTING:
+        try:
+            loop.add_signal_handler(sig, app.exit)
+            installed.append(sig)
+        except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no Unix signals
+            break
     try:
         await app.run_async(headless=headless)
     finally:
-        if installed:
-            loop.remove_signal_handler(signal.SIGTERM)
-            if before is not None:  # None: set outside Python, left as the loop leaves it
-                signal.signal(signal.SIGTERM, before)
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+            if before[sig] is not None:  # None: set outside Python, left as the loop leaves it
+                signal.signal(sig, before[sig])

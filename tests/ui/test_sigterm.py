@@ -110,3 +110,44 @@ def test_sigterm_gives_the_terminal_back_and_closes_the_store(tmp_path: Path) ->
     assert code == 0, after[-2000:]
     assert LEAVE_ALTERNATE_SCREEN in after and MOUSE_OFF in after
     assert b"Traceback" not in shown + after
+
+
+def test_closing_the_terminal_quits_the_demo_and_removes_its_keys(tmp_path: Path) -> None:
+    """The operator closes the terminal window (or the SSH session drops): the kernel sends SIGHUP. The demo
+    console quits as `q` does: its hosts.toml and throwaway SSH keys go, its history store is closed. Before,
+    SIGHUP killed it where it stood and left the private key and the store's write-ahead log behind."""
+    env = {k: v for k, v in os.environ.items() if k != "POOLCONSOLE_CONFIG"}
+    env.update({f"XDG_{kind}_HOME": str(tmp_path / kind.lower()) for kind in ("CONFIG", "DATA", "STATE", "CACHE")})
+    env.update(XDG_RUNTIME_DIR=str(tmp_path / "run"), HOME=str(tmp_path / "home"), TERM="xterm-256color")
+    env["PYTHONPATH"] = str(ROOT)
+    (tmp_path / "run").mkdir(mode=0o700)
+    runtime = tmp_path / "run" / "poolconsole"
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execve(sys.executable, [sys.executable, "-m", "poolconsole", "demo"], env)
+    code: int | None = None
+    try:
+        fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 120, 0, 0))
+        shown, closed = b"", False
+        deadline = time.monotonic() + 120  # the demo's pool starts first: slow on a loaded machine
+        while time.monotonic() < deadline and not closed and b"qwen3-next-80b" not in ESCAPE.sub(b"", shown):
+            chunk, closed = _read(fd, 0.3)
+            shown += chunk
+        assert b"qwen3-next-80b" in ESCAPE.sub(b"", shown), shown[-2000:]
+        chunk, closed = _read(fd, 2.5)  # polls recorded into the demo's history store
+        assert not closed
+        keys = list(runtime.glob("demo-*.toml.ssh/id_ed25519"))
+        assert len(keys) == 1 and list(runtime.glob("demo-*.toml"))  # what the demo wrote, while it runs
+        os.close(fd)  # the terminal goes away: the session's foreground process gets SIGHUP
+        fd = -1
+        code = _exit_code(pid, 60)
+    finally:
+        if code is None:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        if fd >= 0:
+            os.close(fd)
+    assert code == 0
+    assert not list(runtime.glob("demo-*.toml")) and not list(runtime.glob("demo-*.toml.ssh")), list(runtime.iterdir())
+    (history,) = runtime.glob("demo-*.history.sqlite3")
+    assert not Path(f"{history}-wal").exists(), "the demo's history store was not closed"

@@ -35,10 +35,23 @@ def test_nothing_polled_reads_unknown_never_zero() -> None:
     config = uipool.config()
     summary = summarise(PoolState(config, uipool.clock), Alerts(config.alerts))
     text = " ".join(summary.lines)
-    assert summary.verdict.startswith("starting: 0/8 engines polled")
+    assert summary.verdict.startswith("starting: 0/8 engines and 0/7 hosts polled")
     assert "generation n/a" in text and "running n/a" in text and "VRAM dedicated n/a" in text
     assert "power n/a" in text and summary.generation_tokens_per_s is None
     assert " 0 tok/s" not in text and "0/0 GiB" not in text
+
+
+def test_engines_up_while_the_hosts_have_not_answered_is_not_called_healthy() -> None:
+    """The demo's first frame read "healthy: 8/8 engines up, 0/7 hosts up" while every host said polling."""
+    config = uipool.config()
+    state, alerts = PoolState(config, uipool.clock), Alerts(config.alerts)
+    for engine in uipool.engine_snapshots(config):
+        state.apply_engine(engine)
+    summary = summarise(state, alerts)
+    assert summary.verdict == "starting: 8/8 engines and 0/7 hosts polled, none down so far"
+    for host in uipool.host_snapshots(config):
+        state.apply_host(host)
+    assert summarise(state, alerts).verdict == "healthy: 8/8 engines up, 7/7 hosts up"
 
 
 def test_a_config_with_nothing_in_it_is_not_called_healthy() -> None:
