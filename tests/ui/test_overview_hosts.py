@@ -13,7 +13,7 @@ from textual.command import CommandPalette
 
 from poolconsole.ui.app import PoolApp
 from poolconsole.ui.grid import PoolGrid
-from poolconsole.ui.screens.overview import OverviewScreen
+from poolconsole.ui.screens.overview import GATEWAYS, OverviewScreen
 from tests.helpers import uipool
 from tests.ui.test_console import feed, settle, static_app
 from tests.ui.test_overview_summary import assert_cells_fit
@@ -108,3 +108,26 @@ async def test_a_click_on_a_header_sorts_by_it_and_again_reverses(tmp_path: Path
         await pilot.press("escape")
         await pilot.pause()
         assert isinstance(app.screen, OverviewScreen)
+
+
+async def test_grouped_by_model_the_gateway_is_not_a_second_engine_of_a_model(tmp_path: Path) -> None:
+    """Grouped by model, the LiteLLM gateway sat under the first model it routes ("qwen3-next-80b  2 engines"),
+    its tok/s summed in with the engine it routes to. It has a group of its own."""
+    app = static_app(tmp_path)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await feed(app)
+        await settle(pilot, app)
+        await pilot.press("G")
+        await settle(pilot, app)
+        table = grid(app)
+        assert "grouped by model" in status(app)
+        screen = app.screen
+        assert isinstance(screen, OverviewScreen)
+        groups = {g: [k for k in keys if k != g] for g, keys in screen.members.items() if g.startswith("model:")}
+        gateways = [e.name for e in app.config.engines if e.kind.value == "litellm"]
+        assert gateways and groups[f"model:{GATEWAYS}"] == [f"engine:{n}" for n in gateways]
+        for group, keys in groups.items():
+            if group != f"model:{GATEWAYS}":
+                assert not {f"engine:{n}" for n in gateways} & set(keys), (group, keys)
+        line = table.get_cell(f"model:{GATEWAYS}", "line").plain
+        assert f"{len(gateways)} engine" in line

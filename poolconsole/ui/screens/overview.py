@@ -18,6 +18,7 @@ from textual.containers import Vertical
 from textual.screen import Screen
 from textual.widgets import Header, Input, Static
 
+from poolconsole.config.models import EngineKind
 from poolconsole.model.alerts import Alerts
 from poolconsole.model.events import CRITICAL, OK, WARNING, EventLog
 from poolconsole.model.hosts import HostSnapshot
@@ -49,8 +50,16 @@ GROUPINGS = ("host", "model", "engine")
 """`G` cycles: grouped by host, grouped by model, one flat list by name."""
 
 
+GATEWAYS = "gateways (routing to the engines)"
+"""The group a LiteLLM gateway goes in when grouped by model: it routes every model it lists, so under its
+first one it was counted as a second engine of that model (and its tok/s twice)."""
+
+
 def model_of(track: EngineTrack) -> str:
-    """The model an engine serves, to group by: the first it lists, else the configured one."""
+    """The model an engine serves, to group by: the first it lists, else the configured one; a gateway's
+    group is the gateways'."""
+    if track.config.kind is EngineKind.LITELLM:
+        return GATEWAYS
     view = track.view
     return (view.models[0] if view and view.models else None) or track.config.model or "no model"
 
