@@ -228,10 +228,11 @@ def _unknown_reasons(view: EngineView, missing: dict[str, str], derived: Derived
             missing.get("prefix_cache_queries_total") if "prefix_cache_hit_rate_gauge" in missing else None
         ) or "no prefix-cache lookups yet"
     if view.spec_decode_acceptance_rate is None:
+        said = missing.get("spec_decode_draft_tokens_total")
+        unread = said is not None and (view.state is not EngineState.OK or said == missing.get("requests_running"))
+        # down, or no engine metrics at all (Ollama; a LiteLLM gateway): why nothing was read, not "off"
         out["spec_decode_acceptance_rate"] = (
-            "speculative decoding is off (no draft tokens)"
-            if "spec_decode_draft_tokens_total" not in missing or view.state is EngineState.OK
-            else missing["spec_decode_draft_tokens_total"]
+            said if unread and said else "speculative decoding is off (no draft tokens)"
         )
     if view.ranks is None:
         out["ranks"] = fallback

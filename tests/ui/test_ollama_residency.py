@@ -39,6 +39,11 @@ async def test_residency_shown_and_unload_from_the_console(tmp_path: Path) -> No
             assert "OLLAMA_KEEP_ALIVE 5m00s  OLLAMA_NUM_PARALLEL 4" in shown
             assert f"{NOMIC}  0.50 GiB  100% in VRAM  ctx 8192  expires in " in shown
             assert "keep-alive override: kept forever: a client sent keep_alive -1" in shown
+            # Ollama has no metrics: no counter to see a restart in, no draft tokens to call "off"
+            assert "counter resets (restarts) seen: n/a (no counters)" in shown
+            assert track.view is not None
+            assert track.view.unknown["spec_decode_acceptance_rate"] == track.view.unknown["requests_running"]
+            assert "no metrics endpoint" in track.view.unknown["spec_decode_acceptance_rate"]
 
             await pilot.press("enter")  # from the engine's detail, which shows the residency
             await pilot.pause()

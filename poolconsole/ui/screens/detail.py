@@ -25,6 +25,16 @@ from poolconsole.ui.tables import sync_rows
 WINDOWS = ((300.0, "5 min"), (3600.0, "1 h"))
 
 
+def resets_seen(track: EngineTrack) -> str:
+    """How many counter resets (restarts) were seen; n/a for an engine with no token counters to reset
+    (Ollama, a gateway), where 0 would claim a watch that never was."""
+    seen = len(track.history.restarts)
+    v = track.view
+    if not seen and v is not None and v.generation_tokens_total is None and v.prompt_tokens_total is None:
+        return "n/a (no counters)"
+    return str(seen)
+
+
 def engine_text(track: EngineTrack, now: float | None = None) -> Text:
     v = track.view
     cfg = track.config
@@ -41,7 +51,7 @@ def engine_text(track: EngineTrack, now: float | None = None) -> Text:
         f"TTFT mean {units.seconds(v.ttft_mean_s)} p50 {units.seconds(v.ttft_p50_s)} p95 {units.seconds(v.ttft_p95_s)}"
         f" ({v.ttft_window or 'n/a'})  ITL mean {units.seconds(v.itl_mean_s)} p95 {units.seconds(v.itl_p95_s)}",
         f"prefix-cache hit {units.pct(v.prefix_cache_hit_rate)}  spec-decode acceptance "
-        f"{units.pct(v.spec_decode_acceptance_rate)}  counter resets (restarts) seen: {len(track.history.restarts)}",
+        f"{units.pct(v.spec_decode_acceptance_rate)}  counter resets (restarts) seen: {resets_seen(track)}",
     ]
     if v.error:
         lines.append(Text.assemble(("error:", "bold"), f" {v.error}"))
