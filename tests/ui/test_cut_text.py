@@ -4,13 +4,15 @@ Each check reads what the table renders, and that the table lies within the scre
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from textual.geometry import Region
 from textual.pilot import Pilot
-from textual.widgets import DataTable
+from textual.widgets import DataTable, Static
 
 from poolconsole.ops.smoke.checks import CheckResult
+from poolconsole.ops.smoke.store import Change
 from poolconsole.ui import registry
 from poolconsole.ui.app import PoolApp
 from poolconsole.ui.screens.events import EventsScreen
@@ -107,3 +109,22 @@ async def test_a_long_smoke_reason_ends_in_an_ellipsis(tmp_path: Path) -> None:
             await pilot.pause()
             line = line_with(rendered(table, app, fits), "connection refused")
             assert line.endswith("…"), (size, line)
+
+
+async def test_the_smoke_screen_names_its_regressions(tmp_path: Path) -> None:
+    """`M` ended "64 checks, 0 failed, 2 regression(s) against the baseline" and no row said which: the
+    status names each (a few; the rest counted), an improvement is not one of them."""
+    app = app_for(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = SmokeScreen([])
+        await app.push_screen(screen)
+        await pilot.pause()
+        slower = Change("qwen3-30b-a3b", "Qwen3-30B", "chat_stream", 4, "ttft_p95", 0.12, 0.18, True)
+        faster = Change("gemma3-27b-nvfp4", "gemma", "chat_stream", 1, "tps_per_stream", 40.0, 44.0, False)
+        others = [replace(slower, concurrency=c) for c in (8, 16, 32, 64)]
+        screen.finish([slower, faster, *others])
+        await pilot.pause()
+        status = str(screen.query_one("#smoke-status", Static).render())
+        assert "5 regression(s) against the baseline" in status
+        assert "regression: qwen3-30b-a3b chat_stream c=4 ttft_p95: 0.12 -> 0.18 (+50.0%)" in status, status
+        assert "gemma3-27b-nvfp4" not in status and status.count("regression: ") == 4 and "and 1 more" in status

@@ -133,6 +133,13 @@ class Change:
     def change_pct(self) -> float:
         return (self.now - self.baseline) / self.baseline * 100 if self.baseline else 0.0
 
+    def words(self) -> str:
+        """One line: 'qwen3-30b-a3b chat_stream c=4 ttft_p95: 0.12 -> 0.18 (+50.0%)'."""
+        return (
+            f"{self.target} {self.check} c={self.concurrency} {self.figure}: "
+            f"{self.baseline:.4g} -> {self.now:.4g} ({self.change_pct:+.1f}%)"
+        )
+
     def to_json(self) -> dict[str, Any]:
         return {
             "target": self.target,

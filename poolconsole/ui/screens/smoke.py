@@ -25,6 +25,10 @@ ELASTIC = {"model": 8, "reason": 24, "target": 12}
 the least each keeps."""
 
 
+MAX_REGRESSIONS_SHOWN = 4
+"""The regressions named under the status line (which ones, not only how many); the rest counted."""
+
+
 def _fmt(value: float | None, scale: float = 1.0, unit: str = "") -> str:
     return units.num(None if value is None else value * scale, 1, unit)
 
@@ -100,6 +104,10 @@ class SmokeScreen(Screen[None]):
             f"smoke test of {', '.join(self.targets) or 'the pool'}: {state}, {len(self.results)} checks, "
             f"{failed} failed" + (f", {len(regressions)} regression(s) against the baseline" if self.changes else "")
         )
+        shown = regressions[:MAX_REGRESSIONS_SHOWN]
+        text += "".join(f"\n  regression: {c.words()}" for c in shown)
+        if len(regressions) > len(shown):
+            text += f"\n  and {len(regressions) - len(shown)} more"
         if error:
             text += f"\n{error}"
         self.query_one("#smoke-status", Static).update(text)
