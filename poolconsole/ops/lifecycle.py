@@ -22,7 +22,9 @@ from poolconsole.ops import audit, control
 from poolconsole.ops.fit import FitReport, KvCapacity, LiveMemory, Verdict, fit
 
 Progress = Callable[[str], None]
-Smoke = Callable[[], Awaitable[object]]
+Smoke = Callable[[Callable[[str], None]], Awaitable[object]]
+"""The rollover's smoke test: called with the action's progress (each check said as it finishes); True
+when every check passed, else the failures in words."""
 _BUSY: set[str] = set()
 
 
@@ -237,7 +239,7 @@ async def rollover(
             ready = await _serving(ctx, engine)
             if smoke is not None:
                 ctx.say("smoke test of the new profile")
-                verdict = await smoke()
+                verdict = await smoke(ctx.say)
                 if verdict is not True:
                     raise ActionFailed(f"smoke test failed: {verdict}")
             await asyncio.to_thread(audit.set_active_profile, ctx.audit_path, engine.name, new.name)
@@ -245,7 +247,8 @@ async def rollover(
                 "rollover",
                 engine.name,
                 "ok",
-                f"serving {new.name}, ready after {ready:.1f} s" + ("" if smoke else " (smoke test skipped)"),
+                f"serving {new.name}, ready after {ready:.1f} s"
+                + (", smoke test passed" if smoke else " (smoke test skipped)"),
                 commands,
                 time.monotonic() - started,
                 ready,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import re
 import sqlite3
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
@@ -134,7 +134,7 @@ async def test_a_failed_smoke_verdict_rolls_back(
     monkeypatch.setenv("POOL_TEST_HF_TOKEN", CANARY)
     calls = []
 
-    async def failing() -> object:
+    async def failing(say: Callable[[str], None]) -> object:
         calls.append(1)
         return "correctness probe: expected /paris/, got 'Lyon'"
 

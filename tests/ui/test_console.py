@@ -10,7 +10,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from textual.geometry import Region
-from textual.widgets import DataTable, Input
+from textual.widgets import DataTable, Input, Log
 
 from poolconsole.config import parse_config
 from poolconsole.sim.demo import SimPool
@@ -384,6 +384,12 @@ async def test_restart_and_rollover_from_the_console(tmp_path: Path) -> None:
             await pilot.press("y")
             await pilot.pause()
             assert await action_outcome(app, 240) == "ok"
+            said = list(app.screen.query_one(Log).lines)  # the smoke test it was promoted on, check by check
+            checks = [line for line in said if line.startswith("  smoke ")]
+            assert checks and all(": PASS" in line for line in checks), said
+            passed = next(line for line in said if line.startswith("smoke test: "))
+            assert passed == f"smoke test: {len(checks)}/{len(checks)} checks passed", said
+            assert said[-1].startswith("== ok: serving awq-4bit-tp4-long") and said[-1].endswith("smoke test passed")
             # the timeline has each action with its outcome, newest first (`E`, filtered to the actions)
             await pilot.press("escape", "E", *"action")
             await settle(pilot, app)

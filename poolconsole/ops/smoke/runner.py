@@ -296,15 +296,36 @@ def with_measurements(
     return out
 
 
-def smoke_gate(config: PoolConfig, engine: str) -> Callable[[], Awaitable[object]]:
-    """The rollover's last step: True when every smoke check of `engine` passes, else the failures in words."""
+def smoke_gate(config: PoolConfig, engine: str) -> Callable[[Callable[[str], None]], Awaitable[object]]:
+    """The rollover's last step: True when every smoke check of `engine` passes, else the failures in words.
+    Each check is said through `say` as it finishes (the action's progress), then the count: the evidence
+    the new profile was promoted on."""
 
-    async def verdict() -> object:
-        results, _ = await run_smoke(config, SmokeOptions((engine,), requests=2, total_s=60))
+    async def verdict(say: Callable[[str], None]) -> object:
+        def heard(result: CheckResult) -> None:
+            say(f"  smoke {check_words(result)}")
+
+        results, _ = await run_smoke(config, SmokeOptions((engine,), requests=2, total_s=60), heard)
         failed = [f"{r.check}: {r.reason}" for r in results if not r.passed]
+        say(f"smoke test: {len(results) - len(failed)}/{len(results)} checks passed")
         return True if results and not failed else "; ".join(failed) or "no check ran"
 
     return verdict
+
+
+def check_words(result: CheckResult) -> str:
+    """One check in a line: 'chat_stream c=4: PASS (TTFT p95 182 ms, 41.3 tok/s per stream)'."""
+    at = f" c={result.concurrency}" if result.concurrency else ""
+    if not result.passed:
+        return f"{result.check}{at}: FAIL ({result.reason})"
+    figures = []
+    p95 = (result.ttft_s or {}).get("p95")
+    if p95 is not None:
+        figures.append(f"TTFT p95 {p95 * 1000:.0f} ms")
+    per_stream = (result.output_tokens_per_s or {}).get("per_stream")
+    if per_stream is not None:
+        figures.append(f"{per_stream:.1f} tok/s per stream")
+    return f"{result.check}{at}: PASS" + (f" ({', '.join(figures)})" if figures else "")
 
 
 QUIET_S = 3.0
