@@ -283,10 +283,21 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def stores_read(args: argparse.Namespace) -> tuple[Path, Path, Path] | None:
+    """What `audit` and `runs` read without --db: the stores the actions on the config (--config, else the
+    default) write, so the demo's own beside a hosts.toml the demo wrote (as restart, rollover and smoke with
+    it do), else None: the user's. A --config is loaded first: one that cannot be read or is invalid is said
+    naming the file (exit 2), not passed over for the user's stores."""
+    if args.config:
+        _load(args.config)
+    return demo_stores_of(args.config)
+
+
 def cmd_audit(args: argparse.Namespace) -> int:
     from poolconsole.ops import audit
 
-    path = Path(args.db) if args.db else audit.default_path()
+    demo = None if args.db else stores_read(args)
+    path = Path(args.db) if args.db else demo[0] if demo else audit.default_path()
     rows = audit.entries(path, args.limit)
     if args.json:
         print(json.dumps([e.to_json() for e in rows], indent=2))
@@ -299,12 +310,12 @@ def cmd_audit(args: argparse.Namespace) -> int:
             print(f"    $ {command}")
     if not rows:
         print(f"no actions recorded in {path}")
-        if not args.db:
+        if not args.db and demo is None:
             from poolconsole.sim.demo import latest_demo_audit
 
-            demo = latest_demo_audit()
-            if demo is not None:  # the demo console's actions are kept apart from the user's
-                print(f"the demo console records its own: poolconsole audit --db {demo}")
+            latest = latest_demo_audit()
+            if latest is not None:  # the demo console's actions are kept apart from the user's
+                print(f"the demo console records its own: poolconsole audit --db {latest}")
     return EXIT_OK
 
 
@@ -547,7 +558,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
     """Stored smoke runs with the conditions they were measured on; --compare A B: what differs."""
     from poolconsole.ops.smoke import store
 
-    db = Path(args.db) if args.db else store.default_db()
+    demo = None if args.db else stores_read(args)
+    db = Path(args.db) if args.db else demo[1] if demo else store.default_db()
     if args.compare:
         found = [store.get_run(db, run_id) for run_id in args.compare]
         missing = [str(i) for i, run in zip(args.compare, found, strict=True) if run is None]
@@ -804,9 +816,12 @@ def build_parser() -> argparse.ArgumentParser:
     plan.set_defaults(func=cmd_plan)
 
     audit_cmd = sub.add_parser("audit", help="the audit log of every action")
+    audit_cmd.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS)
     audit_cmd.add_argument("--json", action="store_true")
     audit_cmd.add_argument("--limit", type=int, default=50)
-    audit_cmd.add_argument("--db", metavar="PATH", help="audit database (default: user data dir)")
+    audit_cmd.add_argument(
+        "--db", metavar="PATH", help="audit database (default: user data dir; the demo's for its hosts.toml)"
+    )
     audit_cmd.set_defaults(func=cmd_audit)
 
     logs_cmd = sub.add_parser("logs", help="an engine's log over SSH, with the failure modes it shows")
@@ -877,10 +892,15 @@ def build_parser() -> argparse.ArgumentParser:
     ledger.set_defaults(func=cmd_ledger)
 
     runs = sub.add_parser("runs", help="stored smoke runs with their conditions; --compare A B")
+    runs.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS)
     runs.add_argument("--target", metavar="NAME", help="only the runs that measured this engine")
     runs.add_argument("--compare", nargs=2, type=int, metavar=("A", "B"), help="the conditions and results that differ")
     runs.add_argument("--json", action="store_true", help="print JSON")
-    runs.add_argument("--db", metavar="PATH", help="SQLite file of stored runs (default: user data dir)")
+    runs.add_argument(
+        "--db",
+        metavar="PATH",
+        help="SQLite file of stored runs (default: user data dir; the demo's for its hosts.toml)",
+    )
     runs.set_defaults(func=cmd_runs)
 
     replay = sub.add_parser("replay", help="the console on a recording: what the pool looked like then")

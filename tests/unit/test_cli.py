@@ -4,6 +4,7 @@ config, an unknown profile)."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -153,3 +154,92 @@ def test_check_config_takes_the_config_where_every_command_does(tmp_path: Path) 
         proc = run(*args, env=clean_env(tmp_path))
         assert proc.returncode == 0, proc.stderr
         assert "ok: 0 host(s), 1 engine(s)" in proc.stdout
+
+
+def demo_written_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str = "demo-77.toml") -> Path:
+    """A hosts.toml as `poolconsole demo --serve-only --config-out FILE` writes it (its first line the mark),
+    with the user's directories in tmp_path."""
+    from poolconsole.sim.demo_files import CONFIG_HEADER
+
+    monkeypatch.delenv("POOLCONSOLE_CONFIG", raising=False)
+    for var, sub in (("HOME", "home"), ("XDG_CONFIG_HOME", "config"), ("XDG_DATA_HOME", "data")):
+        monkeypatch.setenv(var, str(tmp_path / sub))
+    (tmp_path / "run").mkdir(mode=0o700, exist_ok=True)  # platformdirs takes no other as the runtime directory
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "run"))
+    config = tmp_path / name
+    engine = '[[engines]]\nname = "gemma3-27b-nvfp4"\nkind = "vllm"\nurl = "http://127.0.0.1:9"\n'
+    config.write_text(f"{CONFIG_HEADER} (pid 77)\n{engine}")
+    return config
+
+
+def test_audit_takes_the_config_and_reads_the_log_its_actions_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`restart ENGINE --config demo.toml --yes` logs to the demo's own audit log beside demo.toml: `audit`
+    with that config, after the command as every other command takes it or before it, lists that entry."""
+    config = demo_written_config(tmp_path, monkeypatch)
+    stores = cli.demo_stores_of(str(config), say=False)  # where restart / rollover with --config write
+    assert stores is not None and stores[0] == tmp_path / "demo-77.audit.sqlite3"
+    audit.record(stores[0], "restart", "gemma3-27b-nvfp4", ["docker restart gemma"], "ok", "serving after 2.0 s", 2.0)
+    stale = tmp_path / "run" / "poolconsole" / "demo-4242.audit.sqlite3"  # an older, exited demo console's
+    audit.record(stale, "restart", "qwen", ["docker restart qwen"], "ok", "serving after 2.0 s", 2.0)
+    for argv in (["audit", "--config", str(config), "--json"], ["--config", str(config), "audit", "--json"]):
+        capsys.readouterr()
+        assert cli.main(argv) == 0, argv
+        out = capsys.readouterr()
+        entries = json.loads(out.out)
+        assert [(e["action"], e["target"], e["outcome"]) for e in entries] == [("restart", "gemma3-27b-nvfp4", "ok")], (
+            argv
+        )
+        assert stores[0].name in out.err  # said, as the other commands on the demo's hosts.toml say it
+    assert cli.main(["audit", "--config", str(config)]) == 0
+    out = capsys.readouterr().out
+    assert "restart gemma3-27b-nvfp4: ok" in out and "$ docker restart gemma" in out
+    assert "no actions recorded" not in out and "demo-4242" not in out
+    fresh = demo_written_config(tmp_path, monkeypatch, "demo-78.toml")  # a demo with no action yet
+    assert cli.main(["audit", "--config", str(fresh)]) == 0
+    out = capsys.readouterr().out
+    assert f"no actions recorded in {tmp_path / 'demo-78.audit.sqlite3'}" in out
+    assert "demo-4242" not in out  # its own log is the one read: no pointer to another demo's
+    other = tmp_path / "other.audit.sqlite3"
+    assert cli.main(["audit", "--config", str(config), "--db", str(other)]) == 0  # --db still wins
+    assert f"no actions recorded in {other}" in capsys.readouterr().out
+
+
+def test_runs_takes_the_config_and_reads_the_store_its_smoke_runs_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from poolconsole.ops.smoke import store
+
+    config = demo_written_config(tmp_path, monkeypatch)
+    stores = cli.demo_stores_of(str(config), say=False)  # where smoke with --config stores its runs
+    assert stores is not None and stores[1] == tmp_path / "demo-77.smoke.sqlite3"
+    run_id = store.save_run(stores[1], 4242, True, f"smoke --config {config}", [], {})
+    for argv in (["runs", "--config", str(config), "--json"], ["--config", str(config), "runs", "--json"]):
+        capsys.readouterr()
+        assert cli.main(argv) == 0, argv
+        assert [(r["run_id"], r["seed"]) for r in json.loads(capsys.readouterr().out)] == [(run_id, 4242)], argv
+    assert cli.main(["runs", "--config", str(config), "--compare", str(run_id), str(run_id)]) == 0
+    assert "same conditions, same results" in capsys.readouterr().out
+    fresh = demo_written_config(tmp_path, monkeypatch, "demo-78.toml")  # a demo with no smoke run yet
+    assert cli.main(["runs", "--config", str(fresh)]) == 0
+    assert f"no smoke runs stored in {tmp_path / 'demo-78.smoke.sqlite3'}" in capsys.readouterr().out
+    other = tmp_path / "other.smoke.sqlite3"
+    assert cli.main(["runs", "--config", str(config), "--db", str(other)]) == 0  # --db still wins
+    assert f"no smoke runs stored in {other}" in capsys.readouterr().out
+
+
+def test_audit_and_runs_name_a_config_they_cannot_use(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A --config that is a directory, missing or not TOML: a sentence naming it and exit 2, not the user's
+    stores read as if it were fine, and no traceback."""
+    demo_written_config(tmp_path, monkeypatch)
+    broken = tmp_path / "broken.toml"
+    broken.write_text("[[engines]\nname =")
+    for bad in (tmp_path, tmp_path / "missing.toml", broken):
+        for argv in (["audit", "--config", str(bad)], ["--config", str(bad), "runs", "--json"]):
+            capsys.readouterr()
+            assert cli.main(argv) == 2, argv
+            out = capsys.readouterr()
+            assert str(bad) in out.err and "Traceback" not in out.err and out.out == "", argv
