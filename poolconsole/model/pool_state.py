@@ -81,6 +81,9 @@ class EngineTrack:
     """The last poll's counter reset was counted as a restart (False: none, or the one already recorded)."""
     residency: Residency | None = None
     """Ollama: the models its last answered /api/ps held, and what changed over the recent polls."""
+    active_profile: str | None = None
+    """The profile it runs as the audit log's last promoted rollover left it (read at start, set by a
+    rollover here); None: the configured one (`profile`), as far as this console knows."""
     unloaded_here: dict[str, float] = field(default_factory=dict)
     """Ollama: the models this console unloaded (U), by name, with when: their leaving is said as such."""
     ollama_server: OllamaServer | None = None

@@ -121,6 +121,16 @@ def set_active_profile(path: Path, engine: str, profile: str) -> None:
         db.execute("INSERT OR REPLACE INTO active_profiles VALUES (?, ?, ?)", (engine, profile, time.time()))
 
 
+def active_profiles(path: Path) -> dict[str, str]:
+    """Every engine's profile as its last promoted rollover left it (one read; {} without an audit log)."""
+    if not path.exists():
+        return {}
+    with _connect(path) as db:
+        return {
+            str(engine): str(profile) for engine, profile in db.execute("SELECT engine, profile FROM active_profiles")
+        }
+
+
 def active_profile(path: Path, engine: str) -> str | None:
     if not path.exists():
         return None

@@ -247,13 +247,20 @@ class PoolApp(App[None]):
 
     @work(group="audit-events", exclusive=True, exit_on_error=False)
     async def _load_audit(self) -> None:
-        """The audit log's latest actions (this console's earlier ones, the CLI's) into the timeline."""
+        """The audit log's latest actions (this console's earlier ones, the CLI's) into the timeline, and the
+        profile each engine's last promoted rollover left it on (what the overview and detail show)."""
+        path = self.audit_path or audit.default_path()
         try:
-            found = await asyncio.to_thread(audit.entries, self.audit_path or audit.default_path(), 50)
+            found = await asyncio.to_thread(audit.entries, path, 50)
+            active = await asyncio.to_thread(audit.active_profiles, path)
         except audit.AuditUnreadable as exc:
             self.notify(f"the events timeline has no past actions: {exc}", severity="warning", timeout=8)
             return
         self.events.audited((e.at, e.action, e.target, e.outcome, e.detail) for e in found)
+        for name, profile in active.items():
+            track = self.state.engines.get(name)
+            if track is not None and any(p.name == profile for p in track.config.profiles):
+                track.active_profile = profile
         self._changed()
 
     # -- results ------------------------------------------------------------------------------------
@@ -574,6 +581,8 @@ class PoolApp(App[None]):
 
                 smoke = smoke_gate(self.config, engine.name)
                 outcome = await rollover(ctx, engine, profile, smoke=smoke, live=live, kv=kv)
+                if outcome.outcome == "ok":
+                    self.state.engines[engine.name].active_profile = profile
             screen.finish(outcome.outcome, outcome.detail)
             self.events.action(self.state.clock(), outcome.action, engine.name, outcome.outcome, outcome.detail)
             self._changed()

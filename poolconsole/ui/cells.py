@@ -333,7 +333,7 @@ SPECS: tuple[ColumnSpec, ...] = (
     ColumnSpec("host", "Host", 7, 9, fold=6, ellipsis=True),
     ColumnSpec("engine", "Engine", 16, 20, fold=12, ellipsis=True),
     ColumnSpec("kind", "Kind", 8, 19, fold=2),
-    ColumnSpec("model", "Model", 8, 24, fold=1, ellipsis=True),
+    ColumnSpec("model", "Model", 8, 36, fold=1, ellipsis=True),
     ColumnSpec("vram", "GPU mem", 9, 18, fold=4),
     ColumnSpec("kv", "KV", 4, 4, fold=10),
     ColumnSpec("queue", "Run/Wait", 8, 8, fold=11),
@@ -347,9 +347,10 @@ SPECS: tuple[ColumnSpec, ...] = (
 """Every column of the overview, at its narrowest and widest. 13 columns at their narrowest take 117
 cells, so at 120 every one shows. Narrower, they fold away in this order: Model, Kind, the trend, GPU mem,
 TTFT, Host, Age, Why, tok/s, KV, Run/Wait, Engine; State never folds."""
-WIDEN = ("engine", "vram", "kind", "why", "ttft", "tps", "host", "model")
+WIDEN = ("engine", "vram", "model", "kind", "why", "ttft", "tps", "host")
 """Where spare width goes first (each column up to its widest): the engine's name whole, the GPU figures,
-then Kind, so a version shows whole; what is left after these goes to the tok/s trend."""
+the model with the profile it runs (what a rollover changes), then Kind, so a version shows whole; what is
+left after these goes to the tok/s trend."""
 FOLD_ORDER = tuple(s.key for s in sorted((s for s in SPECS if s.fold is not None), key=lambda s: s.fold or 0))
 
 
@@ -379,8 +380,9 @@ def engine_words(track: EngineTrack, why: str | None = None, view: EngineView | 
     v = track.view if view is LATEST else view
     cfg = track.config
     models = ", ".join(v.models[:2]) if v and v.models else (cfg.model or "")
-    if cfg.profile:
-        models = f"{models} · {cfg.profile}" if models else cfg.profile
+    profile = track.active_profile or cfg.profile
+    if profile:
+        models = f"{models} · {profile}" if models else profile
     version = v.version if v else None
     return {
         "host": cfg.host or "-",

@@ -14,9 +14,10 @@ from textual.widgets import DataTable, Input, Log
 
 from poolconsole.config import parse_config
 from poolconsole.sim.demo import SimPool
+from poolconsole.ui import cells
 from poolconsole.ui.app import PoolApp
 from poolconsole.ui.grid import PoolGrid
-from poolconsole.ui.screens.detail import DetailScreen
+from poolconsole.ui.screens.detail import DetailScreen, engine_text
 from poolconsole.ui.screens.others import GatewayScreen, HelpScreen
 from poolconsole.ui.screens.overview import OverviewScreen
 from tests.helpers import uipool
@@ -390,6 +391,9 @@ async def test_restart_and_rollover_from_the_console(tmp_path: Path) -> None:
             passed = next(line for line in said if line.startswith("smoke test: "))
             assert passed == f"smoke test: {len(checks)}/{len(checks)} checks passed", said
             assert said[-1].startswith("== ok: serving awq-4bit-tp4-long") and said[-1].endswith("smoke test passed")
+            track = app.state.engines["qwen3-next-80b"]  # the overview and the detail say the profile it runs now
+            assert cells.engine_words(track)["model"].endswith(" · awq-4bit-tp4-long")
+            assert "profile awq-4bit-tp4-long " in engine_text(track).plain
             # the timeline has each action with its outcome, newest first (`E`, filtered to the actions)
             await pilot.press("escape", "E", *"action")
             await settle(pilot, app)
@@ -402,6 +406,15 @@ async def test_restart_and_rollover_from_the_console(tmp_path: Path) -> None:
             ("rollover", "qwen3-next-80b", "ok"),
             ("restart", "qwen3-30b-a3b", "ok"),
         ]
+        again = PoolApp(parse_config(pool.config_toml()), theme_state=tmp_path / "ui.json")  # the next launch
+        again.audit_path = tmp_path / "audit.sqlite3"
+        async with again.run_test(size=(160, 45)) as pilot:
+            track = again.state.engines["qwen3-next-80b"]
+            for _ in range(40):
+                if track.active_profile is not None:
+                    break
+                await pilot.pause(0.1)
+            assert track.config.profile == "awq-4bit-tp4" and track.active_profile == "awq-4bit-tp4-long"
         assert pool.engines["qwen3-30b-a3b"].load is not None
 
 

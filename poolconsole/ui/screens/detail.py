@@ -44,7 +44,8 @@ def engine_text(track: EngineTrack, now: float | None = None) -> Text:
         Text.assemble(
             (cfg.name, "bold"), f"  {cfg.kind.value} {v.version or ''}  on {cfg.host or '?'}  state ", (v.state, "bold")
         ),
-        f"model {', '.join(v.models) or cfg.model or 'n/a'}   profile {cfg.profile or '-'}   {v.url}",
+        f"model {', '.join(v.models) or cfg.model or 'n/a'}   "
+        f"profile {track.active_profile or cfg.profile or '-'}   {v.url}",
         f"running {units.num(v.requests_running)}  waiting {units.num(v.requests_waiting)}  "
         f"KV {units.pct(v.kv_cache_usage)}  ranks {units.num(v.ranks)}  preemptions {units.num(v.preemptions_total)}",
         f"tok/s {units.num(v.generation_tokens_per_s, 1)}  prompt tok/s {units.num(v.prompt_tokens_per_s, 1)}  "
