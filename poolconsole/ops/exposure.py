@@ -62,7 +62,8 @@ class Finding:
     fix: str
     exposed: bool
     """True when it makes the pool someone else's free API or leaks callers' data (exit 1); False for what
-    is worth knowing but contained (a key-less engine reachable only on loopback or the tailnet)."""
+    is worth knowing but contained (a key-less engine reachable only on loopback or the tailnet; open /slots
+    or CORS only on loopback). Where the engine listens unknown is never contained."""
 
     def to_json(self) -> dict[str, Any]:
         return {"check": self.check, "found": self.found, "fix": self.fix, "exposed": self.exposed}
@@ -293,6 +294,29 @@ CONTAINED = {
     frozenset({"tailnet"}): "it listens on the tailnet only: any tailnet peer can use it",
     frozenset({"loopback", "tailnet"}): "it listens on loopback and the tailnet only: any tailnet peer can use it",
 }
+UNKNOWN_LISTEN = "where it listens was not checked"
+
+
+@dataclass(frozen=True)
+class Reach:
+    """Who reaches the engine, from where it listens: `local` (loopback only: this host's users and
+    processes), `contained` (loopback and/or the tailnet only) or neither (every interface, a public or LAN
+    address, or not known: unknown is never contained)."""
+
+    local: bool
+    contained: bool
+    where: str
+    """Said after a finding: the listen scope that rates it, or that the scope is unknown; empty for a wider
+    listener (its listen_* finding says where)."""
+
+
+def reach(mine: list[Listener] | None) -> Reach:
+    if not mine:  # not read, or nothing on the engine's port as `ss` saw it
+        return Reach(False, False, f" ({UNKNOWN_LISTEN})")
+    scopes = frozenset(s.scope() for s in mine)
+    if scopes in CONTAINED:
+        return Reach(scopes == {"loopback"}, True, f" ({CONTAINED[scopes]})")
+    return Reach(False, False, "")
 
 
 def _verdict(status: int | None) -> bool | None:
@@ -323,6 +347,47 @@ def _llamacpp_models(got: Probe, unchecked: list[str]) -> bool | None:
     return None
 
 
+def _cors_finding(cors: str, at: Reach, unauthenticated: bool | None) -> Finding:
+    """Open CORS lets a web page drive a browser that reaches the engine: only a browser on the host itself
+    when it listens on loopback only (contained), a tailnet peer's browser when on the tailnet (the page's
+    author is not on the tailnet, so key-less that is exposed)."""
+    who = "any web page opened in a browser on its host" if at.local else "any web page a pool user opens"
+    if at.contained and not at.local:
+        why = (
+            " (listening on the tailnet only does not stop it: the browser is on the tailnet)"
+            if unauthenticated
+            else ""
+        )
+    else:
+        why = at.where
+    return Finding(
+        "cors_open",
+        f"CORS is open (Access-Control-Allow-Origin: {cors}): {who} can call it from the browser"
+        + (" without a key" if unauthenticated else "")
+        + why,
+        "allow only the origins that need it (vLLM --allowed-origins, LiteLLM's CORS settings; llama-server "
+        "allows every origin: keep its key on and its address private), or strip the header at a proxy",
+        bool(unauthenticated) and not at.local,
+    )
+
+
+def _slots_finding(entries: int | None, at: Reach) -> Finding:
+    """/slots carries the prompts and outputs of every caller's live requests: contained only when nobody
+    but the host's own users and processes reaches it (loopback only); any tailnet peer reading the others'
+    prompts is a leak."""
+    count = f"{entries} slot(s)" if entries is not None else "its slots"
+    where = (
+        " (it listens on the tailnet: any tailnet peer can read them)" if at.contained and not at.local else at.where
+    )
+    return Finding(
+        "slots_open",
+        f"llama.cpp's /slots answers without a key ({count}){where}: its entries carry the prompts and generated "
+        "text of live requests, so it leaks callers' data (poolconsole never reads that text)",
+        "start llama-server with --no-slots, or with --api-key so /slots needs the key too",
+        not at.local,
+    )
+
+
 def judge(engine: Engine, got: Probe, listeners: list[Listener] | None, listen_why: str | None) -> EngineExposure:
     """The findings from what the probes answered and where the engine listens."""
     findings: list[Finding] = []
@@ -334,9 +399,8 @@ def judge(engine: Engine, got: Probe, listeners: list[Listener] | None, listen_w
         unchecked.append(
             f"nothing listens on port {engine_port(engine)} on its host as `ss` sees it (another network namespace?)"
         )
-    scopes = {s.scope() for s in mine or []}
-    contained = bool(mine) and scopes <= {"loopback", "tailnet"}
-    where = "" if not contained else f" ({CONTAINED[frozenset(scopes)]})"
+    at = reach(mine)
+    contained, where = at.contained, at.where
     models_open = _verdict(got.models_status)
     if models_open is None and got.models_status is not None and got.keyed_models_status == 200:
         # refused without the key, served with it: a refusal, whatever its status (LiteLLM without its
@@ -372,22 +436,13 @@ def judge(engine: Engine, got: Probe, listeners: list[Listener] | None, listen_w
         findings.append(
             Finding(
                 "litellm_master_key",
-                "no master key is set: LiteLLM without general_settings.master_key lets every caller in",
+                f"no master key is set: LiteLLM without general_settings.master_key lets every caller in{where}",
                 KEY_FIX[EngineKind.LITELLM],
                 not contained,
             )
         )
     if got.cors in ("*", PROBE_ORIGIN):
-        findings.append(
-            Finding(
-                "cors_open",
-                f"CORS is open (Access-Control-Allow-Origin: {got.cors}): any web page a pool user opens can call it "
-                "from their browser" + (" without a key" if unauthenticated else ""),
-                "allow only the origins that need it (vLLM --allowed-origins, LiteLLM's CORS settings; llama-server "
-                "allows every origin: keep its key on and its address private), or strip the header at a proxy",
-                bool(unauthenticated),
-            )
-        )
+        findings.append(_cors_finding(got.cors, at, unauthenticated))
     if got.metrics_status == 200:
         findings.append(
             Finding(
@@ -399,16 +454,7 @@ def judge(engine: Engine, got: Probe, listeners: list[Listener] | None, listen_w
             )
         )
     if got.slots_status == 200:
-        entries = f"{got.slots_entries} slot(s)" if got.slots_entries is not None else "its slots"
-        findings.append(
-            Finding(
-                "slots_open",
-                f"llama.cpp's /slots answers without a key ({entries}): its entries carry the prompts and generated "
-                "text of live requests, so it leaks callers' data (poolconsole never reads that text)",
-                "start llama-server with --no-slots, or with --api-key so /slots needs the key too",
-                True,
-            )
-        )
+        findings.append(_slots_finding(got.slots_entries, at))
     if mine:
         findings += listen_findings(engine, mine)
     return EngineExposure(

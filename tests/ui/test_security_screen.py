@@ -12,7 +12,10 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from textual import events
+from textual.containers import VerticalScroll
 from textual.pilot import Pilot
+from textual.widget import Widget
 from textual.widgets import DataTable, Static
 
 from poolconsole.config import parse_config
@@ -97,3 +100,48 @@ async def test_security_screen_flags_the_keyless_engine(oom_pool: SimPool, tmp_p
             assert cell(screen, name, "key") == "requires a key", name
         summary = str(screen.query_one("#security-summary", Static).render())
         assert summary.startswith(f"EXPOSED: {KEYLESS_ENGINE} (1 of 8)"), summary
+
+
+def wheel_down(app: PoolApp, widget: Widget) -> None:
+    """One turn of the mouse wheel over the widget, as the terminal reports it."""
+    x, y = widget.region.x + 2, widget.region.y + 2
+    app.post_message(events.MouseScrollDown(None, x, y, 0, 1, 0, False, False, False, screen_x=x, screen_y=y))
+
+
+async def test_exposed_findings_come_first_and_the_findings_pane_scrolls(oom_pool: SimPool, tmp_path: Path) -> None:
+    """At 80x24 the exposed engine's findings open the pane, ahead of the contained engines' and what could
+    not be checked (the Mac's), and the rest is reached with PageDown, End and the wheel; Tab reaches the
+    table, whose cursor still moves."""
+    app = PoolApp(parse_config(oom_pool.config_toml()), theme_state=tmp_path / "ui.json", read_only=True)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await asyncio.sleep(1.0)
+        screen = await audited(pilot, app, COMPLETION_CHOICES[1])
+        await pilot.pause()
+        findings = screen.query_one("#security-findings", Static)
+        lines = str(findings.render()).splitlines()
+        assert lines[0].startswith(f"{KEYLESS_ENGINE} (ollama, ") and lines[0].endswith(": EXPOSED"), lines[:3]
+        assert lines[1].startswith("  !! "), lines[:3]  # its exposed findings first, before its contained ones
+        first_other = next(i for i, line in enumerate(lines) if line and not line.startswith(" ") and i)
+        assert MAC_ENGINE in "\n".join(lines[first_other:])  # the other engines (the Mac's ?? lines) after it
+        pane = screen.query_one("#security-findings-pane", VerticalScroll)
+        assert screen.focused is pane
+        top = findings.region.y
+        assert pane.region.y == top and top + 1 < pane.region.bottom  # the first !! line shows, unscrolled
+        assert pane.max_scroll_y > 0, "the findings fit: nothing to scroll"
+
+        await pilot.press("pagedown")
+        assert pane.scroll_y > 0 and findings.region.y < top  # the text moved up
+        await pilot.press("end")
+        assert pane.scroll_y == pane.max_scroll_y
+        await pilot.press("home")
+        assert pane.scroll_y == 0 and findings.region.y == top
+        wheel_down(app, pane)
+        await pilot.pause()
+        assert pane.scroll_y > 0 and findings.region.y < top
+
+        table = screen.query_one("#security-table", DataTable)
+        await pilot.press("shift+tab")
+        assert app.focused is table
+        row = table.cursor_row
+        await pilot.press("down")
+        assert table.cursor_row == row + 1

@@ -215,3 +215,47 @@ def test_ollama_bind_fix_names_its_own_port() -> None:
     result = judge(ollama, Probe(models_status=200, models=("m",)), [Listener("0.0.0.0", 41141, None)], None)
     [listen] = [f for f in result.findings if f.check == "listen_all_interfaces"]
     assert "OLLAMA_HOST=127.0.0.1:41141" in listen.fix
+
+
+OPEN_LLAMA = Probe(
+    models_status=200, models=("m",), completion_status=200, metrics_status=200, slots_status=200, slots_entries=2,
+    cors="*",
+)  # fmt: skip
+"""llama-server without --api-key: everything answers, /slots included, and CORS is open."""
+
+
+def test_an_engine_on_loopback_only_is_contained_for_every_finding_slots_and_cors_too() -> None:
+    """Only this host's users and processes reach it: no finding is `!!` while each says why, the fix stays."""
+    for address in ("127.0.0.1", "::1"):
+        result = judge(llama(), OPEN_LLAMA, [Listener(address, 8080, "llama-server")], None)
+        checks = {f.check: f for f in result.findings}
+        assert {"completion_without_key", "models_without_key", "cors_open", "slots_open"} <= set(checks)
+        assert not result.exposed and not [f.check for f in result.findings if f.exposed], address
+        assert all("loopback only" in f.found for f in result.findings), [f.found for f in result.findings]
+        assert "--no-slots" in checks["slots_open"].fix and result.unchecked == ()
+        assert exposure.document([result], True)["exposed"] is False
+    gateway = Engine.model_validate({"name": "gw", "kind": "litellm", "url": "http://gw:4000", "host": "h"})
+    open_gw = judge(gateway, Probe(models_status=200, completion_status=200), [Listener("127.0.0.1", 4000, None)], None)
+    [master] = [f for f in open_gw.findings if f.check == "litellm_master_key"]
+    assert not master.exposed and "loopback only" in master.found
+
+
+def test_a_public_or_unknown_listener_keeps_it_exposed_and_unknown_is_said() -> None:
+    """Loopback and a public address, every interface, or where it listens not read: EXPOSED, /slots too;
+    on the tailnet a key-less engine is contained but its /slots (any peer reads the others' prompts) and
+    open CORS (a web page drives a peer's browser) are not."""
+    for listeners in ([Listener("127.0.0.1", 8080, None), Listener("203.0.113.7", 8080, None)],
+                      [Listener("0.0.0.0", 8080, None)]):  # fmt: skip
+        result = judge(llama(), OPEN_LLAMA, listeners, None)
+        exposed = {f.check for f in result.findings if f.exposed}
+        assert result.exposed and {"completion_without_key", "slots_open", "cors_open"} <= exposed, exposed
+        assert not [f.found for f in result.findings if "loopback only" in f.found]
+    unknown = judge(llama(), OPEN_LLAMA, None, "listening addresses not read: studio has no `ss`")
+    assert unknown.exposed and unknown.listen is None and "studio has no `ss`" in unknown.unchecked[0]
+    [slots] = [f for f in unknown.findings if f.check == "slots_open"]
+    assert slots.exposed and "where it listens was not checked" in slots.found
+    nothing = judge(llama(), OPEN_LLAMA, [Listener("127.0.0.1", 9999, None)], None)  # not on its port
+    assert nothing.exposed and all(f.exposed for f in nothing.findings if f.check != "metrics_without_key")
+    tailnet = judge(llama(), OPEN_LLAMA, [Listener("100.101.102.103", 8080, None)], None)
+    assert {f.check for f in tailnet.findings if f.exposed} == {"slots_open", "cors_open"}
+    assert "any tailnet peer can read them" in next(f.found for f in tailnet.findings if f.check == "slots_open")

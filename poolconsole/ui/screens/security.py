@@ -1,7 +1,8 @@
 """The exposure audit in the console (`S`): ops.exposure run over the pool's engines and gateways (a models
 list, a one-token completion unless skipped, /metrics and llama.cpp's /slots, all without a key; `ss -ltn`
 on each host over SSH), then one row per engine and gateway (answers without a key, where it listens, the
-verdict) and every finding with its fix. Never destructive, so the same in --read-only; response bodies are
+verdict) and every finding with its fix, the exposed engines' first, in a pane that scrolls (it takes the
+keys; Tab reaches the table). Never destructive, so the same in --read-only; response bodies are
 never shown (the audit keeps only status codes, model names and counts)."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from pathlib import Path
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
+from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Header, Static
 
@@ -34,22 +36,34 @@ def verdict(result: EngineExposure) -> str:
     return "ok" if result.unauthenticated is False else "not checked"
 
 
-def finding_lines(results: list[EngineExposure]) -> list[str]:
-    """Each engine's findings with their fixes, then what could not be checked."""
-    out: list[str] = []
-    for r in results:
-        if not r.findings and not r.unchecked:
-            continue
-        out.append(f"{r.name} ({r.kind}, {r.url}): {verdict(r)}")
-        for f in r.findings:
-            out.append(f"  {'!!' if f.exposed else '--'} {f.found}")
+RANK = {"EXPOSED": 0, "contained": 1}
+"""The order of the findings pane: the exposed engines first, then the contained, then the rest (what
+could not be checked)."""
+
+
+def engine_lines(result: EngineExposure) -> list[str]:
+    """One engine's findings, the exposed (`!!`) first, each with its fix (said once after a run of findings
+    that share it), then what could not be checked (`??`)."""
+    out = [f"{result.name} ({result.kind}, {result.url}): {verdict(result)}"]
+    ordered = sorted(result.findings, key=lambda f: not f.exposed)
+    for i, f in enumerate(ordered):
+        out.append(f"  {'!!' if f.exposed else '--'} {f.found}")
+        if i + 1 == len(ordered) or ordered[i + 1].fix != f.fix:
             out.append(f"     fix: {f.fix}")
-        out += [f"  ?? {why}" for why in r.unchecked]
-    return out
+    return out + [f"  ?? {why}" for why in result.unchecked]
+
+
+def finding_lines(results: list[EngineExposure]) -> list[str]:
+    """Each engine's findings with their fixes: the exposed engines first, so an operator sees them
+    without scrolling."""
+    shown = [r for r in results if r.findings or r.unchecked]
+    return [line for r in sorted(shown, key=lambda r: RANK.get(verdict(r), 2)) for line in engine_lines(r)]
 
 
 class SecurityScreen(Screen[None]):
     CSS_PATH = Path(__file__).with_suffix(".tcss")
+    AUTO_FOCUS = "#security-findings-pane"
+    """The findings take the keys (arrows, PageUp/PageDown, Home/End); Tab moves to the table."""
 
     def __init__(self, config: PoolConfig, completion: bool = True) -> None:
         super().__init__()
@@ -68,7 +82,8 @@ class SecurityScreen(Screen[None]):
             markup=False,
         )
         yield DataTable(id="security-table", cursor_type="row")
-        yield Static("", id="security-findings", markup=False)
+        with VerticalScroll(id="security-findings-pane"):
+            yield Static("", id="security-findings", markup=False)
         yield KeysFooter()
 
     def on_mount(self) -> None:
