@@ -210,7 +210,8 @@ def active_profiles(config: PoolConfig, audit_path: Path) -> dict[str, str | Non
     (blocking: a SQLite read)."""
     from poolconsole.ops import audit
 
-    return {e.name: audit.active_profile(audit_path, e.name) if e.profiles else None for e in config.engines}
+    active = audit.active_profiles(audit_path)  # one read for the pool, as the console's start-up does
+    return {e.name: active.get(e.name) if e.profiles else None for e in config.engines}
 
 
 async def engine_versions(config: PoolConfig, targets: list[Target]) -> dict[str, str | None]:
