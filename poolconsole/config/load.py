@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import re
 import tomllib
 from dataclasses import dataclass
@@ -12,7 +13,7 @@ from pydantic import ValidationError
 
 from poolconsole.config.models import PoolConfig
 
-SECRET_KEYS = re.compile(r"(^|_)(api_key|key|token|password|secret)$")
+SECRET_KEYS = re.compile(r"(^|_)(api_key|key|token|password|secret)$", re.IGNORECASE)  # HF_TOKEN in an env table too
 
 
 @dataclass(frozen=True)
@@ -112,6 +113,31 @@ def _secret_problems(data: Any, loc: tuple[str | int, ...] = ()) -> list[tuple[t
     return found
 
 
+UNKNOWN_KEY = "unknown key (check the spelling; `poolconsole schema` lists every key)"
+
+
+def _no_env_twin(data: Any, locs: list[tuple[str | int, ...]]) -> set[tuple[str | int, ...]]:
+    """Of the secret-named keys at `locs`, those whose `_env` twin the schema does not know either (`bogus_key`:
+    "use bogus_key_env" would send the operator to a second unknown key). Checked by validating a copy with
+    each renamed; only when the file has such keys."""
+    renamed = copy.deepcopy(data)
+    twins = {}
+    for loc in locs:
+        parent = renamed
+        for part in loc[:-1]:
+            parent = parent[part]
+        key = str(loc[-1])
+        parent[f"{key}_env"] = "ENV_VAR_NAME"
+        del parent[key]
+        twins[(*loc[:-1], f"{key}_env")] = loc
+    try:
+        PoolConfig.model_validate(renamed)
+    except ValidationError as exc:
+        unknown = (tuple(e["loc"]) for e in exc.errors() if e["type"] == "extra_forbidden")
+        return {twins[loc] for loc in unknown if loc in twins}
+    return set()
+
+
 def parse_config(text: str, source: str = "<config>") -> PoolConfig:
     """Parse and validate TOML text; raises ConfigError listing every problem."""
     try:
@@ -122,8 +148,12 @@ def parse_config(text: str, source: str = "<config>") -> PoolConfig:
     index = _LineIndex(text)
     problems: list[Problem] = []
     secret_locs = set()
-    for loc, message in _secret_problems(data):
+    secrets = _secret_problems(data)
+    unknown = _no_env_twin(data, [loc for loc, message in secrets if "_env = " in message]) if secrets else set()
+    for loc, message in secrets:
         secret_locs.add(loc)
+        if loc in unknown:
+            message = f"{UNKNOWN_KEY}; secrets are never written in hosts.toml, only the variable holding one"
         problems.append(Problem(_loc_text(loc, data), message, index.line(loc)))
     try:
         config = PoolConfig.model_validate(data)
@@ -134,7 +164,7 @@ def parse_config(text: str, source: str = "<config>") -> PoolConfig:
                 continue
             message = error["msg"]
             if error["type"] == "extra_forbidden":
-                message = "unknown key (check the spelling; `poolconsole schema` lists every key)"
+                message = UNKNOWN_KEY
             elif error["type"] == "missing":
                 message = "required key is missing"
             problems.append(Problem(_loc_text(loc, data), message, index.line(loc)))

@@ -1,0 +1,42 @@
+"""A secret written into hosts.toml is refused with the key that should hold the variable's name instead, and
+only where the schema has that key: a misspelt key named like a secret is an unknown key, not a pointer to a
+second unknown one."""
+
+from __future__ import annotations
+
+import pytest
+
+from poolconsole.config import ConfigError, parse_config
+
+ENGINE = '[[engines]]\nname = "qwen"\nkind = "vllm"\nurl = "http://127.0.0.1:8000"\n'
+
+
+def problems(text: str) -> list[str]:
+    with pytest.raises(ConfigError) as err:
+        parse_config(text)
+    return [f"{p.path}: {p.message}" for p in err.value.problems]
+
+
+def test_a_secret_under_a_key_the_schema_has_an_env_twin_for_names_the_twin() -> None:
+    [said] = problems(ENGINE + 'api_key = "sk-live-123"\n')
+    assert said == 'engines[0:qwen].api_key: secrets are never written in hosts.toml: use api_key_env = "ENV_VAR_NAME"'
+
+
+def test_a_misspelt_secret_like_key_is_unknown_and_no_twin_is_invented() -> None:
+    [said] = problems(ENGINE + 'apikey_key = "sk-live-123"\n')
+    assert said.startswith("engines[0:qwen].apikey_key: unknown key (check the spelling")
+    assert "secrets are never written in hosts.toml" in said and "apikey_key_env" not in said
+
+
+def test_a_secret_in_an_env_table_is_pointed_at_an_env_reference() -> None:
+    text = ENGINE + '[[engines.profiles]]\nname = "p"\nformat = "AWQ"\n[engines.profiles.env]\nHF_TOKEN = "hf_x"\n'
+    said = [p for p in problems(text) if "HF_TOKEN" in p]
+    hint = 'secrets are never written in hosts.toml: use HF_TOKEN = { env = "ENV_VAR_NAME" }'
+    assert said == [f"engines[0:qwen].profiles[0:p].env.HF_TOKEN: {hint}"]
+
+
+def test_both_kinds_in_one_file_each_get_their_own_words_and_no_value_is_echoed() -> None:
+    said = problems(ENGINE + 'api_key = "sk-live-123"\nbogus_token = "tok-456"\n')
+    assert len(said) == 2 and "api_key_env" in said[0]
+    assert said[1].startswith("engines[0:qwen].bogus_token: unknown key")
+    assert not any("sk-live" in s or "tok-456" in s for s in said)
