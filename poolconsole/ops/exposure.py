@@ -115,6 +115,15 @@ class EngineExposure:
     def exposed(self) -> bool:
         return any(f.exposed for f in self.findings)
 
+    @property
+    def verdict(self) -> str:
+        """In one word, as the exposure screen and the CLI's text say it."""
+        if self.exposed:
+            return "EXPOSED"
+        if self.findings:
+            return "contained"  # worth knowing, reachable only on loopback, the tailnet or the LAN
+        return "ok" if self.unauthenticated is False else "not checked"
+
     def to_json(self) -> dict[str, Any]:
         return {
             "name": self.name,
@@ -512,9 +521,8 @@ def cli(config: PoolConfig, args: argparse.Namespace) -> int:
     else:
         for r in results:
             state = {True: "answers without a key", False: "requires a key", None: "key not checked"}[r.unauthenticated]
-            mark = "EXPOSED" if r.exposed else "ok"
             listen = ", ".join(r.listen) if r.listen else "listen n/a"
-            print(f"{mark:8s} {r.name} ({r.kind}, {r.url}): {state}; {listen}")
+            print(f"{r.verdict:11s} {r.name} ({r.kind}, {r.url}): {state}; {listen}")
             for f in r.findings:
                 print(f"  {'!!' if f.exposed else '--'} {f.found}\n     fix: {f.fix}")
             for why in r.unchecked:

@@ -259,3 +259,28 @@ def test_a_public_or_unknown_listener_keeps_it_exposed_and_unknown_is_said() -> 
     tailnet = judge(llama(), OPEN_LLAMA, [Listener("100.101.102.103", 8080, None)], None)
     assert {f.check for f in tailnet.findings if f.exposed} == {"slots_open", "cors_open"}
     assert "any tailnet peer can read them" in next(f.found for f in tailnet.findings if f.check == "slots_open")
+
+
+def test_the_cli_text_gives_each_engine_the_screens_verdict(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`poolconsole exposure` says EXPOSED, contained, ok or not checked as the exposure screen does (it said
+    "ok" for an engine with contained findings)."""
+    results = [
+        judge(llama(), OPEN_LLAMA, [Listener("0.0.0.0", 8080, None)], None),
+        judge(llama(), OPEN_LLAMA, [Listener("127.0.0.1", 8080, None)], None),
+        exposure.EngineExposure("keyed", "llamacpp", "http://h:8080", False, ("127.0.0.1:8080",), ()),
+        exposure.EngineExposure("quiet", "llamacpp", "http://h:8081", None, None, (), ("models list: timed out",)),
+    ]
+
+    async def audited(config: object, completion: bool) -> list[exposure.EngineExposure]:
+        return results
+
+    monkeypatch.setattr(exposure, "audit", audited)
+    config = Engine.model_validate({"name": "x", "kind": "llamacpp", "url": "http://h:8080"})
+    pool = type("Pool", (), {"engines": [config]})()
+    args = type("Args", (), {"no_completion": False, "json": False})()
+    assert exposure.cli(pool, args) == 1  # type: ignore[arg-type]
+    lines = [line for line in capsys.readouterr().out.splitlines() if not line.startswith(" ")]
+    assert [line.split()[0] for line in lines[:4]] == ["EXPOSED", "contained", "ok", "not"]
+    assert lines[3].startswith("not checked quiet") and lines[-1] == "1 of 4 exposed"

@@ -28,14 +28,6 @@ COMPLETION_CHOICES = (
 KEY_TEXT = {True: "answers without a key", False: "requires a key", None: NA}
 
 
-def verdict(result: EngineExposure) -> str:
-    if result.exposed:
-        return "EXPOSED"
-    if result.findings:
-        return "contained"  # worth knowing, reachable only on loopback, the tailnet or the LAN
-    return "ok" if result.unauthenticated is False else "not checked"
-
-
 RANK = {"EXPOSED": 0, "contained": 1}
 """The order of the findings pane: the exposed engines first, then the contained, then the rest (what
 could not be checked)."""
@@ -44,7 +36,7 @@ could not be checked)."""
 def engine_lines(result: EngineExposure) -> list[str]:
     """One engine's findings, the exposed (`!!`) first, each with its fix (said once after a run of findings
     that share it), then what could not be checked (`??`)."""
-    out = [f"{result.name} ({result.kind}, {result.url}): {verdict(result)}"]
+    out = [f"{result.name} ({result.kind}, {result.url}): {result.verdict}"]
     ordered = sorted(result.findings, key=lambda f: not f.exposed)
     for i, f in enumerate(ordered):
         out.append(f"  {'!!' if f.exposed else '--'} {f.found}")
@@ -57,7 +49,7 @@ def finding_lines(results: list[EngineExposure]) -> list[str]:
     """Each engine's findings with their fixes: the exposed engines first, so an operator sees them
     without scrolling."""
     shown = [r for r in results if r.findings or r.unchecked]
-    return [line for r in sorted(shown, key=lambda r: RANK.get(verdict(r), 2)) for line in engine_lines(r)]
+    return [line for r in sorted(shown, key=lambda r: RANK.get(r.verdict, 2)) for line in engine_lines(r)]
 
 
 class SecurityScreen(Screen[None]):
@@ -117,7 +109,7 @@ class SecurityScreen(Screen[None]):
         table.clear()
         for r in results:
             listen = NA if r.listen is None else ", ".join(r.listen) or "-"
-            cells = (r.name, r.kind, KEY_TEXT[r.unauthenticated], listen, verdict(r), str(len(r.findings)))
+            cells = (r.name, r.kind, KEY_TEXT[r.unauthenticated], listen, r.verdict, str(len(r.findings)))
             table.add_row(*(Text(c) for c in cells), key=r.name)
         exposed = [r.name for r in results if r.exposed]
         probe = "with" if self.completion else "without"
