@@ -250,6 +250,7 @@ async def probe(client: httpx.AsyncClient, engine: Engine, completion: bool) -> 
     base = engine.url
     errors: list[str] = []
     result = Probe()
+    waited = client.timeout.read  # the words of a timed-out probe: "no answer within N s"
     try:
         listed = await client.get(base + "/v1/models", headers={"Origin": PROBE_ORIGIN})
         result.models_status = listed.status_code
@@ -257,7 +258,7 @@ async def probe(client: httpx.AsyncClient, engine: Engine, completion: bool) -> 
         if listed.status_code == 200:
             result.models = _names(listed)
     except httpx.HTTPError as exc:
-        errors.append(failed_request(base + "/v1/models", exc))
+        errors.append(failed_request(base + "/v1/models", exc, waited))
         result.errors = tuple(errors)
         return result  # the engine does not answer: nothing else to learn
     model = result.models[0] if result.models else None
@@ -275,12 +276,12 @@ async def probe(client: httpx.AsyncClient, engine: Engine, completion: bool) -> 
             answer = await client.post(base + "/v1/completions", json=body)
             result.completion_status = answer.status_code
         except httpx.HTTPError as exc:
-            errors.append(failed_request(base + "/v1/completions", exc))
+            errors.append(failed_request(base + "/v1/completions", exc, waited))
     if engine.kind in METRICS_KINDS:
         try:
             result.metrics_status = (await client.get(base + "/metrics")).status_code
         except httpx.HTTPError as exc:
-            errors.append(failed_request(base + "/metrics", exc))
+            errors.append(failed_request(base + "/metrics", exc, waited))
     if engine.kind is EngineKind.LLAMACPP:
         try:
             slots = await client.get(base + "/slots")
@@ -293,7 +294,7 @@ async def probe(client: httpx.AsyncClient, engine: Engine, completion: bool) -> 
                 except ValueError:
                     result.slots_entries = None
         except httpx.HTTPError as exc:
-            errors.append(failed_request(base + "/slots", exc))
+            errors.append(failed_request(base + "/slots", exc, waited))
     result.errors = tuple(errors)
     return result
 

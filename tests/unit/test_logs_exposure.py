@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shlex
 from pathlib import Path
@@ -284,3 +285,24 @@ def test_the_cli_text_gives_each_engine_the_screens_verdict(
     lines = [line for line in capsys.readouterr().out.splitlines() if not line.startswith(" ")]
     assert [line.split()[0] for line in lines[:4]] == ["EXPOSED", "contained", "ok", "not"]
     assert lines[3].startswith("not checked quiet") and lines[-1] == "1 of 4 exposed"
+
+
+async def test_a_probe_that_gets_no_answer_says_so_and_how_long_it_waited() -> None:
+    """A server that accepts and never answers: httpx's ReadTimeout has no message, and the finding read
+    "…/v1/models: ReadTimeout: " with nothing after it."""
+    accepted: list[asyncio.StreamWriter] = []
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted.append(writer)  # held open, never answered
+
+    server = await asyncio.start_server(silent, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    engine = Engine.model_validate({"name": "mute", "kind": "llamacpp", "url": f"http://127.0.0.1:{port}"})
+    try:
+        async with httpx.AsyncClient(timeout=httpx.Timeout(0.2)) as client:
+            got = await exposure.probe(client, engine, completion=True)
+    finally:
+        for writer in accepted:
+            writer.close()
+        server.close()
+    assert got.errors == (f"http://127.0.0.1:{port}/v1/models: no answer within 0.2 s",)

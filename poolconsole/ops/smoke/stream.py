@@ -187,9 +187,9 @@ def failed_request(url: str, exc: BaseException, timeout_s: float | None = None)
             return f"{url}: cannot connect: {seen or 'the connect timed out'}"
         timed_out = timed_out or isinstance(seen, TimeoutError) or kind.endswith("Timeout")
         seen = seen.__cause__ or seen.__context__
-    if timed_out and timeout_s is not None:
-        return f"{url}: no answer within {timeout_s:g} s"
-    return f"{url}: {type(exc).__name__}: {exc or 'connection failed'}"
+    if timed_out:  # httpx's read timeouts carry no message: "ReadTimeout: " said nothing
+        return f"{url}: no answer within {timeout_s:g} s" if timeout_s is not None else f"{url}: no answer (timed out)"
+    return f"{url}: {type(exc).__name__}: {str(exc) or 'connection failed'}"
 
 
 async def _read_events(response: httpx.Response, result: StreamResult, stall_s: float, deadline: float) -> None:
