@@ -17,7 +17,7 @@ name = "awq"
 format = "awq"
 bits = 4
 weights_gib = 40
-env = { HF_TOKEN = "secret" }
+env = { HF_HUB_OFFLINE = "value-never-shown", HF_TOKEN = { env = "HF_TOKEN" } }
 
 [[engines.profiles]]
 name = "fp8-long"
@@ -48,11 +48,11 @@ def test_conditions_name_the_active_profile_and_its_quantization() -> None:
         "max_num_seqs": 16,
         "tp_size": 1,
         "args": None,
-        "env_names": ["HF_TOKEN"],
+        "env_names": ["HF_HUB_OFFLINE", "HF_TOKEN"],
         "gpu_model": None,
         "gpu_driver": None,
     }
-    assert "secret" not in str(got)  # the environment's names, never its values
+    assert "value-never-shown" not in str(got)  # the environment's names, never its values
     coder = got["coder"]
     assert (coder["kind"], coder["profile"], coder["quantization"], coder["version"]) == ("llamacpp", None, None, None)
 
