@@ -454,10 +454,9 @@ def cmd_exporter(args: argparse.Namespace) -> int:
 
 
 def cmd_record(args: argparse.Namespace) -> int:
-    """The live pool polled headless into the history store until SIGINT or SIGTERM (systemd's stop)."""
-    import signal
-
+    """The live pool polled headless into the history store until SIGINT, SIGTERM (systemd's stop) or SIGHUP."""
     from poolconsole.runtime.live import LivePool
+    from poolconsole.runtime.stopping import stop_on_signals
     from poolconsole.runtime.store import Store, StoreProblem, record
 
     config = _load(args.config)
@@ -480,16 +479,14 @@ def cmd_record(args: argparse.Namespace) -> int:
     print(
         f"recording {len(config.engines)} engine(s) and {len(config.hosts)} host(s) of {source} every "
         f"{config.settings.poll_interval_s:g} s into {path} (every poll for {kept.full_resolution_hours:g} h, "
-        f"then 1-minute rollups for {kept.rollup_days:g} days); SIGINT or SIGTERM stops",
+        f"then 1-minute rollups for {kept.rollup_days:g} days); SIGINT, SIGTERM or SIGHUP stops",
         flush=True,
     )
 
     async def run() -> None:
         stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        await record(pool, store, stop)
+        with stop_on_signals(stop):
+            await record(pool, store, stop)
 
     try:
         asyncio.run(run())

@@ -11,10 +11,7 @@ again from the engines' own values when the exporter restarts, which Prometheus 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import signal
 import sys
-import threading
 from collections.abc import Callable, Iterable
 
 from aiohttp import web
@@ -27,6 +24,7 @@ from poolconsole.model.hosts import HostState
 from poolconsole.model.pool_state import PoolState
 from poolconsole.model.snapshots import EngineState
 from poolconsole.runtime.live import LivePool, Update
+from poolconsole.runtime.stopping import stop_on_signals
 
 ENGINE_LABELS = ("engine", "kind", "host")
 GPU_LABELS = ("host", "gpu", "memory_kind")
@@ -273,33 +271,24 @@ async def serve(
     stop: asyncio.Event | None = None,
     ready: Callable[[str], None] | None = None,
 ) -> None:
-    """Serve until `stop` is set, or SIGINT/SIGTERM in the main thread. Raises ListenError before polling
-    anything when the address cannot be served."""
+    """Serve until `stop` is set, or a stop signal in the main thread (runtime.stopping). Raises ListenError
+    before polling anything when the address cannot be served."""
     stop = stop or asyncio.Event()
     exporter = Exporter(config, host, port)
-    loop = asyncio.get_running_loop()
-    main_thread = threading.current_thread() is threading.main_thread()
-    signals = (signal.SIGINT, signal.SIGTERM)
-    if main_thread:
-        for sig in signals:
-            loop.add_signal_handler(sig, stop.set)
-    try:
-        address = await exporter.start()
-        assert exporter.live is not None
-        exporter.live.subscribe(_told)
-        if ready is not None:
-            ready(address)
-        await stop.wait()
-    finally:
-        await exporter.stop()
-        if main_thread:
-            for sig in signals:
-                with contextlib.suppress(ValueError, RuntimeError):
-                    loop.remove_signal_handler(sig)
+    with stop_on_signals(stop):
+        try:
+            address = await exporter.start()
+            assert exporter.live is not None
+            exporter.live.subscribe(_told)
+            if ready is not None:
+                ready(address)
+            await stop.wait()
+        finally:
+            await exporter.stop()
 
 
 def run(config: PoolConfig, host: str, port: int) -> None:
-    """The `exporter` command's body: blocks until SIGINT/SIGTERM."""
+    """The `exporter` command's body: blocks until SIGINT, SIGTERM or SIGHUP."""
 
     def ready(address: str) -> None:
         engines, hosts = len(config.engines), len(config.hosts)

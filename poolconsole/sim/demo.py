@@ -8,7 +8,6 @@ import contextlib
 import os
 import secrets
 import shutil
-import signal
 import threading
 import time
 from collections.abc import Callable
@@ -17,6 +16,7 @@ from pathlib import Path
 import asyncssh
 import httpx
 
+from poolconsole.runtime.stopping import stop_on_signals
 from poolconsole.sim.demo_files import CONFIG_HEADER
 from poolconsole.sim.demo_pool import EngineSpec, HostSpec, pool
 from poolconsole.sim.hosts import BROKEN_PROFILE, NO_SPEC_ENV, NO_SPEC_SUFFIX, SimHost
@@ -379,36 +379,30 @@ def write_atomically(path: Path, text: str) -> None:
 async def _serve(
     args: argparse.Namespace, ready: Callable[[Path | None], None] | None = None, stop: asyncio.Event | None = None
 ) -> int:
-    """Run the pool until `stop` is set (or SIGINT/SIGTERM); `ready(config_path)` once every target answers."""
+    """Run the pool until `stop` is set (or a stop signal: runtime.stopping); `ready(config_path)` once every
+    target answers."""
     sim = SimPool(args.scenario, args.nodes, args.seed)
     stop = stop or asyncio.Event()
-    loop = asyncio.get_running_loop()
-    main_thread = threading.current_thread() is threading.main_thread()
-    if main_thread:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
     config_path = Path(args.config_out) if args.config_out else None
     keys_dir = config_path.with_name(config_path.name + ".ssh") if config_path is not None else None
-    try:
-        await sim.start(keys_dir)
-        await sim.wait_ready()
-        if config_path is not None:
-            write_atomically(config_path, sim.config_toml())
-        if ready is not None:
-            ready(config_path)
-        await stop.wait()
-        return 0
-    finally:
-        await sim.stop()
-        if main_thread:
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                loop.remove_signal_handler(sig)
-        if config_path is not None and config_path == demo_config_path():
-            # its own hosts.toml and SSH keys name ports that are gone now; the audit log and the smoke
-            # runs beside them stay (`poolconsole audit` points at the newest)
-            config_path.unlink(missing_ok=True)
-            if keys_dir is not None:
-                shutil.rmtree(keys_dir, ignore_errors=True)
+    with stop_on_signals(stop):
+        try:
+            await sim.start(keys_dir)
+            await sim.wait_ready()
+            if config_path is not None:
+                write_atomically(config_path, sim.config_toml())
+            if ready is not None:
+                ready(config_path)
+            await stop.wait()
+            return 0
+        finally:
+            await sim.stop()
+            if config_path is not None and config_path == demo_config_path():
+                # its own hosts.toml and SSH keys name ports that are gone now; the audit log and the smoke
+                # runs beside them stay (`poolconsole audit` points at the newest)
+                config_path.unlink(missing_ok=True)
+                if keys_dir is not None:
+                    shutil.rmtree(keys_dir, ignore_errors=True)
 
 
 def serve_only(args: argparse.Namespace) -> int:

@@ -2,7 +2,7 @@
 what /metrics serves is the pool state at the scrape, unknown is absent, GPU memory says dedicated or
 unified, the token counters stay monotonic across an engine restart, and a real Prometheus stores what
 the exporter served, with rate() and resets() right across restarts. The command's own exits (bad
---listen, busy port, SIGINT and SIGTERM) run it as a subprocess."""
+--listen, busy port, SIGINT, SIGTERM and SIGHUP) run it as a subprocess."""
 
 from __future__ import annotations
 
@@ -303,7 +303,7 @@ def test_bad_listen_and_busy_port_exit_2_naming_the_address(tmp_path: Path) -> N
     assert invalid.returncode == 2 and "broken.toml" in invalid.stderr
 
 
-@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=["SIGTERM", "SIGINT", "SIGHUP"])
 async def test_a_signal_stops_the_command_cleanly(tmp_path: Path, stop: signal.Signals) -> None:
     engine_port = free_port()
     config = write_config(tmp_path / "hosts.toml", engine_port)

@@ -165,7 +165,11 @@ def test_kill_9_of_record_loses_at_most_the_last_second(demo: Path, tmp_path: Pa
     assert all(s <= 1.0 + interval + SLACK_S for s in lost.values()), lost
 
 
-def test_sigterm_stops_record_with_exit_0_and_every_poll_committed(demo: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_a_stop_signal_ends_record_with_exit_0_and_every_poll_committed(
+    demo: Path, tmp_path: Path, stop: signal.Signals
+) -> None:
+    """systemd's stop (SIGTERM) or a closed terminal (SIGHUP): the buffered last second is committed too."""
     config = load_config(demo)
     path = tmp_path / "history.sqlite3"
     proc, first = start_record(demo, path)
@@ -175,7 +179,7 @@ def test_sigterm_stops_record_with_exit_0_and_every_poll_committed(demo: Path, t
         wait_for_rows(path, proc, 2 * len(targets(config)))
         with pytest.raises(StoreBusy, match="being written by another poolconsole process"):
             Store(path, background=False)  # one writer per store
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(stop)
         out, err = proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:

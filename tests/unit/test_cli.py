@@ -118,7 +118,9 @@ def test_rollover_to_an_unknown_profile_exits_2_before_any_plan(tmp_path: Path) 
     assert "will run" not in proc.stdout and proc.stdout == ""
 
 
-def test_serve_only_says_where_its_config_is(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGHUP], ids=["SIGINT", "SIGHUP"])
+def test_serve_only_says_where_its_config_is(tmp_path: Path, stop: signal.Signals) -> None:
+    """Ctrl-C, or its terminal closed (SIGHUP), stops it cleanly: its throwaway config and SSH keys go."""
     env = clean_env(tmp_path)
     env["XDG_RUNTIME_DIR"] = str(tmp_path / "run")
     proc = subprocess.Popen(
@@ -135,7 +137,7 @@ def test_serve_only_says_where_its_config_is(tmp_path: Path) -> None:
         assert path.is_file() and "[[engines]]" in path.read_text()
         assert path.with_name(path.name + ".ssh").is_dir()  # the simulated hosts' keys
     finally:
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(stop)
         deadline = time.monotonic() + 30
         while proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.1)
