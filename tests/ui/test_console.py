@@ -126,7 +126,8 @@ async def test_detail_gateway_help_and_back(tmp_path: Path) -> None:
         await pilot.press("enter")
         await settle(pilot, app)
         assert isinstance(app.screen, DetailScreen)
-        info = str(app.screen.query_one("#engine-info").render())
+        panel = app.screen.query_one("#engine-info")
+        info = " ".join(strip.text.strip() for strip in panel.render_lines(Region(0, 0, *panel.size)))
         assert "qwen3-next-80b" in info and "TTFT" in info
         assert app.screen.query_one("#gpus", DataTable).row_count == 4  # the TP node's four cards
         await pilot.press("escape")

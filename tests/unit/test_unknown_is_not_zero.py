@@ -68,7 +68,7 @@ async def test_macos_without_macmon_swap_is_unknown_not_zero() -> None:
     assert snap.system_memory is not None
     assert snap.system_memory.swap_used_bytes is None  # vm_stat counts swap-ins, not bytes in swap
     assert status_json(snap)["system_memory"]["swap_used_bytes"] is None
-    text = host_text(HostTrack(parse_config(HOST).hosts[0], snap))
+    text = host_text(HostTrack(parse_config(HOST).hosts[0], snap)).plain
     assert "swap n/a" in text and "swap 0" not in text
     free_pages = 6127229 + 430715 + 11820 + 628646
     assert f"system memory {(38654705664 - free_pages * 4096) / 2**30:.1f} / 36 GiB" in text  # known parts stay
@@ -102,7 +102,7 @@ async def test_gpu_memory_used_not_reported_is_unknown() -> None:
     assert cells.gpu_memory(gpu) == "n/a / 140 GiB"
     assert cells.gpu_memory(replace(gpu, memory_used_bytes=21363 * MIB)) == "20.9 / 140 GiB"
     assert cells.gpu_bars(snap, None, COLORS).plain == "? n/a"
-    text = host_text(HostTrack(parse_config(HOST).hosts[0], snap))
+    text = host_text(HostTrack(parse_config(HOST).hosts[0], snap)).plain
     assert "swap n/a" in text  # /proc/meminfo without swap lines
 
 

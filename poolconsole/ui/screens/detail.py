@@ -19,6 +19,7 @@ from poolconsole.model import ollama, units
 from poolconsole.model.failure_modes import Diagnosis
 from poolconsole.model.pool_state import EngineTrack, History, HostTrack, PoolState
 from poolconsole.ui import cells
+from poolconsole.ui.fields import FieldLines, Line
 from poolconsole.ui.footer import KeysFooter
 from poolconsole.ui.tables import sync_rows
 
@@ -35,25 +36,27 @@ def resets_seen(track: EngineTrack) -> str:
     return str(seen)
 
 
-def engine_text(track: EngineTrack, now: float | None = None) -> Text:
+def engine_text(track: EngineTrack, now: float | None = None) -> FieldLines:
     v = track.view
     cfg = track.config
     if v is None:
-        return Text(f"{cfg.name}: waiting for the first poll")
-    lines: list[Text | str] = [
-        Text.assemble(
-            (cfg.name, "bold"), f"  {cfg.kind.value} {v.version or ''}  on {cfg.host or '?'}  state ", (v.state, "bold")
-        ),
-        f"model {', '.join(v.models) or cfg.model or 'n/a'}   "
-        f"profile {track.active_profile or cfg.profile or '-'}   {v.url}",
-        f"running {units.num(v.requests_running)}  waiting {units.num(v.requests_waiting)}  "
-        f"KV {units.pct(v.kv_cache_usage)}  ranks {units.num(v.ranks)}  preemptions {units.num(v.preemptions_total)}",
-        f"tok/s {units.num(v.generation_tokens_per_s, 1)}  prompt tok/s {units.num(v.prompt_tokens_per_s, 1)}  "
-        f"TTFT mean {units.seconds(v.ttft_mean_s)} p50 {units.seconds(v.ttft_p50_s)} p95 {units.seconds(v.ttft_p95_s)}"
-        f" ({v.ttft_window or 'n/a'})  ITL mean {units.seconds(v.itl_mean_s)} p95 {units.seconds(v.itl_p95_s)}",
-        f"prefix-cache hit {units.pct(v.prefix_cache_hit_rate)}  spec-decode acceptance "
-        f"{units.pct(v.spec_decode_acceptance_rate)}  counter resets (restarts) seen: {resets_seen(track)}",
-    ]
+        return FieldLines([f"{cfg.name}: waiting for the first poll"])
+    lines: list[Line] = [
+        (Text(cfg.name, "bold"), f"{cfg.kind.value} {v.version or ''}".rstrip(), f"on {cfg.host or '?'}",
+         Text.assemble("state ", (v.state, "bold"))),
+        (f"model {', '.join(v.models) or cfg.model or 'n/a'}", f"profile {track.active_profile or cfg.profile or '-'}",
+         v.url),
+        (f"running {units.num(v.requests_running)}", f"waiting {units.num(v.requests_waiting)}",
+         f"KV {units.pct(v.kv_cache_usage)}", f"ranks {units.num(v.ranks)}",
+         f"preemptions {units.num(v.preemptions_total)}"),
+        (f"tok/s {units.num(v.generation_tokens_per_s, 1)}", f"prompt tok/s {units.num(v.prompt_tokens_per_s, 1)}",
+         f"TTFT mean {units.seconds(v.ttft_mean_s)} p50 {units.seconds(v.ttft_p50_s)} "
+         f"p95 {units.seconds(v.ttft_p95_s)} ({v.ttft_window or 'n/a'})",
+         f"ITL mean {units.seconds(v.itl_mean_s)} p95 {units.seconds(v.itl_p95_s)}"),
+        (f"prefix-cache hit {units.pct(v.prefix_cache_hit_rate)}",
+         f"spec-decode acceptance {units.pct(v.spec_decode_acceptance_rate)}",
+         f"counter resets (restarts) seen: {resets_seen(track)}"),
+    ]  # fmt: skip
     if v.error:
         lines.append(Text.assemble(("error:", "bold"), f" {v.error}"))
     if track.diagnosis is not None:
@@ -63,10 +66,10 @@ def engine_text(track: EngineTrack, now: float | None = None) -> Text:
     unknown = [f"{k}: {r}" for k, r in v.unknown.items() if k in ("kv_cache_usage", "ttft_mean_s", "requests_running")]
     if unknown:
         lines.append("unknown: " + "; ".join(unknown))
-    return Text("\n").join(Text(line) if isinstance(line, str) else line for line in lines)
+    return FieldLines(lines)
 
 
-def diagnosis_lines(diagnosis: Diagnosis) -> list[Text | str]:
+def diagnosis_lines(diagnosis: Diagnosis) -> list[Line]:
     """What the engine's log showed when it went down or restarted: each failure mode with what it means,
     what to change and the line that showed it."""
     head = f"log ({diagnosis.source}, read when it {diagnosis.reason})"
@@ -74,7 +77,7 @@ def diagnosis_lines(diagnosis: Diagnosis) -> list[Text | str]:
         return [f"{head}: {diagnosis.error}"]
     if not diagnosis.findings:
         return [f"{head}: no known failure mode"]
-    out: list[Text | str] = [head + ":"]
+    out: list[Line] = [head + ":"]
     for f in diagnosis.findings:
         out.append(Text.assemble((f"{f.title}:", "bold"), f" {f.diagnosis}"))
         out.append(f"  change: {f.adjustment}")
@@ -82,7 +85,7 @@ def diagnosis_lines(diagnosis: Diagnosis) -> list[Text | str]:
     return out
 
 
-def residency_lines(track: EngineTrack, now: float) -> list[Text | str]:
+def residency_lines(track: EngineTrack, now: float) -> list[Line]:
     """Ollama: the server's keep-alive and parallelism, then each resident model with its size, the share in
     VRAM (the rest offloaded to system RAM), context and expiry counted down; a client's keep-alive
     override and early unloads pointed out. U / O unload and preload (hidden read-only)."""
@@ -97,7 +100,7 @@ def residency_lines(track: EngineTrack, now: float) -> list[Text | str]:
     if residency is None:
         return [f"resident: n/a (no /api/ps answered yet)   {settings}"]
     rows = ollama.rows(residency, server, now)
-    out: list[Text | str] = [Text.assemble((f"resident models ({len(rows)})", "bold"), f"   {settings}")]
+    out: list[Line] = [Text.assemble((f"resident models ({len(rows)})", "bold"), f"   {settings}")]
     for r in rows:
         share = "n/a" if r.vram_share is None else f"{r.vram_share * 100:.0f}% in VRAM"
         context = "n/a" if r.context is None else f"{r.context}"
@@ -110,23 +113,20 @@ def residency_lines(track: EngineTrack, now: float) -> list[Text | str]:
     return out
 
 
-def host_text(track: HostTrack) -> Text:
+def host_text(track: HostTrack) -> FieldLines:
     snap = track.snapshot
     if snap is None:
-        return Text(f"{track.config.name}: waiting for the first poll")
-    memory = cells.system_memory(snap.system_memory)
-    lines: list[Text | str] = [
-        Text.assemble(
-            (f"host {snap.name}", "bold"),
-            f" ({snap.address})  {snap.state.value}  source {snap.source or '-'}  "
-            f"{snap.memory_kind or ''} memory  rtt {units.num(snap.rtt_ms, 1, ' ms')}",
-        ),
-        memory,
-    ]
+        return FieldLines([f"{track.config.name}: waiting for the first poll"])
+    memory = cells.system_memory(snap.system_memory).split(", ")  # its swap a field of its own
+    lines: list[Line] = [
+        (Text(f"host {snap.name}", "bold"), f"({snap.address})", snap.state.value, f"source {snap.source or '-'}",
+         f"{snap.memory_kind or ''} memory".lstrip(), f"rtt {units.num(snap.rtt_ms, 1, ' ms')}"),
+        (*(part + "," for part in memory[:-1]), memory[-1]),
+    ]  # fmt: skip
     if snap.error:
         lines.append(Text.assemble(("error:", "bold"), f" {snap.error}"))
     lines += [f"· {n}" for n in snap.notes[:4]]
-    return Text("\n").join(Text(line) if isinstance(line, str) else line for line in lines)
+    return FieldLines(lines)
 
 
 class DetailScreen(Screen[None]):
