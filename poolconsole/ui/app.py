@@ -16,7 +16,7 @@ from textual.app import App
 from textual.command import CommandPalette, Provider
 from textual.css.query import NoMatches
 from textual.notifications import SeverityLevel
-from textual.screen import Screen
+from textual.screen import ModalScreen, Screen
 from textual.worker import Worker, WorkerState
 
 from poolconsole.collect.ssh import SSHPool
@@ -842,6 +842,9 @@ class PoolApp(App[None]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """--read-only: every action that changes the pool is hidden from keys, footer and palette, and refused.
         A replay also refuses what reaches the live pool; the replay's own keys exist only in a replay."""
+        dialog = isinstance(self.screen, ModalScreen) and not isinstance(self.screen, CommandPalette)
+        if dialog and action == "quit":
+            return False  # q cancels a dialog, as Escape does (from a picker it quit the console)
         if self.read_only and action in registry.MUTATING:
             return False
         if not registry.on_screen(action, self._screen_name()):

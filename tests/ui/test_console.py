@@ -438,3 +438,29 @@ async def test_r_polls_every_target_now(tmp_path: Path) -> None:
                 await asyncio.sleep(0.1)
             assert len(history.times) == 2  # polled again at once, not 30 s later
             assert not app.runtime.sleepers or all(not w.done() for w in app.runtime.sleepers)
+
+
+async def test_escape_and_q_cancel_every_dialog_and_q_never_quits_from_one(tmp_path: Path) -> None:
+    """The profile picker (P), and the same picker for an Ollama model (U, O), closed on neither Escape nor q;
+    q quit the whole console from it. Escape and q now cancel it as its Cancel button does, and the yes/no
+    confirmation (R) alike, back on the overview with no action started; q there still quits."""
+    from poolconsole.ui.screens.action import ConfirmAction, ProfilePicker
+
+    app = static_app(tmp_path)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await feed(app)
+        await settle(pilot, app)
+        grid = app.screen.query_one("#pool", PoolGrid)
+        grid.move_cursor(row=table_rows(app).index("engine:qwen3-next-80b"))
+        for opener, dialog in (("P", ProfilePicker), ("R", ConfirmAction)):
+            for closer in ("escape", "q"):
+                await pilot.press(opener)
+                await pilot.pause()
+                assert isinstance(app.screen, dialog), (opener, app.screen)
+                await pilot.press(closer)
+                await pilot.pause()
+                assert app.is_running, f"{closer} in the {dialog.__name__} quit the console"
+                assert isinstance(app.screen, OverviewScreen), (opener, closer, app.screen)
+        await pilot.press("q")
+        await pilot.pause()
+        assert not app.is_running

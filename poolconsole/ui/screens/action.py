@@ -21,7 +21,10 @@ from poolconsole.ui.footer import KeysFooter
 
 
 class ProfilePicker(ModalScreen[str | None]):
+    """A choice from a list (a profile to roll to, an Ollama model to unload or preload); Escape or q cancels."""
+
     CSS_PATH = Path(__file__).with_suffix(".tcss")
+    BINDINGS: ClassVar[list[BindingType]] = [("escape,q", "cancel", "Cancel")]
 
     def __init__(
         self,
@@ -58,6 +61,9 @@ class ProfilePicker(ModalScreen[str | None]):
     def on_button_pressed(self, event: Button.Pressed) -> None:
         self.dismiss(None)
 
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
 
 class ConfirmAction(ModalScreen[bool]):
     """Shows exactly what will run where; nothing runs unless the operator says yes."""
@@ -65,8 +71,7 @@ class ConfirmAction(ModalScreen[bool]):
     CSS_PATH = Path(__file__).with_suffix(".tcss")
     BINDINGS: ClassVar[list[BindingType]] = [
         ("y", "answer(True)", "Yes, run it"),
-        ("n", "answer(False)", "No"),
-        ("escape", "answer(False)", "No"),
+        ("n,escape,q", "answer(False)", "No"),
     ]
 
     def __init__(self, title: str, lines: list[str], runnable: bool = True) -> None:
