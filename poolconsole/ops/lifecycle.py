@@ -210,7 +210,10 @@ async def rollover(
     new_file = _profile_file(engine, new)
     old_file = _profile_file(engine, old) if old is not None else None
     ctx.secrets = tuple({*ctx.secrets, *new_file.values, *(old_file.values if old_file else ())})
-    report = fit(engine, new, ctx.config.host(engine.host), live, kv, active=new.name == current_name)
+    again = new.name == current_name
+    if again:  # a re-apply: the profile as hosts.toml says it now (its args or env edited), then a restart
+        ctx.say(f"profile {new.name} is already active: it is applied again (its file rewritten, then a restart)")
+    report = fit(engine, new, ctx.config.host(engine.host), live, kv, active=again)
     for line in report.lines():
         ctx.say(line)
     if report.verdict is Verdict.DOES_NOT_FIT and not force:
@@ -247,7 +250,7 @@ async def rollover(
                 "rollover",
                 engine.name,
                 "ok",
-                f"serving {new.name}, ready after {ready:.1f} s"
+                f"serving {new.name}{' (re-applied)' if again else ''}, ready after {ready:.1f} s"
                 + (", smoke test passed" if smoke else " (smoke test skipped)"),
                 commands,
                 time.monotonic() - started,

@@ -544,12 +544,18 @@ class PoolApp(App[None]):
 
             def go(yes: bool | None) -> None:
                 if yes:
-                    screen = ActionScreen(f"rollover {engine.name} -> {name}")
+                    screen = ActionScreen(f"rollover {engine.name} -> {name}{' (re-apply)' if name == active else ''}")
                     self._show_action(screen)
                     self._act(screen, engine, name, live, kv)
 
             if report.verdict is Verdict.FITS:
-                self.push_screen(ConfirmAction(f"Switch {engine.name} from {active} to {name}?", lines), go)
+                question = (
+                    f"Re-apply {name} to {engine.name}? It is the active profile: its file is written again as "
+                    "hosts.toml says it now, and the engine restarts"
+                    if name == active
+                    else f"Switch {engine.name} from {active} to {name}?"
+                )
+                self.push_screen(ConfirmAction(question, lines), go)
                 return
             why = {  # refused by the rollover itself: nothing to run from here
                 Verdict.DOES_NOT_FIT: "DOES NOT FIT",

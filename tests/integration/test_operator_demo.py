@@ -104,6 +104,21 @@ async def test_rollover_without_force_and_the_secret_stays_off_the_record(
     assert audit.active_profile(tmp_path / "audit.db", ENGINE) == "awq-4bit-tp4-long"
 
 
+async def test_the_active_profile_again_is_a_re_apply_and_says_so(
+    demo: tuple[SimPool, PoolConfig], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its file rewritten as hosts.toml says it now (an edited args or env), the engine restarted: the progress
+    and the outcome say it was a re-apply, where "serving X" alone read as a switch that never was."""
+    pool, config = demo
+    monkeypatch.setenv("POOL_TEST_HF_TOKEN", CANARY)
+    outcome, said = await run_rollover(config, tmp_path, "awq-4bit-tp4")  # the demo config's active profile
+    assert outcome.outcome == "ok" and outcome.detail.startswith("serving awq-4bit-tp4 (re-applied), ready after ")
+    assert "profile awq-4bit-tp4 is already active: it is applied again" in said[0]
+    assert pool.sim_hosts["tp4"].profiles[ENGINE]["POOL_PROFILE"] == "awq-4bit-tp4"
+    [entry] = audit.entries(tmp_path / "audit.db")
+    assert (entry.profile_from, entry.profile_to, entry.outcome) == ("awq-4bit-tp4", "awq-4bit-tp4", "ok")
+
+
 async def test_a_missing_environment_value_refuses_before_anything_runs(
     demo: tuple[SimPool, PoolConfig], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

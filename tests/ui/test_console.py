@@ -395,8 +395,18 @@ async def test_restart_and_rollover_from_the_console(tmp_path: Path) -> None:
             track = app.state.engines["qwen3-next-80b"]  # the overview and the detail say the profile it runs now
             assert cells.engine_words(track)["model"].endswith(" · awq-4bit-tp4-long")
             assert "profile awq-4bit-tp4-long " in engine_text(track).plain
+            # the active profile again: a re-apply, said as one ("Switch from X to X?" read as a no-op)
+            await pilot.press("escape")
+            await pilot.pause()
+            await pick_profile(pilot, app, "awq-4bit-tp4-long")
+            assert isinstance(app.screen, ConfirmAction)
+            assert app.screen.title_text.startswith("Re-apply awq-4bit-tp4-long to qwen3-next-80b? It is the active")
+            await pilot.press("n")
+            await pilot.pause()
+            assert not isinstance(app.screen, (ConfirmAction, ActionScreen))
+            await pilot.press("escape")  # back on the overview, where E opens the timeline
             # the timeline has each action with its outcome, newest first (`E`, filtered to the actions)
-            await pilot.press("escape", "E", *"action")
+            await pilot.press("E", *"action")
             await settle(pilot, app)
             log = app.screen.query_one("#event-log", DataTable)
             rows = [(str(log.get_row_at(i)[1]), str(log.get_row_at(i)[3])) for i in range(log.row_count)]
