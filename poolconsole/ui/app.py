@@ -130,8 +130,8 @@ class PoolApp(App[None]):
         self.theme = remembered if remembered in self.available_themes else default
         if self.config.keys:
             problems = registry.keymap_problems(dict(self.config.keys))
-            for problem in problems:
-                self.notify(f"{problem} (`poolconsole check-config` lists every problem)", severity="error")
+            for problem in problems:  # a minute on screen: the console starts anyway, on the default keys there
+                self.notify(f"{problem} (`poolconsole check-config` lists every problem)", severity="error", timeout=60)
             known = {a.id for a in registry.ACTIONS}
             self.set_keymap({k: v for k, v in self.config.keys.items() if k in known and v.strip()})
         # Pushed once the app's start-up is done, not during it: Textual holds every repaint back until its

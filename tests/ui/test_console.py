@@ -474,3 +474,17 @@ async def test_escape_and_q_cancel_every_dialog_and_q_never_quits_from_one(tmp_p
         await pilot.press("q")
         await pilot.pause()
         assert not app.is_running
+
+
+async def test_a_keys_table_check_config_refuses_is_said_on_screen_for_a_minute(tmp_path: Path) -> None:
+    """The console starts on a [keys] table with an unknown id and a key given twice (an incident is no time
+    to refuse a console over its keys), and says each problem as check-config does, long enough to be read."""
+    text = (uipool.ROOT / "hosts.toml").read_text() + '\n[keys]\nfilter = "f"\nsmoke = "f"\nnosuch = "z"\n'
+    app = PoolApp(parse_config(text), live=False, clock=uipool.clock, theme_state=tmp_path / "ui.json")
+    async with app.run_test(size=(160, 40)) as pilot:
+        await pilot.pause()
+        said = {n.message: n for n in app._notifications}
+        assert {m.split(" (")[0] for m in said} >= {"keys: 'f' is the key of both filter and smoke"}
+        assert any(m.startswith("keys.nosuch: no action has this id") for m in said), list(said)
+        assert all(n.severity == "error" and n.timeout >= 60 for n in said.values())
+        assert app.is_running
