@@ -379,25 +379,16 @@ def _gateway(state: PoolState, unserved: list[tuple[str, str, str | None]]) -> s
 
 
 def _oldest(state: PoolState, now: float) -> str:
-    """How old the oldest poll on screen is, and whose; targets not polled yet are counted."""
-    ages: list[tuple[float, str]] = []
-    never = 0
-    for name, engine in state.engines.items():
-        at = engine.view.polled_at if engine.view else None
-        if at is None:
-            never += 1
-        else:
-            ages.append((max(0.0, now - at), name))
-    for name, host in state.hosts.items():
-        if host.snapshot is None:
-            never += 1
-        else:
-            ages.append((max(0.0, now - host.snapshot.fetched_at), name))
+    """How old the oldest good data on screen is, and whose, as the Age column counts it (from each target's
+    last answer, not its last try: a pool that never answered read "oldest data 0 s"); the targets that have
+    not answered yet are counted."""
+    targets = [*state.engines.items(), *state.hosts.items()]
+    ages = [(max(0.0, now - t.last_ok_at), name) for name, t in targets if t.last_ok_at is not None]
+    silent = len(targets) - len(ages)
     if not ages:
-        return "no data yet"
+        return "no data yet" + (f": none of {silent} targets has answered" if silent else "")
     age, name = max(ages)
-    text = f"oldest data {age:.0f} s ({name})"
-    return text + (f", {never} not polled yet" if never else "")
+    return f"oldest data {age:.0f} s ({name})" + (f", {silent} not answered yet" if silent else "")
 
 
 def summarise(state: PoolState, alerts: Alerts, now: float | None = None) -> Summary:

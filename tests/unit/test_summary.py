@@ -155,3 +155,21 @@ def test_a_model_line_counts_the_unknown_once_after_run_wait() -> None:
     line = cells.model_line("m", tracks, cells.Colors("g", "y", "r", "d", "b"), 200).plain
     assert f"run/wait {num(known.requests_running)}/{num(known.requests_waiting)} (1 n/a)" in line, line
     assert line.count("n/a") == 2, line  # tok/s's and run/wait's
+
+
+def test_the_oldest_data_counts_from_each_targets_last_answer_not_its_last_try() -> None:
+    """A pool where nothing ever answered read "oldest data 0 s (tp4)" while every row's Age said never."""
+    config = uipool.config()
+    state, alerts = PoolState(config, uipool.clock), Alerts(config.alerts)
+    assert summarise(state, alerts).lines[3].endswith("· no data yet: none of 15 targets has answered")
+    for host in config.hosts:
+        state.apply_host(HostSnapshot(host.name, host.address, HostState.UNREACHABLE, "no route", fetched_at=uipool.T0))
+    for engine in config.engines:
+        _down(state, engine.name)
+    line = summarise(state, alerts).lines[3]
+    assert line.endswith("· no data yet: none of 15 targets has answered") and "0 s" not in line, line
+    healthy, _ = _healthy(config)
+    now = uipool.T0 + 40
+    healthy.apply_host(HostSnapshot("ws48", "ws48", HostState.UNREACHABLE, "no route", fetched_at=now))
+    line = summarise(healthy, alerts, now).lines[3]
+    assert re.search(r"· oldest data (3[0-9]|40) s \(ws48\)$", line), line  # its last answer, not this try
