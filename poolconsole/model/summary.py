@@ -382,9 +382,12 @@ def _oldest(state: PoolState, now: float) -> str:
     """How old the oldest good data on screen is, and whose, as the Age column counts it (from each target's
     last answer, not its last try: a pool that never answered read "oldest data 0 s"); the targets that have
     not answered yet are counted."""
-    targets = [*state.engines.items(), *state.hosts.items()]
-    ages = [(max(0.0, now - t.last_ok_at), name) for name, t in targets if t.last_ok_at is not None]
-    silent = len(targets) - len(ages)
+    answered = [
+        *((name, e.last_ok_at) for name, e in state.engines.items()),
+        *((name, h.last_ok_at) for name, h in state.hosts.items()),
+    ]
+    ages = [(max(0.0, now - at), name) for name, at in answered if at is not None]
+    silent = len(answered) - len(ages)
     if not ages:
         return "no data yet" + (f": none of {silent} targets has answered" if silent else "")
     age, name = max(ages)
