@@ -194,6 +194,10 @@ async def test_refused(client: PollClient) -> None:
     assert snap.state is EngineState.DOWN and "refused" in (snap.error or "")  # type: ignore[attr-defined]
     # the words name where it knocked, as the SSH side does ("connection refused by 127.0.0.1:42057 ...")
     assert f"connection refused by 127.0.0.1:{port} (" in snap.error, snap.error  # type: ignore[attr-defined]
+    # each metric left unknown says why in those words, not the failure's kind (a name that does not
+    # resolve was said "engine down: refused")
+    said = set(snap.missing.values())  # type: ignore[attr-defined]
+    assert said == {f"engine down: connection refused by 127.0.0.1:{port}"}, said
 
 
 async def test_timeout(server: RawHTTPServer, client: PollClient) -> None:
@@ -201,6 +205,7 @@ async def test_timeout(server: RawHTTPServer, client: PollClient) -> None:
     server.routes["/metrics"] = Reply(mode="hang")
     _, snap = await poll(client, server.url, EngineKind.VLLM)
     assert snap.state is EngineState.DOWN and "no answer within 1 s" in (snap.error or "")  # type: ignore[attr-defined]
+    assert set(snap.missing.values()) == {"engine down: no answer within 1 s"}  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize("status", [401, 403])

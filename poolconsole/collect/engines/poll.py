@@ -221,7 +221,8 @@ class EnginePoller:
         metrics = got["/metrics"]
         if metrics.failure in (Failure.REFUSED, Failure.TIMEOUT):
             poll.worse(EngineState.DOWN, metrics.error or "unreachable")
-            poll.all_missing(f"engine down: {metrics.failure}")
+            # its own words, not the failure's kind ("refused" was said of a name that does not resolve)
+            poll.all_missing(f"engine down: {(metrics.error or 'unreachable').split(' (')[0]}")
             self.models = None
             return
         if not metrics.ok:
