@@ -180,3 +180,12 @@ def test_a_card_is_named_by_the_words_that_tell_it_apart() -> None:
         None: "GPU",
     }
     assert {name: cells._card(name) for name in names} == names
+
+
+def test_the_detail_of_a_host_that_never_answered_says_its_state_as_the_overview_does_and_unknown_as_n_a() -> None:
+    """It read "auth_failed  source -  memory  rtt n/a": a raw state id, a dash, a kind left empty."""
+    snap = HostSnapshot("box", "box.example", HostState.AUTH_FAILED, "authentication refused", fetched_at=1.0)
+    text = host_text(HostTrack(parse_config(HOST).hosts[0], snap)).plain
+    first = text.splitlines()[0]
+    assert first == "host box  (box.example)  auth failed  source n/a  memory kind n/a  rtt n/a", first
+    assert cells.state_word(snap.state) == "auth failed"  # the overview's State column

@@ -118,9 +118,10 @@ def host_text(track: HostTrack) -> FieldLines:
     if snap is None:
         return FieldLines([f"{track.config.name}: waiting for the first poll"])
     memory = cells.system_memory(snap.system_memory).split(", ")  # its swap a field of its own
+    kind = f"{snap.memory_kind} memory" if snap.memory_kind else f"memory kind {units.NA}"
     lines: list[Line] = [
-        (Text(f"host {snap.name}", "bold"), f"({snap.address})", snap.state.value, f"source {snap.source or '-'}",
-         f"{snap.memory_kind or ''} memory".lstrip(), f"rtt {units.num(snap.rtt_ms, 1, ' ms')}"),
+        (Text(f"host {snap.name}", "bold"), f"({snap.address})", cells.state_word(snap.state),
+         f"source {snap.source or units.NA}", kind, f"rtt {units.num(snap.rtt_ms, 1, ' ms')}"),
         (*(part + "," for part in memory[:-1]), memory[-1]),
     ]  # fmt: skip
     if snap.error:
