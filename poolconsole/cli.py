@@ -303,11 +303,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
         print(json.dumps([e.to_json() for e in rows], indent=2))
         return EXIT_OK
     for e in rows:
-        when = dt.datetime.fromtimestamp(e.at, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
-        change = f" {e.profile_from} -> {e.profile_to}" if e.profile_to else ""
-        print(f"{when}Z {e.user} {e.action} {e.target}{change}: {e.outcome} ({e.duration_s:.1f} s) {e.detail}")
-        for command in e.commands:
-            print(f"    $ {command}")
+        print(e.text())
     if not rows:
         print(f"no actions recorded in {path}")
         if not args.db and demo is None:

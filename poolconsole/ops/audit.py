@@ -3,6 +3,7 @@ SQLite with WAL and synchronous=FULL, so an entry survives a crash once written.
 
 from __future__ import annotations
 
+import datetime as dt
 import getpass
 import json
 import sqlite3
@@ -48,6 +49,14 @@ class Entry:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+    def text(self) -> str:
+        """As `poolconsole audit` prints it and the audit screen shows the highlighted entry: when, who, what,
+        the outcome with its detail (why it failed or was refused), then each command on its own line."""
+        when = dt.datetime.fromtimestamp(self.at, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+        change = f" {self.profile_from} -> {self.profile_to}" if self.profile_to else ""
+        head = f"{when}Z {self.user} {self.action} {self.target}{change}: {self.outcome} ({self.duration_s:.1f} s)"
+        return "\n".join([f"{head} {self.detail}".rstrip(), *(f"    $ {c}" for c in self.commands)])
 
 
 class AuditUnreadable(Exception):

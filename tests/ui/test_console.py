@@ -488,3 +488,35 @@ async def test_a_keys_table_check_config_refuses_is_said_on_screen_for_a_minute(
         assert any(m.startswith("keys.nosuch: no action has this id") for m in said), list(said)
         assert all(n.severity == "error" and n.timeout >= 60 for n in said.values())
         assert app.is_running
+
+
+async def test_the_audit_screen_shows_the_highlighted_entry_whole_with_why_it_failed(tmp_path: Path) -> None:
+    """The table had no room for an outcome's detail (why a restart failed: `poolconsole audit` said it, the
+    screen did not) and cut each command at 60 characters with no "…". Under it, the highlighted entry now
+    reads as the CLI prints it; the Commands column holds every command whole."""
+    from poolconsole.ops import audit
+    from poolconsole.ui.screens.action import AuditScreen
+
+    app = static_app(tmp_path)
+    app.audit_path = tmp_path / "audit.sqlite3"
+    write = "umask 077 && head -c 267 > /srv/pool/gemma3-27b-nvfp4.env.poolconsole-new && mv -f x y"
+    why = "SSH: connection refused by 127.0.0.1:41499 (is sshd running on that port?)"
+    audit.record(app.audit_path, "restart", "qwen", ["docker restart qwen"], "failed", why, 0.0)
+    audit.record(app.audit_path, "rollover", "gemma", [write, "docker restart gemma"], "ok", "serving", 9.0, "a", "b")
+    async with app.run_test(size=(120, 30)) as pilot:
+        await app.run_action("audit_log")
+        for _ in range(40):
+            if isinstance(app.screen, AuditScreen):
+                break
+            await pilot.pause(0.05)
+        assert isinstance(app.screen, AuditScreen)
+        await pilot.pause()
+        shown = str(app.screen.query_one("#audit-entry").render())
+        assert shown == audit.entries(app.audit_path)[0].text()  # the newest first, as `poolconsole audit` prints
+        assert f"    $ {write}" in shown.splitlines()
+        table = app.screen.query_one("#audit", DataTable)
+        assert str(table.get_row_at(0)[-1]) == f"{write} ; docker restart gemma"
+        await pilot.press("down")
+        await pilot.pause()
+        shown = str(app.screen.query_one("#audit-entry").render())
+        assert shown.splitlines()[0].endswith(f" restart qwen: failed (0.0 s) {why}")

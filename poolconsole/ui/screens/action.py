@@ -140,6 +140,7 @@ class AuditScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Header()
         yield DataTable(id="audit", cursor_type="row")
+        yield Static(id="audit-entry", markup=False)  # the highlighted entry whole: why it failed, every command
         yield KeysFooter()
 
     def on_mount(self) -> None:
@@ -167,8 +168,21 @@ class AuditScreen(Screen[None]):
                         f"{e.profile_from} -> {e.profile_to}" if e.profile_to else "-",
                         e.outcome,
                         f"{e.duration_s:.1f}",
-                        " ; ".join(c[:60] for c in e.commands),
+                        " ; ".join(e.commands),  # whole here too: the table scrolls sideways
                     )
                 ),
                 key=str(i),
             )
+        self._show_entry()
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self._show_entry()
+
+    def _show_entry(self) -> None:
+        """Under the table, the highlighted entry as `poolconsole audit` prints it: its outcome's detail (why
+        it failed or was refused: the table has no room for it) and each command on its own line."""
+        table = self.query_one(DataTable)
+        if not self.entries or not 0 <= table.cursor_row < len(self.entries):
+            self.query_one("#audit-entry", Static).update("no actions recorded" if not self.entries else "")
+            return
+        self.query_one("#audit-entry", Static).update(self.entries[table.cursor_row].text())
