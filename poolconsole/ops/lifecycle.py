@@ -41,7 +41,7 @@ class Outcome:
     action: str
     engine: str
     outcome: str
-    """ok | failed | rolled back | rollback failed"""
+    """ok | failed | rolled back | rollback failed | refused (nothing ran)"""
     detail: str
     commands: list[str] = field(default_factory=list)
     seconds: float = 0.0
@@ -121,7 +121,21 @@ def _acquire(engine: Engine) -> None:
     _BUSY.add(engine.name)
 
 
+async def _refused(ctx: ActionContext, action: str, engine: Engine, why: ActionRefused, to: str | None) -> None:
+    """A refusal is audited too, with why and no command (nothing ran): the audit log is every action an
+    operator started, and a refused rollover (does not fit, busy, a variable not set) left no trace."""
+    await _audit(ctx, Outcome(action, engine.name, "refused", str(why)), None, to)
+
+
 async def restart(ctx: ActionContext, engine: Engine) -> Outcome:
+    try:
+        return await _restart(ctx, engine)
+    except ActionRefused as exc:
+        await _refused(ctx, "restart", engine, exc, None)
+        raise
+
+
+async def _restart(ctx: ActionContext, engine: Engine) -> Outcome:
     if ctx.read_only:
         raise ActionRefused("read-only mode: restart refused")
     commands = plan_restart(engine)
@@ -201,6 +215,23 @@ async def rollover(
 ) -> Outcome:
     """Fit check, drain, apply, restart, await serving, smoke test, promote; on failure roll back.
     `live` is what a poll of the host says now (the fit check's figures; config figures without it)."""
+    try:
+        return await _rollover(ctx, engine, to, force=force, smoke=smoke, live=live, kv=kv)
+    except ActionRefused as exc:
+        await _refused(ctx, "rollover", engine, exc, to)
+        raise
+
+
+async def _rollover(
+    ctx: ActionContext,
+    engine: Engine,
+    to: str,
+    *,
+    force: bool,
+    smoke: Smoke | None,
+    live: LiveMemory | None,
+    kv: KvCapacity | None,
+) -> Outcome:
     if ctx.read_only:
         raise ActionRefused("read-only mode: rollover refused")
     new = check_rollover(engine, to)

@@ -127,6 +127,22 @@ async def test_a_missing_environment_value_refuses_before_anything_runs(
     with pytest.raises(lifecycle.ActionRefused, match=r"POOL_TEST_HF_TOKEN.*not set"):
         await run_rollover(config, tmp_path, "awq-4bit-tp4-long")
     assert not pool.sim_hosts["tp4"].commands
+    # the attempt is in the audit log, refused, with why and no command (it left no trace before)
+    [entry] = audit.entries(tmp_path / "audit.db")
+    assert (entry.action, entry.target, entry.outcome, entry.commands) == ("rollover", ENGINE, "refused", [])
+    assert "POOL_TEST_HF_TOKEN" in entry.detail and entry.profile_to == "awq-4bit-tp4-long"
+
+
+async def test_a_profile_that_does_not_fit_is_refused_and_the_refusal_audited(
+    demo: tuple[SimPool, PoolConfig], tmp_path: Path
+) -> None:
+    pool, config = demo
+    with pytest.raises(lifecycle.ActionRefused, match="profile bf16-tp4 does not fit on tp4"):
+        await run_rollover(config, tmp_path, "bf16-tp4")
+    assert not pool.sim_hosts["tp4"].commands
+    [entry] = audit.entries(tmp_path / "audit.db")
+    assert (entry.action, entry.outcome, entry.profile_to) == ("rollover", "refused", "bf16-tp4")
+    assert entry.detail.startswith("profile bf16-tp4 does not fit on tp4")
 
 
 async def test_the_broken_profile_is_rolled_back_without_a_smoke_test(
