@@ -97,7 +97,7 @@ async def test_a_click_on_a_header_sorts_by_it_and_again_reverses(tmp_path: Path
         assert "sorted by KV, reversed" in status(app)
         assert kv_order()[: len(known)] == sorted(known) and all(v is None for v in kv_order()[len(known) :])
         await click("engine")
-        assert "sorted by name" in status(app)
+        assert "sorted by Engine" in status(app)  # the header's word
         assert [k for k in table.order if k.startswith("engine:")] == sorted(table.order)
         await click("host")
         assert "grouped by host" in status(app) and table.order[0].startswith("host:")

@@ -38,8 +38,8 @@ SORTS: tuple[tuple[str, str], ...] = (
 )
 
 
-LABELS = {s.key: s.label for s in cells.SPECS} | {"engine": "name", "queue": "waiting", "spark": "tok/s trend"}
-"""How the status line names the sort column."""
+LABELS = {s.key: s.label for s in cells.SPECS} | {"queue": "Run/Wait (waiting)"}
+"""How the status line names the sort column: its header's words ("name" and "waiting" were not)."""
 TEXT_SORTS = frozenset({"host", "engine", "kind", "model", "why"})
 """Columns sorted by their text (A to Z, empty last); the others by the model's numbers, highest first."""
 STATE_RANK = {"ok": 0.0, "degraded": 1.0, "down": 2.0, "auth_failed": 2.0}
@@ -211,7 +211,9 @@ class OverviewScreen(Screen[None]):
         self.problems_only = False
         """`p`: only the rows that need attention (and their groups' lines)."""
         self.hidden = 0
-        """Rows left out by the filter, the problems-only view and folding (the status line says how many)."""
+        """Engines left out by the filter, the problems-only view and folding (the status line says how many:
+        it counts engines, not the group lines and hosts among the rows)."""
+        self.engines_shown = 0
         self.group_of: dict[str, str] = {}
         """Row key -> its group's line key ("host:NAME", "model:NAME"; "" for rows outside every group)."""
         self.members: dict[str, list[str]] = {}
@@ -464,7 +466,8 @@ class OverviewScreen(Screen[None]):
         before = self._cache
         rows = self.rows()
         order = self.shown(rows)
-        self.hidden = len(rows) - len(order)
+        self.engines_shown = sum(1 for k in order if k.startswith("engine:"))  # the count is of engines: not
+        self.hidden = sum(1 for k in rows if k.startswith("engine:")) - self.engines_shown  # group lines, hosts
         keys = table.column_keys
         top = int(table.scroll_y)
         in_view = set(order[top : top + max(1, table.size.height - 1)])
@@ -593,7 +596,7 @@ class OverviewScreen(Screen[None]):
         if self.problems_only and not shown:
             hidden = f"  problems only: nothing needs attention ({self.hidden} hidden, p shows them)"
         hidden = hidden or (f"  {self.hidden} hidden" if self.hidden else "")
-        rows = f"{shown} row" + ("" if shown == 1 else "s")
+        rows = f"{self.engines_shown} engine" + ("" if self.engines_shown == 1 else "s")
         line = f"{rows}  sorted by {sort}{first}{filt}{hidden}  active alerts: {alerts}{mode}"
         if line != self.status_text:
             self.status_text = line
