@@ -415,11 +415,12 @@ def cmd_replay(args: argparse.Namespace) -> int:
     if not 0 < args.speed <= 1000:
         print("poolconsole replay: --speed must be above 0 and at most 1000", file=sys.stderr)
         return EXIT_CONFIG
-    chosen = None if args.store else (args.config or default_config_path())
-    path = history_path(load_config(chosen) if chosen else None, args)
+    chosen = args.config or (None if args.store else default_config_path())
+    config = load_config(chosen) if chosen else None  # its engines' model and profile, where they match
+    path = history_path(config, args)
     try:
         start = parse_time(args.start, time.time()) if args.start else None
-        replay = Replay(path, start, args.speed)
+        replay = Replay(path, start, args.speed, config)
     except (StoreProblem, ValueError) as exc:
         print(f"poolconsole replay: {exc}", file=sys.stderr)
         return EXIT_CONFIG

@@ -33,19 +33,26 @@ def view_from_row(values: dict[str, Any]) -> EngineView:
     return EngineView(**kept)
 
 
-def recorded_config(reader: Reader) -> PoolConfig:
-    """The pool as recorded: each engine with its kind, URL and host from its first row, each host."""
+def recorded_config(reader: Reader, known: PoolConfig | None = None) -> PoolConfig:
+    """The pool as recorded: each engine with its kind, URL and host from its first row, each host. Where
+    `known` (the hosts.toml the replay was started with) has the same engine (name, kind, URL), its
+    description, model, profile and profiles come with it: the recording holds readings, not those."""
     engines: dict[str, Engine] = {}
     hosts: dict[str, Host] = {}
+    configured = {e.name: e for e in known.engines} if known is not None else {}
     wanted = set(reader.targets.values())  # (kind, name): an engine and a host may share a name (the gateway)
     for row in reader.rows():
         if row.name in (engines if row.kind == "engine" else hosts):
             continue
         if row.kind == "engine":
             v = row.values
-            engines[row.name] = Engine(
+            engine = Engine(
                 name=row.name, kind=EngineKind(v["kind"]), url=v.get("url") or "http://recorded", host=v.get("host")
             )
+            same = configured.get(row.name)
+            if same is not None and (same.kind, same.url) == (engine.kind, engine.url):
+                engine = engine.model_copy(update={k: getattr(same, k) for k in DESCRIBED})
+            engines[row.name] = engine
         else:
             hosts[row.name] = Host(name=row.name, address=row.values.get("address") or "recorded")
         if len(engines) + len(hosts) == len(wanted):
@@ -53,10 +60,16 @@ def recorded_config(reader: Reader) -> PoolConfig:
     return PoolConfig(hosts=list(hosts.values()), engines=list(engines.values()))
 
 
+DESCRIBED = ("description", "model", "profile", "profiles")
+"""What a replay takes from the hosts.toml it was given for an engine it recorded (not its control)."""
+
+
 class Replay:
     """The recording's position, speed and pause; `run` applies the rows as the position passes them."""
 
-    def __init__(self, path: Path, start: float | None = None, speed: float = 1.0) -> None:
+    def __init__(
+        self, path: Path, start: float | None = None, speed: float = 1.0, known: PoolConfig | None = None
+    ) -> None:
         self.reader = Reader(path)
         first = next(iter(self.reader.rows()), None)
         if first is None:
@@ -64,7 +77,7 @@ class Replay:
             raise StoreProblem(f"{path} holds no polls yet")
         self.first_at = first.at
         self.last_at = max((r.at for r in self._tail()), default=first.at)
-        self.config = recorded_config(self.reader)
+        self.config = recorded_config(self.reader, known)
         self.position = max(self.first_at, start) if start is not None else self.first_at
         self.speed = speed
         self.paused = False

@@ -25,8 +25,10 @@ async def _record(tmp: Path) -> tuple[Path, dict[Any, Any]]:
     await pool.start(tmp / "keys")
     try:
         await pool.wait_ready()
-        config = parse_config(pool.config_toml().replace("poll_interval_s = 1.0", "poll_interval_s = 0.5"))
+        text = pool.config_toml().replace("poll_interval_s = 1.0", "poll_interval_s = 0.5")
+        config = parse_config(text)
         path = tmp / "history.sqlite3"
+        path.with_name("demo.toml").write_text(text)  # the hosts.toml it was recorded with
         store = Store.for_config(config, path)
         live = LivePool(config, recorder=store)
         store.bind(live.state)
@@ -86,6 +88,36 @@ async def test_the_recorded_moment_is_what_the_pool_showed(recording: tuple[Path
         assert replay.paused and "paused" in replay.label()
         replay.faster(True)
         assert replay.speed == 2.0
+    finally:
+        replay.close()
+
+
+def test_a_replay_given_the_hosts_toml_names_each_engines_model_and_profile(
+    recording: tuple[Path, dict[Any, Any]],
+) -> None:
+    """The recording holds readings, not what an engine is configured as: the detail said "profile -" where
+    the live console named the profile. Given the hosts.toml (`--config`), each engine it names the same way
+    (name, kind, URL) has its model and profiles; one at another URL is not taken for it."""
+    path, _ = recording
+    known = parse_config(path.with_name("demo.toml").read_text())
+    configured = {e.name: e for e in known.engines}
+    assert configured["qwen3-30b-a3b"].profile  # so that the moved engine's None says something
+    moved = known.model_copy(update={"engines": [
+        e.model_copy(update={"url": "http://127.0.0.1:9"}) if e.name == "qwen3-30b-a3b" else e for e in known.engines
+    ]})  # fmt: skip
+    for given, profile_of_30b in ((known, configured["qwen3-30b-a3b"].profile), (moved, None)):
+        replay = Replay(path, known=given)
+        try:
+            engines = {e.name: e for e in replay.config.engines}
+            assert engines["qwen3-next-80b"].profile == "awq-4bit-tp4"
+            assert engines["qwen3-next-80b"].profiles == configured["qwen3-next-80b"].profiles
+            assert engines["qwen3-next-80b"].control is None  # a replay acts on nothing
+            assert engines["qwen3-30b-a3b"].profile == profile_of_30b
+        finally:
+            replay.close()
+    replay = Replay(path)
+    try:
+        assert {e.profile for e in replay.config.engines} == {None}  # without the file: not invented
     finally:
         replay.close()
 
