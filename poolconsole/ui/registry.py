@@ -270,8 +270,9 @@ def on_screen(action: str, screen: str) -> bool:
     return not screens or screen in screens
 
 
-LIVE_ONLY = frozenset({"smoke", "smoke_all", "poll_now"})
-"""Actions that reach the live pool: refused while a recording is played back."""
+LIVE_ONLY = frozenset({"smoke", "smoke_all", "poll_now", "logs", "security"})
+"""Actions that reach the live pool (a smoke test, a poll, a log read over SSH, the exposure audit's probes):
+refused while a recording is played back, and left out of its footer and palette."""
 REPLAY = frozenset(a.action.removeprefix("app.").split("(")[0] for a in ACTIONS if a.replay)
 
 

@@ -144,11 +144,14 @@ async def test_the_console_plays_a_recording_read_only(recording: tuple[Path, di
             at = replay.position
             await pilot.pause(0.6)
             assert replay.position == at  # paused: the recording's clock stands still
-            for key in ("m", "R"):  # what would reach the live pool, or change it, says why it does nothing
+            for key in ("m", "R", "l"):  # what would reach the live pool, or change it, says why it does nothing
                 await pilot.press(key)
             await pilot.pause()
             told = [n.message for n in app._notifications]
             assert "a replay has no live pool: Smoke test is refused" in told, told
+            assert "a replay has no live pool: Engine log is refused" in told, told
+            shown = {b.binding.action for b in app.active_bindings.values() if b.enabled}
+            assert not {"app.logs", "app.security", "app.smoke"} & shown  # not offered in its footer either
             assert "read-only console (a replay): Restart engine is refused" in told, told
             await pilot.press("left_square_bracket")
             assert replay.position <= at
