@@ -212,10 +212,11 @@ def model_line(model: str, tracks: Sequence[EngineTrack], c: Colors, width: int,
     for track in tracks:
         word = state_word(track.view.state if track.view else None)
         counts[word] = counts.get(word, 0) + 1
-    text.append(f"  {len(tracks)} engine{'' if len(tracks) == 1 else 's'}", style=c.dim)
-    for word, count in sorted(counts.items(), key=lambda kv: -STATE_SEVERITY.get(kv[0], 3)):
-        style = c.ok if word == "ok" else c.warn if STATE_SEVERITY.get(word, 3) < 3 else f"bold {c.bad}"
-        text.append(f"  {count} {word}", style=style)
+    if tag is None:  # folded, the tag says how many and their worst: not said twice ("1 engine, all ok]  1 engine")
+        text.append(f"  {len(tracks)} engine{'' if len(tracks) == 1 else 's'}", style=c.dim)
+        for word, count in sorted(counts.items(), key=lambda kv: -STATE_SEVERITY.get(kv[0], 3)):
+            style = c.ok if word == "ok" else c.warn if STATE_SEVERITY.get(word, 3) < 3 else f"bold {c.bad}"
+            text.append(f"  {count} {word}", style=style)
 
     def total(values: list[float | None]) -> tuple[str, int]:
         known = [v for v in values if v is not None]

@@ -324,7 +324,7 @@ class PoolGrid(ScrollView, can_focus=True):
         self.stale.clear()
         self._resize()
         self.refit()  # rows past the height bring a scrollbar: a narrower content width
-        self.move_cursor(self.position[keep] if keep in self.rows else min(self.cursor_row, len(self.order) - 1))
+        self.move_cursor(self._kept(keep), scroll=keep is not None)
         self.refresh()
 
     def reorder(
@@ -363,7 +363,7 @@ class PoolGrid(ScrollView, can_focus=True):
             self.position = {key: line for line, key in enumerate(order)}
             self._resize()
             self.refit()
-            self.move_cursor(self.position[keep] if keep in rows else min(self.cursor_row, len(order) - 1))
+            self.move_cursor(self._kept(keep), scroll=keep is not None)
         self.refresh()  # the lines in view are drawn from the rows' built strips where nothing changed
 
     def update_cells(self, changes: Iterable[tuple[str, str, Text]]) -> None:
@@ -392,13 +392,25 @@ class PoolGrid(ScrollView, can_focus=True):
         self.virtual_size = Size(sum(c.width + sum(self.pad) for c in self.columns), len(self.order) + 1)
 
     # -- cursor --------------------------------------------------------------------------------------
-    def move_cursor(self, row: int) -> None:
+    def _kept(self, key: str | None) -> int:
+        """Where the cursor goes after new rows: on its row's key; the first time rows come, on the first data
+        row, not a group's line (the first Enter folded a group where the footer said Detail); else where it
+        stood."""
+        if key in self.rows:
+            return self.position[key]
+        if key is None:
+            return next((line for line, k in enumerate(self.order) if not self.rows[k].span), 0)
+        return min(self.cursor_row, len(self.order) - 1)
+
+    def move_cursor(self, row: int, scroll: bool = True) -> None:
+        """The cursor to `row`, scrolled into view (`scroll` False: the first rows, where the first data row is
+        in view already and a grid not laid out yet would scroll its group's line away)."""
         old = self.cursor_row
         self.cursor_row = max(0, min(row, len(self.order) - 1))
         if old != self.cursor_row:
             self.refresh_lines(old + 1)
             self.refresh_lines(self.cursor_row + 1)
-        if self.is_mounted:
+        if scroll and self.is_mounted:
             self.scroll_to_region(
                 Region(int(self.scroll_x), self.cursor_row + 1, 1, 1), spacing=Spacing(top=1), animate=False, force=True
             )

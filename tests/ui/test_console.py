@@ -520,3 +520,18 @@ async def test_the_audit_screen_shows_the_highlighted_entry_whole_with_why_it_fa
         await pilot.pause()
         shown = str(app.screen.query_one("#audit-entry").render())
         assert shown.splitlines()[0].endswith(f" restart qwen: failed (0.0 s) {why}")
+
+
+async def test_the_cursor_starts_on_the_first_engine_so_enter_opens_its_detail(tmp_path: Path) -> None:
+    """Grouped by host, the first row is a host's line: the cursor started there and the first Enter folded
+    the group where the footer said Detail. It starts on the first engine, the host's line still in view."""
+    app = static_app(tmp_path)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await feed(app)
+        await settle(pilot, app)
+        grid = app.screen.query_one("#pool", PoolGrid)
+        assert grid.order[0].startswith("host:") and grid.cursor_key == grid.order[1]
+        assert grid.cursor_key is not None and grid.cursor_key.startswith("engine:") and grid.scroll_y == 0
+        await pilot.press("enter")
+        await settle(pilot, app)
+        assert isinstance(app.screen, DetailScreen)

@@ -115,6 +115,7 @@ async def test_a_thousand_engines_group_fold_and_show_only_problems(tmp_path: Pa
         await settle(pilot, app)
         line = grid.get_cell(group, "line").plain
         assert line.startswith(f"▸ {group[6:]}  [50 engines, worst down, {down_in} problem"), line
+        assert "50 engines  " not in line  # the tag says it: the open line's counts are not repeated
         assert grid.row_count == 20 + ENGINES - 50 and grid.cursor_key == group
         assert f"{50} hidden" in status(app)
         await pilot.press("C")  # fold them all: 20 lines, the whole pool's summary above them
