@@ -92,8 +92,10 @@ def gpu_bars(host: HostSnapshot | None, gpus: list[int] | None, c: Colors, width
         frac = used_bytes / total_bytes if used_bytes is not None and total_bytes else None
         text = Text("◆ ", style=c.unified)
         swap = host.system_memory.swap_used_bytes if host.system_memory else None
-        share = f"{pct(frac)}" if swap else f"{pct(frac)} uni"
-        if width is None or len(text) + len(share) + (6 if swap else 0) <= width:
+        words = [pct(frac)] if swap else [f"{pct(frac)} unified", pct(frac)]  # "uni" read as cut-off text
+        room = None if width is None else width - len(text) - (6 if swap else 0)
+        share = next((w for w in words if room is None or len(w) <= room), None)
+        if share is not None:
             text.append(share, style=level(frac, c))
         if swap:
             text.append(" swap!" if len(text) > 2 else "swap!", style=f"bold {c.bad}")

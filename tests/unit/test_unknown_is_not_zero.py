@@ -152,10 +152,13 @@ def test_gpu_bar_sum_over_cards_that_did_not_report_is_not_a_smaller_number() ->
 def test_unified_used_zero_is_known_and_unknown_is_na() -> None:
     gpu = one_gpu(h200_row())
     snap = HostSnapshot("box", "box.example", HostState.OK, memory_kind="unified", gpus=(gpu,))
-    assert cells.gpu_bars(replace(snap, gpus=(replace(gpu, memory_used_bytes=0),)), None, COLORS).plain == "◆ 0% uni"
+    zero = replace(snap, gpus=(replace(gpu, memory_used_bytes=0),))
+    assert cells.gpu_bars(zero, None, COLORS).plain == "◆ 0% unified"
     assert cells.gpu_bars(replace(snap, gpus=(replace(gpu, memory_used_bytes=None),)), None, COLORS).plain == (
-        "◆ n/a uni"
+        "◆ n/a unified"
     )
+    narrow = replace(snap, gpus=(replace(gpu, memory_used_bytes=0),))
+    assert cells.gpu_bars(narrow, None, COLORS, width=9).plain == "◆ 0%"  # the word whole or not at all
 
 
 def test_amd_memory_pool_not_reported_leaves_used_unknown(tmp_path: Path) -> None:
