@@ -138,6 +138,23 @@ def _no_env_twin(data: Any, locs: list[tuple[str | int, ...]]) -> set[tuple[str 
     return set()
 
 
+NAMED = re.compile(r"^(?:duplicate )?(engine|host)(?: name)? '([^']+)'")
+
+
+def _placed(message: str, data: dict[str, Any], index: _LineIndex) -> Problem:
+    """One of PoolConfig's own problems ("duplicate engine name 'x'", "engine 'x': ...") at the table it names
+    (a duplicate at its second), with that table's line; "(top level)" only where none is named."""
+    found = NAMED.match(message)
+    entries = data.get(f"{found.group(1)}s") if found is not None else None
+    if found is not None and isinstance(entries, list):
+        places = [i for i, e in enumerate(entries) if isinstance(e, dict) and e.get("name") == found.group(2)]
+        if places:
+            second = message.startswith("duplicate") and len(places) > 1
+            loc: tuple[str | int, ...] = (f"{found.group(1)}s", places[1] if second else places[0])
+            return Problem(_loc_text(loc, data), message, index.line(loc))
+    return Problem("(top level)", message)
+
+
 def parse_config(text: str, source: str = "<config>") -> PoolConfig:
     """Parse and validate TOML text; raises ConfigError listing every problem."""
     try:
@@ -162,7 +179,10 @@ def parse_config(text: str, source: str = "<config>") -> PoolConfig:
             loc = tuple(error["loc"])
             if loc in secret_locs:
                 continue
-            message = error["msg"]
+            message = error["msg"].removeprefix("Value error, ")  # pydantic's words for a ValueError raised
+            if not loc and error["type"] == "value_error":  # the whole file's checks: each at its table
+                problems += [_placed(part, data, index) for part in message.split("; ")]
+                continue
             if error["type"] == "extra_forbidden":
                 message = UNKNOWN_KEY
             elif error["type"] == "missing":

@@ -1,6 +1,7 @@
-"""A secret written into hosts.toml is refused with the key that should hold the variable's name instead, and
-only where the schema has that key: a misspelt key named like a secret is an unknown key, not a pointer to a
-second unknown one."""
+"""check-config's words for a bad hosts.toml. A secret written into it is refused with the key that should
+hold the variable's name instead, and only where the schema has that key: a misspelt key named like a secret is
+an unknown key, not a pointer to a second unknown one. The whole file's checks (a duplicate name, a degrade_to
+naming no engine) name the table and its line."""
 
 from __future__ import annotations
 
@@ -40,3 +41,17 @@ def test_both_kinds_in_one_file_each_get_their_own_words_and_no_value_is_echoed(
     assert len(said) == 2 and "api_key_env" in said[0]
     assert said[1].startswith("engines[0:qwen].bogus_token: unknown key")
     assert not any("sk-live" in s or "tok-456" in s for s in said)
+
+
+def test_the_whole_files_checks_name_the_table_and_its_line() -> None:
+    """A duplicate engine name read "(top level): Value error, duplicate engine name 'a'", with no line."""
+    text = ENGINE + "\n" + ENGINE + 'degrade_to = "nowhere"\n'
+    assert problems(text) == [  # in the file's order
+        "engines[0:qwen]: engine 'qwen': degrade_to names no engine ('nowhere')",
+        "engines[1:qwen]: duplicate engine name 'qwen'",
+    ]
+    with pytest.raises(ConfigError) as err:
+        parse_config(text)
+    lines = {p.message: p.line for p in err.value.problems}
+    assert lines["duplicate engine name 'qwen'"] == 6  # the second [[engines]]
+    assert not [p for p in err.value.problems if p.message.startswith("Value error")]
