@@ -535,3 +535,18 @@ async def test_the_cursor_starts_on_the_first_engine_so_enter_opens_its_detail(t
         await pilot.press("enter")
         await settle(pilot, app)
         assert isinstance(app.screen, DetailScreen)
+
+
+async def test_the_status_line_puts_read_only_and_the_alerts_first_and_ends_in_an_ellipsis(tmp_path: Path) -> None:
+    """At 120 columns the problems-only words pushed "active alerts" (and READ-ONLY, last) off the line,
+    cut with no "…". What matters most now comes first, and a cut line ends in "…"."""
+    app = static_app(tmp_path, read_only=True)
+    async with app.run_test(size=(100, 40)) as pilot:
+        await feed(app)
+        await settle(pilot, app)
+        await pilot.press("p")
+        await settle(pilot, app)
+        line = app.screen.query_one("#status-line")
+        drawn = line.render_lines(Region(0, 0, line.region.width, 1))[0].text.rstrip()
+        assert drawn.startswith(" 0 engines  READ-ONLY  active alerts: 0  problems only: nothing needs"), drawn
+        assert drawn.endswith("…") and len(drawn) <= 100, drawn

@@ -575,6 +575,7 @@ class OverviewScreen(Screen[None]):
         self._events_drawn = None
         if getattr(self, "ready", False):
             self.call_after_refresh(self._draw_summary)
+            self.call_after_refresh(self._status_line)  # cut again to the new width
 
     def on_pool_grid_columns_changed(self, event: PoolGrid.ColumnsChanged) -> None:
         """A new width folded or widened columns: every row's cells again, in the new columns."""
@@ -597,7 +598,12 @@ class OverviewScreen(Screen[None]):
             hidden = f"  problems only: nothing needs attention ({self.hidden} hidden, p shows them)"
         hidden = hidden or (f"  {self.hidden} hidden" if self.hidden else "")
         rows = f"{self.engines_shown} engine" + ("" if self.engines_shown == 1 else "s")
-        line = f"{rows}  sorted by {sort}{first}{filt}{hidden}  active alerts: {alerts}{mode}"
+        # what matters most first: the line ends in "…" where the width runs out (READ-ONLY and the alerts
+        # were last, and cut away at 120 columns with the problems-only words)
+        line = f"{rows}{mode}  active alerts: {alerts}{filt}{hidden}  sorted by {sort}{first}"
+        width = self.query_one("#status-line", Static).content_size.width
+        if 0 < width < len(line):
+            line = line[: width - 1] + "…"
         if line != self.status_text:
             self.status_text = line
             # One line of fixed height: no layout pass (one would also redraw the whole table).
