@@ -83,6 +83,18 @@ async def test_a_long_help_line_ends_in_an_ellipsis_at_80x24(tmp_path: Path) -> 
         note = app.screen.query_one("#help-note")
         footer_top = app.size.height - 1
         assert note.region.height and note.region.bottom <= footer_top, (note.region, app.size)
+        # the highlighted action's words are whole under it, wrapped (a newcomer reads them here)
+        table = app.screen.query_one("#help", DataTable)
+        ids = [str(table.get_row_at(i)[1]) for i in range(table.row_count)]
+        table.move_cursor(row=ids.index("collapse"))
+        await pilot.pause()
+        what = app.screen.query_one("#help-what")
+        shown = " ".join(s.text.strip() for s in what.render_lines(Region(0, 0, what.region.width, what.region.height)))
+        assert (
+            shown
+            == "c  Fold group: Fold or unfold the selected row's group (its line keeps the count and the worst state)"
+        )
+        assert what.region.bottom <= note.region.y, (what.region, note.region)
 
 
 def failed_check(target: str) -> CheckResult:

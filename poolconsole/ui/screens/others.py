@@ -153,6 +153,7 @@ class HelpScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Header()
         yield FitTable({"what": 24}, id="help")  # a help line wider than the screen ends in "…"
+        yield Static(id="help-what", markup=False)  # the highlighted action's words whole, wrapped
         yield Static(
             "Ctrl+P opens the command palette (same actions, and themes). Keys are remappable with a [keys] "
             "table in hosts.toml."
@@ -169,3 +170,15 @@ class HelpScreen(Screen[None]):
         table.show(
             {a.id: (key_label(self.keymap.get(a.id, a.key)), a.id, f"{a.title}: {a.help}") for a in self.actions}
         )
+        self._show_what()
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self._show_what()
+
+    def _show_what(self) -> None:
+        """Under the table, the highlighted action's words whole: its column cuts the longer ones ("on a group
+        line: fold or un…"), and this screen is where a newcomer reads them."""
+        table = self.query_one("#help", FitTable)
+        action = self.actions[table.cursor_row] if 0 <= table.cursor_row < len(self.actions) else None
+        words = f"{key_label(self.keymap.get(action.id, action.key))}  {action.title}: {action.help}" if action else ""
+        self.query_one("#help-what", Static).update(words)
