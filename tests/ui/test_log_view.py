@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from textual.geometry import Region
 from textual.pilot import Pilot
 from textual.widgets import Input, Static
 
@@ -56,7 +57,9 @@ async def type_text(pilot: Pilot[None], text: str) -> None:
 
 
 def status(screen: LogScreen) -> str:
-    return str(screen.query_one("#log-status", Static).render())
+    """The status line as drawn, its rows joined."""
+    line = screen.query_one("#log-status", Static)
+    return " ".join(strip.text.strip() for strip in line.render_lines(Region(0, 0, *line.region.size)))
 
 
 async def test_log_view_reads_follows_searches_and_jumps_to_the_oom(oom_pool: SimPool, tmp_path: Path) -> None:
@@ -174,3 +177,25 @@ def test_the_search_status_counts_in_words() -> None:
     assert match_words("Load", None, 3) == "'Load': 3 matches"
     assert match_words("Load", None, 0) == "'Load': 0 matches"
     assert match_words("Load", 2, 3) == "'Load': match 2 of 3"
+
+
+async def test_the_status_line_wraps_between_its_fields_at_80_columns(tmp_path: Path) -> None:
+    """It wrapped a key away from its action ("x last error  F" / "follow  Esc back")."""
+    from poolconsole.collect.engine_logs import LogRead
+
+    async def read() -> LogRead:
+        lines = (*(f"INFO line {i}" for i in range(27)), "ERROR CUDA out of memory")
+        return LogRead("qwen", "tp4", "docker logs qwen", "docker logs qwen", lines, ())
+
+    app = PoolApp(parse_config('[[engines]]\nname = "qwen"\nkind = "vllm"\nurl = "http://127.0.0.1:9"\n'),
+                  live=False, theme_state=tmp_path / "ui.json")  # fmt: skip
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = LogScreen("qwen", "docker logs qwen", read, None)
+        await app.push_screen(screen)
+        await until(pilot, lambda: screen.state == "read")
+        line = screen.query_one("#log-status", Static)
+        rows = [s.text.strip() for s in line.render_lines(Region(0, 0, *line.region.size))]
+        assert len(rows) > 1, rows  # it does wrap at 80 columns ...
+        keys = ("f find", "n/N next/previous", "x last error", "F follow", "Esc back")
+        for key in keys:  # ... and every key stays with its action on one row
+            assert any(key in row for row in rows), (key, rows)

@@ -27,6 +27,7 @@ from textual.worker import Worker
 from poolconsole.collect.engine_logs import LogRead
 from poolconsole.model.failure_modes import Finding
 from poolconsole.model.log_view import LogView
+from poolconsole.ui.fields import FieldLines
 from poolconsole.ui.footer import KeysFooter
 
 Reader = Callable[[], Awaitable[LogRead]]
@@ -304,5 +305,7 @@ class LogScreen(Screen[None]):
             parts.append(f"at line {view.current}" + (f" ({tag})" if tag else ""))
         if message:
             parts.append(message)
-        parts.append("f find  n/N next/previous  x last error  F follow  Esc back")
-        self.query_one("#log-status", Static).update("  ·  ".join(parts))
+        keys = ("f find", "n/N next/previous", "x last error", "F follow", "Esc back")
+        # wrapped between fields, never inside one ("x last error  F" / "follow" split a key from its action)
+        fields = (*(f"{part}  ·" for part in parts), *keys)
+        self.query_one("#log-status", Static).update(FieldLines([fields]))
