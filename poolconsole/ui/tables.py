@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from rich.cells import cell_len
 from rich.text import Text
 from textual import events
+from textual.coordinate import Coordinate
 from textual.widgets import DataTable
 from textual.widgets.data_table import CellDoesNotExist, CursorType, RowDoesNotExist
 
@@ -78,6 +79,12 @@ class FitTable(DataTable[Text]):
         self.wanted: dict[str, tuple[Cell, ...]] = {}
         self._widths: dict[str, int] | None = None
         """The column widths the rows were last fitted to."""
+
+    def highlighted(self) -> str | None:
+        """The key of the row under the cursor (None: no rows)."""
+        if not 0 <= self.cursor_row < self.row_count:
+            return None
+        return self.coordinate_to_cell_key(Coordinate(self.cursor_row, 0)).row_key.value
 
     def show(self, rows: Mapping[str, Sequence[Cell]]) -> None:
         """Make the table show `rows` (as sync_rows does), the elastic columns cut to fit."""

@@ -121,6 +121,10 @@ async def test_a_long_smoke_reason_ends_in_an_ellipsis(tmp_path: Path) -> None:
             await pilot.pause()
             line = line_with(rendered(table, app, fits), "connection refused")
             assert line.endswith("…"), (size, line)
+            # under the table, the highlighted check with its reason whole
+            below = screen.query_one("#smoke-reason")
+            shown = " ".join(s.text.strip() for s in below.render_lines(Region(0, 0, *below.region.size)))
+            assert shown == f"qwen3-next-80b models (concurrency -): FAIL: {REASON.strip()}", (size, shown)
 
 
 async def test_the_smoke_screen_names_its_regressions(tmp_path: Path) -> None:

@@ -49,6 +49,7 @@ class SmokeScreen(Screen[None]):
         yield Header()
         yield Static(id="smoke-status", markup=False)
         yield FitTable(ELASTIC, id="smoke-results")
+        yield Static(id="smoke-reason", markup=False)  # the highlighted check's reason whole, wrapped
         with Grid(id="smoke-charts"):
             yield PlotextPlot(id="chart-ttft")
             yield PlotextPlot(id="chart-tps")
@@ -89,6 +90,21 @@ class SmokeScreen(Screen[None]):
         )
         table.show({**table.wanted, str(len(self.results)): cells})  # plain text, never markup
         self._status()
+        self._show_reason()
+
+    def on_data_table_row_highlighted(self, event: FitTable.RowHighlighted) -> None:
+        self._show_reason()
+
+    def _show_reason(self) -> None:
+        """Under the table, the highlighted check with its reason whole: the column cuts a long one, a figure
+        in the middle ("TTFT p50 54.3 ms, p95 108.…")."""
+        key = self.query_one("#smoke-results", FitTable).highlighted()
+        r = self.results[int(key) - 1] if key is not None and key.isdigit() and int(key) <= len(self.results) else None
+        words = "" if r is None else (
+            f"{r.target} {r.check} (concurrency {r.concurrency or '-'}): {'PASS' if r.passed else 'FAIL'}"
+            + (f": {r.reason}" if r.reason else "")
+        )  # fmt: skip
+        self.query_one("#smoke-reason", Static).update(words)
 
     def finish(self, changes: list[Change], error: str | None = None) -> None:
         self.finished = True
