@@ -31,3 +31,6 @@ async def test_the_highlighted_alert_is_shown_whole(tmp_path: Path) -> None:
         text = " ".join(str(shown.render()).split())
         assert oom.message.split()[-1] in text and " ".join(oom.message.split()) in text  # the change at its end
         assert len(oom.message) > 100  # a message the 100-column table cannot show in its cell
+        # and its cell ends in "…" where the column cuts it, not mid-word with no mark
+        cell = str(table.get_row_at(1)[-1])
+        assert cell.endswith("…") and len(cell) < len(oom.message), cell

@@ -8,7 +8,6 @@ from pathlib import Path
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
-from textual.coordinate import Coordinate
 from textual.screen import Screen
 from textual.widgets import DataTable, Header, Static
 
@@ -103,7 +102,7 @@ class AlertsScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Header()
         yield Static(id="alerts-summary", markup=False)
-        yield DataTable(id="alert-log", cursor_type="row")
+        yield FitTable({"what": 24}, id="alert-log")  # a message wider than its column ends in "…"
         yield Static(id="alert-message", markup=False)  # the row's whole message, wrapped
         yield KeysFooter()
 
@@ -115,13 +114,13 @@ class AlertsScreen(Screen[None]):
         self.ready = True
 
     def refresh_view(self) -> None:
-        table = self.query_one("#alert-log", DataTable)
+        table = self.query_one("#alert-log", FitTable)
         rows: dict[str, tuple[str, ...]] = {}
         for event in reversed(self.alerts.log):  # newest first, each row keyed by its event
             at = dt.datetime.fromtimestamp(event.at, dt.UTC).strftime("%H:%M:%S")
             what = ("fired: " if event.fired else "") + event.message
             rows[f"{event.at!r}:{event.target}:{event.rule}:{event.fired}"] = (at, event.target, event.rule, what)
-        sync_rows(table, rows)
+        table.show(rows)
         self.messages = {key: f"{row[0]}  {row[1]}  {row[3]}  (rule {row[2]})" for key, row in rows.items()}
         self._show_message()
         active = [f"{t}/{r}" for (t, r) in self.alerts.active]
@@ -134,10 +133,7 @@ class AlertsScreen(Screen[None]):
 
     def _show_message(self) -> None:
         """Under the log, the highlighted alert's message in full: the table's column cuts a long one."""
-        table = self.query_one("#alert-log", DataTable)
-        key = None
-        if table.row_count and 0 <= table.cursor_row < table.row_count:
-            key = table.coordinate_to_cell_key(Coordinate(table.cursor_row, 0)).row_key.value
+        key = self.query_one("#alert-log", FitTable).highlighted()
         self.query_one("#alert-message", Static).update(self.messages.get(key or "", ""))
 
 
