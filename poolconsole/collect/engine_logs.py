@@ -35,7 +35,12 @@ UNITS = {"s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
 
 
 class LogsUnavailable(Exception):
-    """The engine has no log source this can read (the message says what to declare)."""
+    """The engine has no log source this can read (the message says what to declare); `short` in a few words
+    for a toast, which cuts a long message (the CLI prints it whole)."""
+
+    def __init__(self, message: str, short: str | None = None) -> None:
+        super().__init__(message)
+        self.short = short or message
 
 
 def parse_since(text: str) -> int:
@@ -65,7 +70,8 @@ def log_source(engine: Engine) -> LogSource:
     if control is None:
         raise LogsUnavailable(
             f"engine {engine.name} has neither [engines.logs] nor [engines.control]: declare where its log is "
-            '(e.g. [engines.logs] source = "docker", name = "CONTAINER", or source = "file", path = "/var/log/...")'
+            '(e.g. [engines.logs] source = "docker", name = "CONTAINER", or source = "file", path = "/var/log/...")',
+            f"{engine.name}: no log source; declare [engines.logs] (`poolconsole logs {engine.name}` shows how)",
         )
     match control.backend:
         case "docker" | "podman":
@@ -81,7 +87,8 @@ def log_source(engine: Engine) -> LogSource:
             return LogSource(source="docker", name=control.name, binary=control.binary)
     raise LogsUnavailable(
         f"engine {engine.name} is controlled by a custom command, whose log poolconsole cannot guess: declare "
-        "[engines.logs] (source docker, podman, journald, supervisor or file)"
+        "[engines.logs] (source docker, podman, journald, supervisor or file)",
+        f"{engine.name}: a custom command's log cannot be guessed; declare [engines.logs]",
     )
 
 

@@ -741,7 +741,7 @@ class PoolApp(App[None]):
         try:
             source = log_plan(engine, None, 1, 1).source
         except LogsUnavailable as exc:
-            self.notify(str(exc), severity="warning", timeout=10)
+            self.notify(exc.short, severity="warning", timeout=10)  # whole: a toast cuts the long words
             return
         conn = self.ssh.connections.get(host.name) or self.ssh.add(host)
         self.push_screen(

@@ -21,8 +21,10 @@ from poolconsole.sim.demo import OOM_ENGINE, SimPool
 from poolconsole.sim.logs import OOM_LINE
 from poolconsole.ui import registry
 from poolconsole.ui.app import PoolApp
+from poolconsole.ui.grid import PoolGrid
 from poolconsole.ui.screens.detail import DetailScreen
 from poolconsole.ui.screens.logs import LogScreen
+from tests.helpers import uipool
 from tests.ui.test_console import select_row
 
 KEYS = {a.id: a.key for a in registry.ACTIONS}
@@ -199,3 +201,34 @@ async def test_the_status_line_wraps_between_its_fields_at_80_columns(tmp_path: 
         keys = ("f find", "n/N next/previous", "x last error", "F follow", "Esc back")
         for key in keys:  # ... and every key stays with its action on one row
             assert any(key in row for row in rows), (key, rows)
+
+
+async def test_l_on_an_engine_with_no_log_source_says_what_to_declare_in_a_toast_that_holds_it(
+    tmp_path: Path,
+) -> None:
+    """The gateway has no [engines.control] and no [engines.logs]: the whole message (two examples of the
+    table) was cut by the toast before its advice. The toast's words are short and whole; the CLI keeps the
+    long ones."""
+    from tests.ui.test_every_screen import app_for, with_ssh
+
+    app = app_for(tmp_path)
+    with_ssh(app, tmp_path)
+    gateway = next(e for e in app.config.engines if e.kind.value == "litellm")
+    assert gateway.control is None and gateway.logs is None
+    async with app.run_test(size=(120, 40)) as pilot:
+        for host in uipool.host_snapshots(app.config):
+            app.apply_host(host)
+        for snap in uipool.engine_snapshots(app.config):
+            app.apply_engine(snap)
+        app.refresh_screen()
+        await pilot.pause()
+        grid = app.screen.query_one(PoolGrid)
+        grid.move_cursor(list(grid.order).index(f"engine:{gateway.name}"))
+        await pilot.press(KEYS["logs"])
+        await pilot.pause()
+        told = [n.message for n in app._notifications]
+        assert (
+            f"{gateway.name}: no log source; declare [engines.logs] (`poolconsole logs {gateway.name}` shows how)"
+            in told
+        )
+        assert not isinstance(app.screen, LogScreen)
