@@ -703,7 +703,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print("poolconsole demo: --nodes must be between 0 and 256", file=sys.stderr)
         return EXIT_CONFIG
     if args.serve_only:
-        return serve_only(args)
+        from poolconsole.runtime.stopping import stop_on_signals
+
+        return serve_only(args, stop_on_signals)
     if args.config_out is None:
         args.config_out = str(demo_config_path())
     with BackgroundPool(args) as config_path:

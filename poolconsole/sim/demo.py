@@ -11,12 +11,12 @@ import shutil
 import threading
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import asyncssh
 import httpx
 
-from poolconsole.runtime.stopping import stop_on_signals
 from poolconsole.sim.demo_files import CONFIG_HEADER
 from poolconsole.sim.demo_pool import EngineSpec, HostSpec, pool
 from poolconsole.sim.hosts import BROKEN_PROFILE, NO_SPEC_ENV, NO_SPEC_SUFFIX, SimHost
@@ -379,33 +379,33 @@ def write_atomically(path: Path, text: str) -> None:
 async def _serve(
     args: argparse.Namespace, ready: Callable[[Path | None], None] | None = None, stop: asyncio.Event | None = None
 ) -> int:
-    """Run the pool until `stop` is set (or a stop signal: runtime.stopping); `ready(config_path)` once every
-    target answers."""
+    """Run the pool until `stop` is set; `ready(config_path)` once every target answers."""
     sim = SimPool(args.scenario, args.nodes, args.seed)
     stop = stop or asyncio.Event()
     config_path = Path(args.config_out) if args.config_out else None
     keys_dir = config_path.with_name(config_path.name + ".ssh") if config_path is not None else None
-    with stop_on_signals(stop):
-        try:
-            await sim.start(keys_dir)
-            await sim.wait_ready()
-            if config_path is not None:
-                write_atomically(config_path, sim.config_toml())
-            if ready is not None:
-                ready(config_path)
-            await stop.wait()
-            return 0
-        finally:
-            await sim.stop()
-            if config_path is not None and config_path == demo_config_path():
-                # its own hosts.toml and SSH keys name ports that are gone now; the audit log and the smoke
-                # runs beside them stay (`poolconsole audit` points at the newest)
-                config_path.unlink(missing_ok=True)
-                if keys_dir is not None:
-                    shutil.rmtree(keys_dir, ignore_errors=True)
+    try:
+        await sim.start(keys_dir)
+        await sim.wait_ready()
+        if config_path is not None:
+            write_atomically(config_path, sim.config_toml())
+        if ready is not None:
+            ready(config_path)
+        await stop.wait()
+        return 0
+    finally:
+        await sim.stop()
+        if config_path is not None and config_path == demo_config_path():
+            # its own hosts.toml and SSH keys name ports that are gone now; the audit log and the smoke
+            # runs beside them stay (`poolconsole audit` points at the newest)
+            config_path.unlink(missing_ok=True)
+            if keys_dir is not None:
+                shutil.rmtree(keys_dir, ignore_errors=True)
 
 
-def serve_only(args: argparse.Namespace) -> int:
+def serve_only(args: argparse.Namespace, stopping: Callable[[asyncio.Event], AbstractContextManager[None]]) -> int:
+    """The pool alone until a stop: `stopping(stop)` is the caller's (the command's signals: SIGINT, SIGTERM,
+    SIGHUP, each a clean stop that removes its throwaway hosts.toml and SSH key)."""
     if args.config_out is None:
         args.config_out = str(demo_config_path())
 
@@ -415,7 +415,12 @@ def serve_only(args: argparse.Namespace) -> int:
             key = os.environ.get(DEMO_KEY_ENV, "")
             print(f"its engines and gateway want a key: export {DEMO_KEY_ENV}={key}", flush=True)
 
-    return asyncio.run(_serve(args, ready))
+    async def run() -> int:
+        stop = asyncio.Event()
+        with stopping(stop):
+            return await _serve(args, ready, stop)
+
+    return asyncio.run(run())
 
 
 class BackgroundPool:
