@@ -144,3 +144,25 @@ async def test_the_smoke_screen_names_its_regressions(tmp_path: Path) -> None:
         assert "5 regression(s) against the baseline" in status
         assert "regression: qwen3-30b-a3b chat_stream c=4 ttft_p95: 0.12 -> 0.18 (+50.0%)" in status, status
         assert "gemma3-27b-nvfp4" not in status and status.count("regression: ") == 4 and "and 1 more" in status
+
+
+async def test_a_result_that_comes_before_the_smoke_screen_is_mounted_is_kept_and_an_error_stops_it(
+    tmp_path: Path,
+) -> None:
+    """The run starts as the screen is pushed: a first result before the table had its columns raised 'More
+    values provided than there are columns', the run stopped after one check and the status still said
+    'finished, 0 failed'."""
+    app = app_for(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = SmokeScreen(["qwen3-next-80b"])
+        screen.add(failed_check("qwen3-next-80b"))  # before it is mounted
+        await app.push_screen(screen)
+        await pilot.pause()
+        table = screen.query_one("#smoke-results", DataTable)
+        assert table.row_count == 1 and str(table.get_row_at(0)[4]) == "FAIL"
+        screen.add(failed_check("qwen3-30b-a3b"))
+        screen.finish([], "smoke test stopped: TimeoutError: the pool did not answer")
+        await pilot.pause()
+        status = str(screen.query_one("#smoke-status").render())
+        assert status.startswith("smoke test of qwen3-next-80b: stopped, 2 checks, 2 failed"), status
+        assert table.row_count == 2

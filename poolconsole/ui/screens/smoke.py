@@ -42,6 +42,8 @@ class SmokeScreen(Screen[None]):
         self.results: list[CheckResult] = []
         self.changes: list[Change] = []
         self.finished = False
+        self.error: str | None = None
+        """Why the run stopped, when it did (said under the status)."""
         self.chart_titles: dict[str, str] = {}
         """What each chart (ttft, tps) is titled as drawn: whether it has a baseline to show."""
 
@@ -68,12 +70,31 @@ class SmokeScreen(Screen[None]):
             ("reason", "Reason"),
         ):
             table.add_column(label, key=key)
-        self._status()
         self.ready = True
+        table.show(dict(self._rows()))  # the results that came before the columns did
+        self._status(self.error)
+        self._show_reason()
+        if self.finished:
+            self._charts()
 
     def add(self, result: CheckResult) -> None:
+        """A check's result: a row, once the screen is mounted (the run starts as the screen is pushed, and its
+        first result could come before the table had its columns: 'More values provided than there are
+        columns' stopped the run after one check)."""
         self.results.append(result)
+        if not getattr(self, "ready", False):
+            return
         table = self.query_one("#smoke-results", FitTable)
+        key, cells = self._row(len(self.results), result)
+        table.show({**table.wanted, key: cells})  # plain text, never markup
+        self._status()
+        self._show_reason()
+
+    def _rows(self) -> list[tuple[str, tuple[Cell, ...]]]:
+        return [self._row(i, r) for i, r in enumerate(self.results, start=1)]
+
+    @staticmethod
+    def _row(index: int, result: CheckResult) -> tuple[str, tuple[Cell, ...]]:
         t = result.ttft_s
         ttft = f"{_fmt(t.get('p50'), 1000)}/{_fmt(t.get('p95'), 1000, ' ms')}" if t else "-"
         tps = result.output_tokens_per_s
@@ -88,9 +109,7 @@ class SmokeScreen(Screen[None]):
             speed,
             result.reason,
         )
-        table.show({**table.wanted, str(len(self.results)): cells})  # plain text, never markup
-        self._status()
-        self._show_reason()
+        return str(index), cells
 
     def on_data_table_row_highlighted(self, event: FitTable.RowHighlighted) -> None:
         self._show_reason()
@@ -109,12 +128,16 @@ class SmokeScreen(Screen[None]):
     def finish(self, changes: list[Change], error: str | None = None) -> None:
         self.finished = True
         self.changes = changes
-        self._status(error)
-        self._charts()
+        self.error = error
+        if getattr(self, "ready", False):
+            self._status(error)
+            self._charts()
 
     def _status(self, error: str | None = None) -> None:
         failed = sum(not r.passed for r in self.results)
-        state = "finished" if self.finished else "running"
+        state = (
+            ("stopped" if self.error else "finished") if self.finished else "running"
+        )  # never "finished" after an error
         regressions = [c for c in self.changes if c.regression]
         text = (
             f"smoke test of {', '.join(self.targets) or 'the pool'}: {state}, {len(self.results)} checks, "
