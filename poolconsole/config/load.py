@@ -54,16 +54,23 @@ class _LineIndex:
     def __init__(self, text: str) -> None:
         self.tables: dict[tuple[str | int, ...], int] = {}
         self.keys: dict[tuple[str | int, ...], int] = {}
-        counters: dict[str, int] = {}
+        counters: dict[tuple[str | int, ...], int] = {}
+        """Each array of tables by its full path (its parents' indexes in it), with how many it has so far."""
         current: tuple[str | int, ...] = ()
         for number, line in enumerate(text.splitlines(), start=1):
             header = self.HEADER.match(line)
             if header:
                 name = header.group(2).replace('"', "").replace("'", "")
-                parts: tuple[str | int, ...] = tuple(name.split("."))
+                names = name.split(".")
+                parts: tuple[str | int, ...] = ()
+                for depth, part in enumerate(names, start=1):  # [engines.control] is in the last [[engines]]
+                    parts = (*parts, part)
+                    appended = depth == len(names) and header.group(1) == "[["  # the array this header adds to
+                    if parts in counters and not appended:
+                        parts = (*parts, counters[parts] - 1)
                 if header.group(1) == "[[":
-                    index = counters.get(name, 0)
-                    counters[name] = index + 1
+                    index = counters.get(parts, 0)
+                    counters[parts] = index + 1
                     parts = (*parts, index)
                 current = parts
                 self.tables.setdefault(current, number)

@@ -55,3 +55,25 @@ def test_the_whole_files_checks_name_the_table_and_its_line() -> None:
     lines = {p.message: p.line for p in err.value.problems}
     assert lines["duplicate engine name 'qwen'"] == 6  # the second [[engines]]
     assert not [p for p in err.value.problems if p.message.startswith("Value error")]
+
+
+def test_a_key_in_a_table_nested_in_an_array_of_tables_is_found_on_its_own_line() -> None:
+    """[engines.control] and [[engines.profiles]] belong to the last [[engines]]: their keys were all put
+    at that engine's first line."""
+    text = (
+        ENGINE.replace("qwen", "a")
+        + "\n"
+        + ENGINE.replace("qwen", "b")  # lines 6-9
+        + '\n[engines.control]\nbackend = "docker"\nname = "b"\nhelth_timeout_s = 5\n'  # line 14
+        + '\n[[engines.profiles]]\nname = "p1"\nformat = "awq"\n'
+        + '\n[[engines.profiles]]\nname = "p2"\nformat = "fp8"\nweight_gib = 3\n'  # line 23
+        + '\n[engines.profiles.env]\nHF_TOKEN = "hf_x"\n'  # line 26
+    )
+    with pytest.raises(ConfigError) as err:
+        parse_config(text)
+    placed = [(p.line, p.path) for p in err.value.problems]
+    assert placed == [
+        (14, "engines[1:b].control.helth_timeout_s"),
+        (23, "engines[1:b].profiles[1:p2].weight_gib"),
+        (26, "engines[1:b].profiles[1:p2].env.HF_TOKEN"),
+    ]
