@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import httpx
@@ -81,8 +81,28 @@ async def load_and_watch(poller: EnginePoller, requests: list[asyncio.Task[httpx
     return seen
 
 
+async def load_until_seen(
+    poller: EnginePoller, requests: list[asyncio.Task[httpx.Response]], seen: Callable[[list[EngineSnapshot]], bool]
+) -> list[EngineSnapshot]:
+    """Poll every 0.25 s until `seen(samples)`, then cancel what is still in flight (the engine aborts it).
+    The requests are long, so they are still running when the polls look, however slow a loaded machine
+    makes each poll: a test that waited for them to finish saw none running once (requests_running 0,
+    "assert 0.0 >= 4", on a machine busy with a second test run)."""
+    samples: list[EngineSnapshot] = []
+    while not seen(samples) and not all(r.done() for r in requests):
+        samples.append(await poller.poll())
+        await asyncio.sleep(0.25)
+    for r in requests:
+        r.cancel()
+    await asyncio.gather(*requests, return_exceptions=True)
+    for r in requests:
+        if not r.cancelled() and r.exception() is None:
+            assert r.result().status_code == 200, r.result().text[:300]
+    return samples
+
+
 def peak(samples: list[EngineSnapshot], name: str) -> float:
-    return max((s.metrics.get(name) or 0.0) for s in samples if s.metrics is not None)
+    return max(((s.metrics.get(name) or 0.0) for s in samples if s.metrics is not None), default=0.0)
 
 
 async def test_llama_server_idle_and_under_load(
@@ -188,12 +208,19 @@ async def test_vllm_cpu_idle_and_under_load(tmp_path: Path, client: httpx.AsyncC
             body = {
                 "model": "tiny",
                 "messages": [{"role": "user", "content": prompt}],
-                "max_tokens": 150,
+                "max_tokens": 600,  # within --max-model-len 1024 with the prompt: in flight for many polls
                 "ignore_eos": True,
                 "temperature": 0.7,
             }  # no per-request seed: it kills vLLM-CPU (real-vllm.md)
             requests.append(asyncio.create_task(client.post(url + "/v1/chat/completions", json=body, timeout=300)))
-        during = await load_and_watch(poller, requests)
+
+        def busy(samples: list[EngineSnapshot]) -> bool:  # what the asserts below look for, all of it
+            done = [(s.metrics or {}).get("generation_tokens_total") or 0.0 for s in samples]
+            return bool(samples) and peak(samples, "requests_running") >= 4 and (
+                peak(samples, "requests_waiting") >= 1 and peak(samples, "kv_cache_usage") > 0.2
+            ) and max(done) >= 12 * 150  # fmt: skip
+
+        during = await load_until_seen(poller, requests, busy)
         after = await poller.poll()
     assert all(s.state is EngineState.OK for s in during), [s.error for s in during if s.error]
     assert peak(during, "requests_running") >= 4
