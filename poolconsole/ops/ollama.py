@@ -1,5 +1,6 @@
 """Ollama residency actions: unload a model (`keep_alive: 0`) to free its memory, or preload one with a
-keep-alive, through Ollama's own `/api/generate` with no prompt. Each is confirmed by the caller (the exact
+keep-alive, through Ollama's own `/api/generate` with no prompt (an embedding model, refused there, through
+`/api/embed` with no input). Each is confirmed by the caller (the exact
 request is `plan_*`), refused in read-only mode, one at a time per engine, verified on `/api/ps` (the model
 gone, or resident), and lands in the audit log with its outcome."""
 
@@ -64,6 +65,20 @@ def plan(engine: Engine, model: str, keep_alive: str | int) -> str:
     return f"POST {engine.url}/api/generate {json.dumps(request_body(model, keep_alive))}"
 
 
+def embed_body(model: str, keep_alive: str | int) -> dict[str, Any]:
+    return {"model": model, "keep_alive": keep_alive}
+
+
+def embed_plan(engine: Engine, model: str, keep_alive: str | int) -> str:
+    """The preload of an embedding model, which Ollama refuses on /api/generate ("... does not support
+    generate"): an /api/embed with no input loads it with the keep-alive given (an unload works on either)."""
+    return f"POST {engine.url}/api/embed {json.dumps(embed_body(model, keep_alive))}"
+
+
+EMBEDDING_ONLY = "does not support generate"
+"""Ollama's 400 for /api/generate on a model without completion (an embedding model)."""
+
+
 async def unload(ctx: OllamaContext, engine: Engine, model: str) -> Outcome:
     """Unload `model` now: its memory is free once /api/ps no longer lists it."""
     return await _act(ctx, engine, model, 0, "ollama unload")
@@ -92,20 +107,27 @@ async def _act(ctx: OllamaContext, engine: Engine, model: str, keep_alive: str |
     if engine.name in _BUSY:
         raise ActionRefused(f"an action on {engine.name} is already running: refused")
     _BUSY.add(engine.name)
-    command = plan(engine, model, keep_alive)
+    commands = [plan(engine, model, keep_alive)]
     started = time.monotonic()
     want_gone = keep_alive == 0
     try:
-        ctx.progress(f"$ {command}")
+        ctx.progress(f"$ {commands[0]}")
         async with httpx.AsyncClient(timeout=httpx.Timeout(ctx.timeout_s), trust_env=False) as client:
-            try:
-                answer = await client.post(
-                    engine.url + "/api/generate", json=request_body(model, keep_alive), headers=auth_headers(engine)
-                )
-            except httpx.HTTPError as exc:
-                raise _Failed(f"{type(exc).__name__}: {exc}") from None
+
+            async def post(path: str, body: dict[str, Any]) -> httpx.Response:
+                try:
+                    answer = await client.post(engine.url + path, json=body, headers=auth_headers(engine))
+                except httpx.HTTPError as exc:
+                    raise _Failed(f"{type(exc).__name__}: {exc}") from None
+                ctx.progress(f"HTTP {answer.status_code} {answer.text.strip()[:300]}")
+                return answer
+
+            answer = await post("/api/generate", request_body(model, keep_alive))
+            if answer.status_code == 400 and EMBEDDING_ONLY in answer.text and not want_gone:
+                commands.append(embed_plan(engine, model, keep_alive))
+                ctx.progress(f"an embedding model: loaded through /api/embed instead\n$ {commands[-1]}")
+                answer = await post("/api/embed", embed_body(model, keep_alive))
             text = answer.text.strip()
-            ctx.progress(f"HTTP {answer.status_code} {text[:300]}")
             if answer.status_code != 200:
                 raise _Failed(f"HTTP {answer.status_code}: {text[:200]}")
             deadline = time.monotonic() + VERIFY_S
@@ -120,9 +142,9 @@ async def _act(ctx: OllamaContext, engine: Engine, model: str, keep_alive: str |
         detail = f"{model} unloaded: /api/ps no longer lists it" if want_gone else (
             f"{model} loaded, keep-alive {keep_alive}: /api/ps lists it"
         )  # fmt: skip
-        outcome = Outcome(action, engine.name, "ok", detail, [command], time.monotonic() - started)
+        outcome = Outcome(action, engine.name, "ok", detail, commands, time.monotonic() - started)
     except _Failed as exc:
-        outcome = Outcome(action, engine.name, "failed", str(exc), [command], time.monotonic() - started)
+        outcome = Outcome(action, engine.name, "failed", str(exc), commands, time.monotonic() - started)
     finally:
         _BUSY.discard(engine.name)
     ctx.progress(f"{action} {model}: {outcome.outcome} ({outcome.detail})")

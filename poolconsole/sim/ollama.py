@@ -138,31 +138,36 @@ class OllamaResidency:
             )
         return {"models": models}
 
-    def used(self, model: str, now: float | None = None) -> None:
-        """A request for the model without keep_alive (an embedding call): loaded if it was not, and its expiry
-        back on the server's keep-alive (as in Ollama, each request sets it anew)."""
+    def used(self, model: str, now: float | None = None, keep_alive: Any = None) -> None:
+        """A request for the model (an embedding call): loaded if it was not, and its expiry set anew, as in
+        Ollama, by each request: its keep_alive when it gives one (0: unloaded after it), else the server's."""
         if model in self.sizes:
             now = time.time() if now is None else now
+            keep = None if keep_alive is None else keep_alive_seconds(keep_alive)
+            if keep == 0:
+                self.resident.pop(model, None)
+                return
             loaded = self.resident[model].loaded_at if model in self.resident else now
-            self.resident[model] = Resident(loaded, self.keep_alive_s, None)
+            if keep is None:
+                self.resident[model] = Resident(loaded, self.keep_alive_s, None)
+            else:
+                self.resident[model] = Resident(loaded, keep, now + keep)
 
     def generate(self, body: dict[str, Any], now: float | None = None) -> tuple[int, dict[str, Any]]:
-        """`/api/generate` without a prompt: load (keep_alive as given, else the server's) or unload (0)."""
+        """`/api/generate` as Ollama answers it for an embedding model: an unload (no prompt, keep_alive 0) is
+        done before the capability check; anything else is refused ("... does not support generate")."""
         now = time.time() if now is None else now
         model = str(body.get("model") or "")
         if model not in self.sizes:
             return 404, {"error": f'model "{model}" not found, try pulling it first'}
-        if body.get("prompt"):
-            return 400, {"error": f'"{model}" does not support generate'}
         raw = body.get("keep_alive")
         keep = self.keep_alive_s if raw is None else keep_alive_seconds(raw)
         if keep is None:
             return 400, {"error": f"time: invalid duration {raw!r}"}
         answer: dict[str, Any] = {"model": model, "created_at": stamp(now), "response": "", "done": True}
-        if keep == 0:
+        if keep == 0 and not body.get("prompt") and raw is not None:  # Ollama's unload branch comes first
             self.resident.pop(model, None)
             answer["done_reason"] = "unload"
             return 200, answer
-        self.resident[model] = Resident(now, keep, now + keep)
-        answer["done_reason"] = "load"
-        return 200, answer
+        # then its capability check: the demo's Ollama holds embedding models only (load them on /api/embed)
+        return 400, {"error": f'"{model}" does not support generate'}

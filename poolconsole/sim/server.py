@@ -623,18 +623,19 @@ class SimEngine:
             }
         )
 
-    def _embed(self, model: str, inputs: Any) -> list[list[float]] | None:
+    def _embed(self, model: str, inputs: Any, keep_alive: Any = None) -> list[list[float]] | None:
         dims = self.spec.embedding_dims.get(model)
         if dims is None:
             return None
         if self.ollama is not None:
-            self.ollama.used(model)
+            self.ollama.used(model, keep_alive=keep_alive)
         items = inputs if isinstance(inputs, list) else [inputs]
         return [embedding(f"{model}:{x}", dims) for x in items]
 
     async def ollama_embed(self, request: web.Request) -> web.Response:
+        """Ollama's /api/embed: no input loads the model (no embeddings), keep_alive as given."""
         body = await request.json()
-        vectors = self._embed(str(body.get("model")), body.get("input", ""))
+        vectors = self._embed(str(body.get("model")), body.get("input", []), body.get("keep_alive"))
         if vectors is None:
             return web.json_response(
                 {"error": f'model "{body.get("model")}" not found, try pulling it first'}, status=404

@@ -663,8 +663,11 @@ class PoolApp(App[None]):
             def chosen(keep_alive: str | None) -> None:
                 if keep_alive is None:
                     return
+                value = ollama_ops.keep_alive_value(keep_alive)
                 lines = [
-                    f"  $ {ollama_ops.plan(engine, model, ollama_ops.keep_alive_value(keep_alive))}",
+                    f"  $ {ollama_ops.plan(engine, model, value)}",
+                    "an embedding model, which Ollama does not let generate, loads through /api/embed instead:",
+                    f"  $ {ollama_ops.embed_plan(engine, model, value)}",
                     "then watch /api/ps until it lists the model",
                 ]
                 self.push_screen(

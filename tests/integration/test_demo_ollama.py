@@ -65,6 +65,12 @@ async def test_unload_leaves_api_ps_and_preload_joins_it_audited(
 
     outcome = await preload(ctx, engine, SPARE, "10m")
     assert outcome.outcome == "ok", outcome.detail
+    # an embedding model: Ollama refuses it on /api/generate, and it loads through /api/embed
+    assert outcome.commands == [
+        f'POST {engine.url}/api/generate {{"model": "{SPARE}", "keep_alive": "10m", "stream": false}}',
+        f'POST {engine.url}/api/embed {{"model": "{SPARE}", "keep_alive": "10m"}}',
+    ]
+    assert any(f'"\\"{SPARE}\\" does not support generate"' in line for line in said), said
     loaded = (await ps(engine.url))[SPARE]
     expires = residency.parse_expiry(str(loaded["expires_at"]))
     assert expires is not None and 590 < expires - time.time() <= 600
