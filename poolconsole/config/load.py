@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from poolconsole.config.models import PoolConfig
+from poolconsole.config.secret_text import secret_in
 
 SECRET_KEYS = re.compile(r"(^|_)(api_key|key|token|password|secret)$", re.IGNORECASE)  # HF_TOKEN in an env table too
 
@@ -104,6 +105,20 @@ def _loc_text(loc: tuple[str | int, ...], data: dict[str, Any]) -> str:
     return ".".join(out) or "(top level)"
 
 
+WRITTEN_IN = "secrets are never written in hosts.toml"
+CARRIED = ("args", "command")
+"""Lists whose words reach an engine's command line: a secret flag's value written there is refused too."""
+
+
+def _written(text: str, loc: tuple[str | int, ...]) -> list[tuple[tuple[str | int, ...], str]]:
+    """A secret flag or assignment with its value inside a string (`--api-key sk-...`, `HF_TOKEN=...`)."""
+    name = secret_in(text)
+    if name is None:
+        return []
+    how = 'an env table\'s NAME = { env = "ENV_VAR_NAME" }, which the engine reads'
+    return [(loc, f"{WRITTEN_IN} ({name} with its value here): give it through {how}")]
+
+
 def _secret_problems(data: Any, loc: tuple[str | int, ...] = ()) -> list[tuple[tuple[str | int, ...], str]]:
     found: list[tuple[tuple[str | int, ...], str]] = []
     if isinstance(data, dict):
@@ -111,7 +126,11 @@ def _secret_problems(data: Any, loc: tuple[str | int, ...] = ()) -> list[tuple[t
             reference = isinstance(value, dict) and list(value) == ["env"]  # HF_TOKEN = { env = "HF_TOKEN" }
             if isinstance(key, str) and SECRET_KEYS.search(key) and not key.endswith("_env") and not reference:
                 hint = f'{key} = {{ env = "ENV_VAR_NAME" }}' if loc[-1:] == ("env",) else f'{key}_env = "ENV_VAR_NAME"'
-                found.append(((*loc, key), f"secrets are never written in hosts.toml: use {hint}"))
+                found.append(((*loc, key), f"{WRITTEN_IN}: use {hint}"))
+            elif loc[-1:] == ("env",) and isinstance(value, str):
+                found += _written(value, (*loc, key))  # EXTRA_ARGS = "--api-key sk-..."
+            elif key in CARRIED and isinstance(value, list) and all(isinstance(v, str) for v in value):
+                found += _written(" ".join(value), (*loc, key))  # args = ["--api-key", "sk-..."]
             else:
                 found += _secret_problems(value, (*loc, key))
     elif isinstance(data, list):

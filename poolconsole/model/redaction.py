@@ -2,13 +2,7 @@
 
 from __future__ import annotations
 
-import re
-
-SECRET_ASSIGNMENT = re.compile(
-    r"(?<![A-Za-z0-9_])([A-Za-z0-9_]*(?:KEY|TOKEN|SECRET|PASSWORD)[A-Za-z0-9_]*)=('[^']*'|\"[^\"]*\"|\S+)", re.I
-)
-SECRET_FLAG = re.compile(r"(--?[A-Za-z0-9-]*(?:key|token|secret|password)[A-Za-z0-9-]*)([ =])('[^']*'|\S+)", re.I)
-BEARER = re.compile(r"(Bearer\s+)\S+", re.I)
+from poolconsole.config.secret_text import BEARER, SECRET_ASSIGNMENT, SECRET_FLAG
 
 
 def redact(text: str, values: tuple[str, ...] = ()) -> str:

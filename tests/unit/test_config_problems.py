@@ -77,3 +77,23 @@ def test_a_key_in_a_table_nested_in_an_array_of_tables_is_found_on_its_own_line(
         (23, "engines[1:b].profiles[1:p2].weight_gib"),
         (26, "engines[1:b].profiles[1:p2].env.HF_TOKEN"),
     ]
+
+
+def test_a_secret_flag_with_its_value_in_args_or_an_env_value_is_refused_and_look_alikes_are_not() -> None:
+    """`args = ["--api-key", "sk-..."]` or `EXTRA_ARGS = "--hf-token hf_..."` passed check-config: the secret
+    sat in hosts.toml and reached a command line. Flags that merely contain the words do not count."""
+    text = (
+        ENGINE + '[[engines.profiles]]\nname = "p"\nformat = "awq"\n'
+        'args = ["--max-num-batched-tokens", "4096", "--tokenizer-mode", "auto", "--api-key", "sk-live-9"]\n'
+        '[engines.profiles.env]\nEXTRA_ARGS = "--hf-token hf_live_7"\nMAX_TOKENS = "4096"\n'
+        'KEY_REF = "--api-key $API_KEY"\n'
+    )
+    said = problems(text)
+    assert [s.split(": ", 1)[0] for s in said] == [
+        "engines[0:qwen].profiles[0:p].args",
+        "engines[0:qwen].profiles[0:p].env.EXTRA_ARGS",
+    ], said
+    assert "(--api-key with its value here)" in said[0] and "(--hf-token with its value here)" in said[1]
+    assert not any("sk-live" in s or "hf_live" in s for s in said)
+    clean = ENGINE + '[[engines.profiles]]\nname = "p"\nformat = "awq"\nargs = ["--max-num-batched-tokens", "4096"]\n'
+    assert parse_config(clean).engines[0].profiles[0].args == ["--max-num-batched-tokens", "4096"]
