@@ -268,6 +268,7 @@ ACTIONS: tuple[Action, ...] = (
         "Play the recording slower",
         replay=True,
         footer="Slow",
+        show=False,  # in the help and the palette: the replay's footer fits 120 columns beside the palette mark
     ),
     Action(
         "replay_faster",
@@ -277,6 +278,7 @@ ACTIONS: tuple[Action, ...] = (
         "Play the recording faster",
         replay=True,
         footer="Fast",
+        show=False,
     ),
     Action("back", "Back", "escape", "app.go_back", "Close this screen, or clear the filter", show=False),
     Action("quit", "Quit", "q", "app.quit", "Leave the console"),
