@@ -142,7 +142,7 @@ async def test_the_smoke_screen_names_its_regressions(tmp_path: Path) -> None:
         await pilot.pause()
         status = str(screen.query_one("#smoke-status", Static).render())
         assert "5 regression(s) against the baseline" in status
-        assert "regression: qwen3-30b-a3b chat_stream c=4 ttft_p95: 0.12 -> 0.18 (+50.0%)" in status, status
+        assert "regression: qwen3-30b-a3b chat_stream c=4 ttft_p95: 120 ms -> 180 ms (+50.0%)" in status, status
         assert "gemma3-27b-nvfp4" not in status and status.count("regression: ") == 4 and "and 1 more" in status
 
 

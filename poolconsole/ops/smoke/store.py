@@ -134,10 +134,13 @@ class Change:
         return (self.now - self.baseline) / self.baseline * 100 if self.baseline else 0.0
 
     def words(self) -> str:
-        """One line: 'qwen3-30b-a3b chat_stream c=4 ttft_p95: 0.12 -> 0.18 (+50.0%)'."""
+        """One line in the table's units: 'qwen3-30b-a3b chat_stream c=4 ttft_p95: 120 ms -> 180 ms (+50.0%)'
+        (seconds were shown bare, '0.07964 -> 0.1353', beside the table's milliseconds)."""
+        timed = self.figure.startswith(("ttft", "itl"))
+        unit, scale = (" ms", 1000.0) if timed else (" tok/s", 1.0)
         return (
             f"{self.target} {self.check} c={self.concurrency} {self.figure}: "
-            f"{self.baseline:.4g} -> {self.now:.4g} ({self.change_pct:+.1f}%)"
+            f"{self.baseline * scale:.4g}{unit} -> {self.now * scale:.4g}{unit} ({self.change_pct:+.1f}%)"
         )
 
     def to_json(self) -> dict[str, Any]:

@@ -596,7 +596,8 @@ class OverviewScreen(Screen[None]):
         hidden = f"  problems only: {self.hidden} hidden" if self.problems_only else ""
         if self.problems_only and not shown:
             hidden = f"  problems only: nothing needs attention ({self.hidden} hidden, p shows them)"
-        hidden = hidden or (f"  {self.hidden} hidden" if self.hidden else "")
+        where = "in folded groups (c / C opens them)" if self.collapsed and not self.filter_text else ""
+        hidden = hidden or (f"  {self.hidden} hidden {where}".rstrip() if self.hidden else "")
         rows = f"{self.engines_shown} engine" + ("" if self.engines_shown == 1 else "s")
         # what matters most first: the line ends in "…" where the width runs out (READ-ONLY and the alerts
         # were last, and cut away at 120 columns with the problems-only words)
