@@ -231,6 +231,7 @@ def cmd_smoke(args: argparse.Namespace) -> int:
     doc = document(results, seed, {k: v for k, v in found.items() if v})
     db = Path(args.db) if args.db else demo[1] if demo else store.default_db()
     measured_on = with_measurements(conditions(config, versions, active, hosts, reported), found)
+    changes: list[store.Change] = []
     try:
         run_id = store.save_run(db, seed, doc["passed"], " ".join(sys.argv[1:]), doc["results"], measured_on)
         doc["run_id"], doc["db"] = run_id, str(db)
@@ -242,12 +243,8 @@ def cmd_smoke(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(doc, indent=2, allow_nan=False))
     else:
-        for change in doc.get("comparison", []):
-            flag = "REGRESSION" if change["regression"] else "ok"
-            print(
-                f"{flag:10s} {change['target']} {change['model']} {change['check']} c={change['concurrency']} "
-                f"{change['figure']}: {change['baseline']:.4g} -> {change['now']:.4g} ({change['change_pct']:+.1f}%)"
-            )
+        for change in changes:  # in the console's words and units (ms, tok/s)
+            print(f"{'REGRESSION' if change.regression else 'ok':10s} {change.words()}")
         for entry in found["spec_decode"] + found["context"]:
             print(f"{entry['target']} {entry['model']}: {entry['verdict']}")
         print(("passed" if doc["passed"] else "FAILED") + f" ({len(results)} checks, seed {seed})")

@@ -223,6 +223,10 @@ async def test_smoke_cli_on_the_demo_pool(sim: SimPool, tmp_path: Path) -> None:
     (line,) = [x for x in plain.stdout.splitlines() if "chat_stream" in x]
     time = r"(\d+\.\d ms|\d+\.\d\d s)"  # milliseconds under a second, as the console's table
     assert re.search(rf"TTFT p50 {time}, p95 {time}; ITL p95 [\d.]+ ms; [\d.]+ tok/s per stream, ", line), line
+    # and --compare in text: each figure in the console's units (it printed bare seconds: '0.0796 -> 0.135')
+    compared = await asyncio.to_thread(run_cli, config, db, "qwen3-next-80b", "--compare")
+    ttft = [x for x in compared.stdout.splitlines() if " ttft_p95: " in x]
+    assert ttft and all(re.search(r" ttft_p95: [\d.]+ ms -> [\d.]+ ms \([+-]\d+\.\d%\)$", x) for x in ttft), ttft
 
 
 async def test_smoke_exit_codes(sim: SimPool, tmp_path: Path) -> None:
