@@ -493,7 +493,7 @@ async def test_a_keys_table_check_config_refuses_is_said_on_screen_for_a_minute(
 async def test_the_audit_screen_shows_the_highlighted_entry_whole_with_why_it_failed(tmp_path: Path) -> None:
     """The table had no room for an outcome's detail (why a restart failed: `poolconsole audit` said it, the
     screen did not) and cut each command at 60 characters with no "…". Under it, the highlighted entry now
-    reads as the CLI prints it; the Commands column holds every command whole."""
+    reads as the CLI prints it; the table's long cells end in "…", the outcome before them."""
     from poolconsole.ops import audit
     from poolconsole.ui.screens.action import AuditScreen
 
@@ -515,7 +515,9 @@ async def test_the_audit_screen_shows_the_highlighted_entry_whole_with_why_it_fa
         assert shown == audit.entries(app.audit_path)[0].text()  # the newest first, as `poolconsole audit` prints
         assert f"    $ {write}" in shown.splitlines()
         table = app.screen.query_one("#audit", DataTable)
-        assert str(table.get_row_at(0)[-1]) == f"{write} ; docker restart gemma"
+        cell = str(table.get_row_at(0)[-1])  # cut to the width with "…" (it was cut mid-word, no mark)
+        assert cell.endswith("…") and f"{write} ; docker restart gemma".startswith(cell[:-1]), cell
+        assert [str(c) for c in table.get_row_at(0)[2:5]] == ["rollover", "gemma", "ok"]  # the outcome early
         await pilot.press("down")
         await pilot.pause()
         shown = str(app.screen.query_one("#audit-entry").render())

@@ -18,6 +18,7 @@ from textual.widgets import Button, DataTable, Header, Log, OptionList, Static
 from poolconsole.ops.audit import Entry
 from poolconsole.ui.cells import Colors
 from poolconsole.ui.footer import KeysFooter
+from poolconsole.ui.tables import FitTable
 
 
 class ProfilePicker(ModalScreen[str | None]):
@@ -139,40 +140,38 @@ class AuditScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield Header()
-        yield DataTable(id="audit", cursor_type="row")
+        yield FitTable({"cmd": 16, "profiles": 14, "target": 12}, id="audit")  # cut cells end in "…"
         yield Static(id="audit-entry", markup=False)  # the highlighted entry whole: why it failed, every command
         yield KeysFooter()
 
     def on_mount(self) -> None:
-        table = self.query_one(DataTable)
-        for key, label in (
+        table = self.query_one(FitTable)
+        for key, label in (  # the outcome before the long columns: at 80 columns it was off the screen
             ("at", "Time (UTC)"),
             ("user", "User"),
             ("action", "Action"),
             ("target", "Target"),
-            ("profiles", "Profile"),
             ("outcome", "Outcome"),
             ("s", "Seconds"),
+            ("profiles", "Profile"),
             ("cmd", "Commands"),
         ):
             table.add_column(label, key=key)
-        for i, e in enumerate(self.entries):
-            table.add_row(
-                *(
-                    Text(cell)
-                    for cell in (
-                        dt.datetime.fromtimestamp(e.at, dt.UTC).strftime("%m-%d %H:%M:%S"),
-                        e.user,
-                        e.action,
-                        e.target,
-                        f"{e.profile_from} -> {e.profile_to}" if e.profile_to else "-",
-                        e.outcome,
-                        f"{e.duration_s:.1f}",
-                        " ; ".join(e.commands),  # whole here too: the table scrolls sideways
-                    )
-                ),
-                key=str(i),
-            )
+        table.show(
+            {
+                str(i): (
+                    dt.datetime.fromtimestamp(e.at, dt.UTC).strftime("%m-%d %H:%M:%S"),
+                    e.user,
+                    e.action,
+                    e.target,
+                    e.outcome,
+                    f"{e.duration_s:.1f}",
+                    f"{e.profile_from} -> {e.profile_to}" if e.profile_to else "-",
+                    " ; ".join(e.commands),  # cut to the width left, with "…": the pane below has them whole
+                )
+                for i, e in enumerate(self.entries)
+            }
+        )
         self._show_entry()
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
@@ -181,7 +180,7 @@ class AuditScreen(Screen[None]):
     def _show_entry(self) -> None:
         """Under the table, the highlighted entry as `poolconsole audit` prints it: its outcome's detail (why
         it failed or was refused: the table has no room for it) and each command on its own line."""
-        table = self.query_one(DataTable)
+        table = self.query_one(FitTable)
         if not self.entries or not 0 <= table.cursor_row < len(self.entries):
             self.query_one("#audit-entry", Static).update("no actions recorded" if not self.entries else "")
             return
