@@ -144,6 +144,12 @@ async def test_the_smoke_screen_names_its_regressions(tmp_path: Path) -> None:
         assert "5 regression(s) against the baseline" in status
         assert "regression: qwen3-30b-a3b chat_stream c=4 ttft_p95: 120 ms -> 180 ms (+50.0%)" in status, status
         assert "gemma3-27b-nvfp4" not in status and status.count("regression: ") == 4 and "and 1 more" in status
+        await pilot.resize_terminal(80, 24)  # the status's lines leave the table room for its checks
+        for target in ("qwen3-30b-a3b", "gemma3-27b-nvfp4", "embeddings"):
+            screen.add(failed_check(target))
+        await pilot.pause(0.2)
+        table = screen.query_one("#smoke-results", DataTable)
+        assert table.region.height >= 5, table.region  # header and a few rows (it had one line at 80x24)
 
 
 async def test_a_result_that_comes_before_the_smoke_screen_is_mounted_is_kept_and_an_error_stops_it(
