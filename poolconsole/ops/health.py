@@ -135,7 +135,7 @@ async def await_serving(
             waited = time.monotonic() - started
             if waited + every_s > timeout_s:
                 raise NotServing(
-                    f"{engine.name} not serving within its {timeout_s:g} s health timeout (waited {waited:.0f} s); "
-                    f"last answer: {last}"
+                    f"{engine.name} not serving within its {timeout_s:g} s health timeout (last checked at "
+                    f"{waited:.0f} s: the next check would pass it); last answer: {last}"
                 )
             await asyncio.sleep(every_s)
