@@ -60,6 +60,18 @@ async def settle(pilot: object, app: PoolApp) -> None:
     await pilot.pause()  # type: ignore[attr-defined]
 
 
+async def open_audit(pilot: object, app: PoolApp) -> None:
+    """`L`'s action, then wait for the audit screen (it reads the log in a thread first)."""
+    from poolconsole.ui.screens.action import AuditScreen
+
+    await app.run_action("audit_log")
+    for _ in range(40):
+        if isinstance(app.screen, AuditScreen):
+            break
+        await pilot.pause(0.05)  # type: ignore[attr-defined]
+    assert isinstance(app.screen, AuditScreen)
+
+
 async def select_row(pilot: object, app: PoolApp, key: str) -> None:
     """After the first polls of a live pool, put the overview's cursor on row `key`."""
     await asyncio.sleep(1.5)
@@ -161,18 +173,12 @@ async def test_theme_switch_is_remembered(tmp_path: Path) -> None:
 async def test_the_audit_screen_names_its_log(tmp_path: Path) -> None:
     """The demo's audit log is its own: the screen says which file it reads, and the CLI line for it."""
     from poolconsole.ops import audit
-    from poolconsole.ui.screens.action import AuditScreen
 
     app = static_app(tmp_path)
     app.audit_path = tmp_path / "demo-7.audit.sqlite3"
     audit.record(app.audit_path, "restart", "qwen", ["docker restart qwen"], "ok", "serving after 2.0 s", 2.0)
     async with app.run_test(size=(160, 30)) as pilot:
-        await app.run_action("audit_log")
-        for _ in range(40):
-            if isinstance(app.screen, AuditScreen):
-                break
-            await pilot.pause(0.05)
-        assert isinstance(app.screen, AuditScreen)
+        await open_audit(pilot, app)
         await pilot.pause()  # mounted: its Header's children too
         assert app.screen.sub_title == f"audit log {app.audit_path} (the CLI: poolconsole audit --db {app.audit_path})"
 
@@ -495,7 +501,6 @@ async def test_the_audit_screen_shows_the_highlighted_entry_whole_with_why_it_fa
     screen did not) and cut each command at 60 characters with no "…". Under it, the highlighted entry now
     reads as the CLI prints it; the table's long cells end in "…", the outcome before them."""
     from poolconsole.ops import audit
-    from poolconsole.ui.screens.action import AuditScreen
 
     app = static_app(tmp_path)
     app.audit_path = tmp_path / "audit.sqlite3"
@@ -504,12 +509,7 @@ async def test_the_audit_screen_shows_the_highlighted_entry_whole_with_why_it_fa
     audit.record(app.audit_path, "restart", "qwen", ["docker restart qwen"], "failed", why, 0.0)
     audit.record(app.audit_path, "rollover", "gemma", [write, "docker restart gemma"], "ok", "serving", 9.0, "a", "b")
     async with app.run_test(size=(120, 30)) as pilot:
-        await app.run_action("audit_log")
-        for _ in range(40):
-            if isinstance(app.screen, AuditScreen):
-                break
-            await pilot.pause(0.05)
-        assert isinstance(app.screen, AuditScreen)
+        await open_audit(pilot, app)
         await pilot.pause()
         shown = str(app.screen.query_one("#audit-entry").render())
         assert shown == audit.entries(app.audit_path)[0].text()  # the newest first, as `poolconsole audit` prints

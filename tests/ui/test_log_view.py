@@ -24,8 +24,7 @@ from poolconsole.ui.app import PoolApp
 from poolconsole.ui.grid import PoolGrid
 from poolconsole.ui.screens.detail import DetailScreen
 from poolconsole.ui.screens.logs import LogScreen
-from tests.helpers import uipool
-from tests.ui.test_console import select_row
+from tests.ui.test_console import feed, select_row, settle
 
 KEYS = {a.id: a.key for a in registry.ACTIONS}
 SECRET = "hf_Zq9secretTOKENvalue123"
@@ -216,12 +215,8 @@ async def test_l_on_an_engine_with_no_log_source_says_what_to_declare_in_a_toast
     gateway = next(e for e in app.config.engines if e.kind.value == "litellm")
     assert gateway.control is None and gateway.logs is None
     async with app.run_test(size=(120, 40)) as pilot:
-        for host in uipool.host_snapshots(app.config):
-            app.apply_host(host)
-        for snap in uipool.engine_snapshots(app.config):
-            app.apply_engine(snap)
-        app.refresh_screen()
-        await pilot.pause()
+        await feed(app)
+        await settle(pilot, app)
         grid = app.screen.query_one(PoolGrid)
         grid.move_cursor(list(grid.order).index(f"engine:{gateway.name}"))
         await pilot.press(KEYS["logs"])
