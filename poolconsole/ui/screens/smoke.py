@@ -72,7 +72,7 @@ class SmokeScreen(Screen[None]):
             table.add_column(label, key=key)
         self.ready = True
         table.show(dict(self._rows()))  # the results that came before the columns did
-        self._status(self.error)
+        self._status()
         self._show_reason()
         if self.finished:
             self._charts()
@@ -130,10 +130,10 @@ class SmokeScreen(Screen[None]):
         self.changes = changes
         self.error = error
         if getattr(self, "ready", False):
-            self._status(error)
+            self._status()
             self._charts()
 
-    def _status(self, error: str | None = None) -> None:
+    def _status(self) -> None:
         failed = sum(not r.passed for r in self.results)
         state = (
             ("stopped" if self.error else "finished") if self.finished else "running"
@@ -147,8 +147,8 @@ class SmokeScreen(Screen[None]):
         text += "".join(f"\n  regression: {c.words()}" for c in shown)
         if len(regressions) > len(shown):
             text += f"\n  and {len(regressions) - len(shown)} more"
-        if error:
-            text += f"\n{error}"
+        if self.error:
+            text += f"\n{self.error}"
         self.query_one("#smoke-status", Static).update(text)
 
     def _charts(self) -> None:
