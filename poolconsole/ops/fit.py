@@ -70,12 +70,17 @@ class FitReport:
     notes: list[str] = field(default_factory=list)
     kv_unknown: str | None = None
     """Why the KV cache was not estimated (None: it was): the verdict then checks the weights only."""
+    kv_from_engine: bool = False
+    """`kv_tokens` is the engine's own figure for its active profile (else this check's estimate)."""
 
     @property
     def fits(self) -> bool:
         return self.verdict is Verdict.FITS
 
-    def lines(self) -> list[str]:
+    def rows(self) -> list[tuple[str, ...]]:
+        """The report as rows of whole fields (a number stays with its unit): the console's dialog wraps
+        between fields; `lines` joins them for the CLI, the progress log and the audit."""
+
         def g(x: float | None) -> str:
             return units.num(x, 1, " GiB")
 
@@ -85,22 +90,35 @@ class FitReport:
             Verdict.DOES_NOT_FIT: "DOES NOT FIT",
             Verdict.CANNOT_CHECK: "cannot check: GPU memory unknown",
         }[self.verdict]
+        kv = "+ KV not estimated" if self.kv_gib is None else f"+ KV {g(self.kv_gib)} (max_model_len x max_num_seqs)"
+        against = "unified memory available now" if self.unified else "GPU memory x utilisation, less other processes"
         out = [
-            f"{self.engine} / {self.profile}: {head}",
-            f"  weights {g(self.weights_gib)} + KV {g(self.kv_gib)} (max_model_len x max_num_seqs) "
-            f"+ overhead {g(self.overhead_gib)} per GPU",
-            f"  per shard {g(self.per_shard_gib)} against {g(self.budget_gib)} "
-            f"({'unified memory available now' if self.unified else 'GPU memory x utilisation, less other processes'}"
-            f"), headroom {g(self.headroom_gib)}",
+            (f"{self.engine} / {self.profile}: {head}",),
+            (f"weights {g(self.weights_gib)}", kv, f"+ overhead {g(self.overhead_gib)} per GPU"),
+            (
+                f"per shard {g(self.per_shard_gib)}",
+                f"against {g(self.budget_gib)}",
+                f"({against}),",
+                f"headroom {g(self.headroom_gib)}",
+            ),
         ]
         if self.kv_tokens is not None:
-            cliff = f"  KV holds {self.kv_tokens:,} tokens"
+            whose = (
+                "the engine's own KV cache holds"
+                if self.kv_from_engine
+                else "the KV cache left once the weights are in holds about"
+            )
+            cliff = [f"{whose} {self.kv_tokens:,} tokens"]
             if self.max_context_at_max_seqs is not None:
-                cliff += f": longest context at its max sequences {self.max_context_at_max_seqs:,}"
+                cliff.append(f"longest context at its max sequences {self.max_context_at_max_seqs:,}")
             if self.concurrency_at_max_context is not None:
-                cliff += f", concurrency at its max context {self.concurrency_at_max_context:.1f}"
-            out.append(cliff)
-        return out + [f"  note: {n}" for n in self.notes]
+                cliff.append(f"concurrency at its max context {self.concurrency_at_max_context:.1f}")
+            out.append((*(f"{part}," for part in cliff[:-1]), cliff[-1]))
+        return out + [(f"note: {n}",) for n in self.notes]
+
+    def lines(self) -> list[str]:
+        """Each row as one line, indented under the first (the CLI's `plan`, the progress log, the audit)."""
+        return [("  " if i else "") + " ".join(row) for i, row in enumerate(self.rows())]
 
 
 def weights_gib(profile: Profile) -> float | None:
@@ -230,6 +248,7 @@ def fit(
         cliff_conc,
         notes,
         kv_unknown(profile) if kv_need is None else None,
+        kv is not None and active,
     )
 
 

@@ -41,7 +41,7 @@ class Outcome:
     action: str
     engine: str
     outcome: str
-    """ok | failed | rolled back | rollback failed | refused (nothing ran)"""
+    """ok | failed | rolled back | rollback failed | refused (nothing ran) | abandoned (the console quit)"""
     detail: str
     commands: list[str] = field(default_factory=list)
     seconds: float = 0.0
@@ -149,10 +149,37 @@ async def _restart(ctx: ActionContext, engine: Engine) -> Outcome:
         )
     except ActionFailed as exc:
         outcome = Outcome("restart", engine.name, "failed", str(exc), commands, time.monotonic() - started)
+    except asyncio.CancelledError:  # the console quit (asked first) or the command was stopped: audited
+        why = f"`{commands[0]}` was sent; whether the engine serves again was not seen"
+        _abandoned(ctx, Outcome("restart", engine.name, "abandoned", why, commands, time.monotonic() - started))
+        raise
     finally:
         _BUSY.discard(engine.name)
     await _audit(ctx, outcome)
     return outcome
+
+
+def _abandoned(
+    ctx: ActionContext, outcome: Outcome, profile_from: str | None = None, profile_to: str | None = None
+) -> None:
+    """An action stopped where it stood (the console quit while it ran, or the command was interrupted):
+    audited at once, on the loop's own thread, since a cancelled task may not get another turn to await one."""
+    outcome.detail = f"stopped after {outcome.seconds:.0f} s (the console quit, or the command was interrupted): " + (
+        outcome.detail
+    )
+    audit.record(
+        ctx.audit_path,
+        outcome.action,
+        outcome.engine,
+        outcome.commands,
+        outcome.outcome,
+        outcome.detail,
+        outcome.seconds,
+        profile_from,
+        profile_to,
+        ctx.secrets,
+    )
+    ctx.say(f"== abandoned: {outcome.detail}")
 
 
 async def _audit(
@@ -262,16 +289,22 @@ async def _rollover(
     _acquire(engine)
     started = time.monotonic()
     previous_text: str | None = None
+    label = old.name if old else "the previous profile"
+    where = f"before {path} was written: the host is as it was"
+    """Where the rollover stands, in words, should the console quit while it runs."""
     try:
         try:
             await _drain(ctx, engine)
             previous_text = await _read_profile(ctx, path)
             what = f"profile {new.name}: {', '.join(new_file.names)}"
             commands.append(await _write_profile(ctx, path, new_file.text, what))
+            where = f"{path} holds {new.name}, not yet restarted: the engine runs {label} until its next restart"
             commands.append(restart_cmd)
             await _run(ctx, restart_cmd, timeout_s=_restart_timeout(ctx, engine))
+            where = f"{path} holds {new.name} and the engine was restarted on it, not yet seen serving"
             ready = await _serving(ctx, engine)
             if smoke is not None:
+                where = f"{path} holds {new.name}, serving, its smoke test not finished"
                 ctx.say("smoke test of the new profile")
                 verdict = await smoke(ctx.say)
                 if verdict is not True:
@@ -289,8 +322,16 @@ async def _rollover(
                 report,
             )
         except ActionFailed as exc:
+            where = f"rolling back to {label}: {path} may hold either profile"
             outcome = await _roll_back(ctx, engine, str(exc), old, old_file, previous_text, commands, report)
             outcome.seconds = time.monotonic() - started
+    except asyncio.CancelledError:  # the console quit (asked first) or was stopped: no rollback runs
+        if where.startswith(f"{path} holds {new.name}"):  # what the host's file says, for the next action
+            audit.set_active_profile(ctx.audit_path, engine.name, new.name)
+        back = "" if where.startswith("before") else f"; no rollback ran (roll over to {label} to restore it)"
+        stopped = Outcome("rollover", engine.name, "abandoned", where + back, commands, time.monotonic() - started)
+        _abandoned(ctx, stopped, old.name if old else current_name, new.name)
+        raise
     finally:
         _BUSY.discard(engine.name)
     await _audit(ctx, outcome, old.name if old else current_name, new.name)

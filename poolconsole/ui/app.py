@@ -5,6 +5,7 @@ second, toasts what fired, and calls into ops for the actions."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable, Iterable
 from functools import partial
@@ -40,10 +41,13 @@ if TYPE_CHECKING:  # the other screens and the actions are imported where first 
     from poolconsole.ops.fit import KvCapacity, LiveMemory
     from poolconsole.ops.lifecycle import ActionContext
     from poolconsole.runtime.replay import Replay
+    from poolconsole.ui.fields import Line
     from poolconsole.ui.screens.action import ActionScreen
     from poolconsole.ui.screens.smoke import SmokeScreen
 
 REDRAW_S = 1.0  # the poll cadence: redrawing faster only burns CPU
+LEAVE_S = 5.0
+"""Quitting waits this long at most for the stopped actions to write their audit entries."""
 FILL_LATEST_S = 2.0
 """The charts are filled from the history store after the first frame with data, or this long after launch."""
 
@@ -102,6 +106,8 @@ class PoolApp(App[None]):
         self._fill_pending: Callable[[], object] | None = None
         """The charts' fill from the history store, until it starts (after the first frame with data)."""
         self._fired: list[AlertEvent] = []
+        self._action_screens: list[ActionScreen] = []
+        """The screens of actions started here (those with no outcome yet are running)."""
         self.smoke_db: Path | None = None
         self.audit_path: Path | None = None
         self.store_path = store
@@ -403,6 +409,8 @@ class PoolApp(App[None]):
 
         if isinstance(self.screen, ActionScreen | SmokeScreen):
             self.pop_screen()
+        if isinstance(screen, ActionScreen):
+            self._action_screens = [s for s in self._action_screens if s.outcome is None] + [screen]
         self.push_screen(screen)
 
     def action_smoke(self) -> None:
@@ -534,8 +542,8 @@ class PoolApp(App[None]):
             live = live_memory(host.snapshot, engine, self.state.age_s(host.last_ok_at)) if host else None
             report = fit(engine, profile, self.config.host(engine.host), live, kv, active=name == active)
             target = engine.control.profile_file if engine.control else "?"
-            lines = [
-                *report.lines(),
+            lines: list[Line] = [
+                *report.rows(),
                 f"host {engine.host}:",
                 f"  $ (write {target} atomically, its values over stdin)",
                 *[f"  $ {c}" for c in plan_restart(engine)],
@@ -852,7 +860,7 @@ class PoolApp(App[None]):
         """--read-only: every action that changes the pool is hidden from keys, footer and palette, and refused.
         A replay also refuses what reaches the live pool; the replay's own keys exist only in a replay."""
         dialog = isinstance(self.screen, ModalScreen) and not isinstance(self.screen, CommandPalette)
-        if dialog and action == "quit":
+        if dialog and action in ("quit", "close_screen"):
             return False  # q cancels a dialog, as Escape does (from a picker it quit the console)
         if self.read_only and action in registry.MUTATING:
             return False
@@ -903,6 +911,49 @@ class PoolApp(App[None]):
             self.pop_screen()
         elif isinstance(self.screen, OverviewScreen):
             self.screen.clear_filter()
+
+    def action_close_screen(self) -> None:
+        """q on a screen opened from the overview: back to where it was opened from (the console stays)."""
+        if len(self.screen_stack) > 2:
+            self.pop_screen()
+
+    async def leave(self) -> None:
+        """Quit, the actions still running stopped first: each is audited as abandoned, with where it stood,
+        before the console goes (cancelled with the app, an action met its end only as the loop closed)."""
+        stopped = self.workers.cancel_group(self, "actions")
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.gather(*(w.wait() for w in stopped), return_exceptions=True), LEAVE_S)
+        self.exit()
+
+    def quit_soon(self) -> None:
+        """SIGTERM or SIGHUP: quit as a confirmed q does (ui.launch.run_app)."""
+        if self.is_running:
+            self.call_later(self.leave)
+        else:
+            self.exit()
+
+    async def action_quit(self) -> None:
+        """q on the overview. While a restart, rollover or Ollama load runs, quitting would stop it where it
+        stands (a profile written, its engine not yet serving, no rollback): the operator is asked first."""
+        from poolconsole.ui.screens.action import ConfirmAction
+
+        running = [w for w in self.workers if w.group == "actions" and w.state is WorkerState.RUNNING]
+        if not running:
+            self.exit()
+            return
+        titles = [s.title_text for s in self._action_screens if s.outcome is None] or ["an action"]
+
+        def go(yes: bool | None) -> None:
+            if yes:
+                self.call_later(self.leave)
+
+        lines = [
+            f"running: {', '.join(titles)}",
+            "Quitting stops it where it stands: no rollback runs, and the audit log records it as abandoned "
+            "with what it had done.",
+            "No: it runs on; its progress and outcome are on its screen (and in the events pane).",
+        ]
+        self.push_screen(ConfirmAction("An action is still running. Quit anyway?", lines, yes="Quit (y)"), go)
 
     def _screen_name(self) -> str:
         """The registry's name of the screen the keys and the palette act on (the one under the palette)."""

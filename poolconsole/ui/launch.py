@@ -107,7 +107,7 @@ async def run_app(app: PoolApp, *, headless: bool = False) -> None:
     installed = []
     for sig in QUITTING:
         try:
-            loop.add_signal_handler(sig, app.exit)
+            loop.add_signal_handler(sig, app.quit_soon)
             installed.append(sig)
         except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no Unix signals
             break

@@ -34,6 +34,9 @@ ENGINE = ("overview", "detail")
 """Actions on the selected engine: the overview's row, or the engine the detail screen shows."""
 LOG = ("log",)
 """The engine log view (screens.logs.LogScreen)."""
+SUBSCREENS = ("detail", "log", "action", "audit", "events", "ledger", "gateway", "alerts", "help", "security", "smoke")
+"""Every screen opened from the overview: q closes them (as Escape does) instead of quitting the console, which
+an operator pressing q to leave the detail or a finished action's progress lost."""
 
 ACTIONS: tuple[Action, ...] = (
     Action(
@@ -281,7 +284,23 @@ ACTIONS: tuple[Action, ...] = (
         show=False,
     ),
     Action("back", "Back", "escape", "app.go_back", "Close this screen, or clear the filter", show=False),
-    Action("quit", "Quit", "q", "app.quit", "Leave the console"),
+    Action(
+        "close",
+        "Close",
+        "q",
+        "app.close_screen",
+        "Close this screen and go back (on the overview, q quits)",
+        screens=SUBSCREENS,
+        footer="Back",
+    ),
+    Action(
+        "quit",
+        "Quit",
+        "q",
+        "app.quit",
+        "Leave the console (asked first while a restart or rollover runs)",
+        screens=OVERVIEW,
+    ),
 )
 
 
@@ -330,7 +349,8 @@ def bindings() -> list[Binding]:
     """Every action's key binding; --read-only disables the mutating ones through App.check_action."""
     ordered = sorted(ACTIONS, key=lambda a: a.id != FOOTER_FIRST)  # stable: the rest keep their order
     return [
-        Binding(a.key, a.action, a.footer or a.title, show=a.show, id=a.id, priority=a.id in ("quit",)) for a in ordered
+        Binding(a.key, a.action, a.footer or a.title, show=a.show, id=a.id, priority=a.id in ("quit", "close"))
+        for a in ordered
     ]
 
 

@@ -158,6 +158,48 @@ async def test_the_broken_profile_is_rolled_back_without_a_smoke_test(
     assert audit.active_profile(tmp_path / "audit.db", ENGINE) is None  # nothing was promoted
 
 
+async def test_an_action_stopped_midway_is_audited_as_abandoned_with_where_it_stood(
+    demo: tuple[SimPool, PoolConfig], tmp_path: Path
+) -> None:
+    """The console quit (or Ctrl+C on the CLI) while the broken profile loads: no rollback runs, and the audit
+    says so, with what the host's file holds; the next action knows the profile the file holds (it had read
+    the old one as active, and a re-apply of it as "already active"). A restart stopped the same way too."""
+    pool, config = demo
+    engine = next(e for e in config.engines if e.name == ENGINE)
+    host = config.host(engine.host)
+    assert host is not None
+    said: list[str] = []
+    ssh = SSHPool([host], 10, 4)
+    path = tmp_path / "audit.db"
+    try:
+        live = live_memory((await poll_hosts(config, {host.name}))[host.name], engine, 0.0)
+        ctx = lifecycle.ActionContext(config, ssh[host.name], path, progress=said.append)
+        for action in (
+            lifecycle.rollover(ctx, engine, BROKEN_PROFILE, smoke=None, live=live),
+            lifecycle.restart(ctx, engine),
+        ):
+            task = asyncio.ensure_future(action)
+            for _ in range(200):  # until it waits for the engine to serve (the broken profile: 503, loading)
+                if any(line.startswith("waiting for") for line in said):
+                    break
+                await asyncio.sleep(0.05)
+            said.clear()
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+    finally:
+        await ssh.close()
+    restart, rollover = audit.entries(path)  # newest first
+    assert (rollover.outcome, rollover.profile_to) == ("abandoned", BROKEN_PROFILE)
+    assert f"holds {BROKEN_PROFILE} and the engine was restarted on it, not yet seen serving" in rollover.detail
+    assert rollover.detail.endswith("no rollback ran (roll over to awq-4bit-tp4 to restore it)")
+    assert pool.sim_hosts["tp4"].profiles[ENGINE]["POOL_PROFILE"] == BROKEN_PROFILE  # what the audit says
+    assert audit.active_profile(path, ENGINE) == BROKEN_PROFILE
+    assert restart.outcome == "abandoned" and f"`docker restart {ENGINE}` was sent" in restart.detail
+    assert restart.detail.startswith("stopped after ") and restart.commands == [f"docker restart {ENGINE}"]
+    assert said[-1].startswith("== abandoned: stopped after ")
+
+
 async def test_a_failed_smoke_verdict_rolls_back(
     demo: tuple[SimPool, PoolConfig], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

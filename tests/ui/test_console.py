@@ -367,7 +367,7 @@ async def test_restart_and_rollover_from_the_console(tmp_path: Path) -> None:
             await pilot.press("R")
             await pilot.pause()
             assert isinstance(app.screen, ConfirmAction)
-            assert "docker restart qwen3-30b-a3b" in "\n".join(app.screen.lines)  # the exact command, shown first
+            assert "docker restart qwen3-30b-a3b" in app.screen.lines.plain  # the exact command, shown first
             await pilot.press("y")
             await pilot.pause()
             assert isinstance(app.screen, ActionScreen)
@@ -388,7 +388,7 @@ async def test_restart_and_rollover_from_the_console(tmp_path: Path) -> None:
             await pilot.pause()
             await pick_profile(pilot, app, "awq-4bit-tp4-long")
             assert isinstance(app.screen, ConfirmAction) and app.screen.title_text.endswith("?")
-            assert "awq-4bit-tp4-long: fits" in "\n".join(app.screen.lines)
+            assert "awq-4bit-tp4-long: fits" in app.screen.lines.plain
             await pilot.press("y")
             await pilot.pause()
             assert await action_outcome(app, 240) == "ok"

@@ -136,6 +136,8 @@ async def test_every_action_by_key_and_palette_from(screen: str, tmp_path: Path)
         app.refresh_screen()
         await pilot.pause()
         for action in WALKED:
+            if action.id == "close" and screen == "overview":
+                continue  # q on the overview is quit (walked last, from the palette)
             await open_screen(pilot, app, screen)
             await pilot.press(action.key)
             await pilot.pause()

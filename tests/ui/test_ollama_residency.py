@@ -65,9 +65,7 @@ async def test_residency_shown_and_unload_from_the_console(tmp_path: Path) -> No
             app.screen.dismiss(NOMIC)
             await pilot.pause()
             assert isinstance(app.screen, ConfirmAction)
-            assert f'/api/generate {{"model": "{NOMIC}", "keep_alive": 0, "stream": false}}' in "\n".join(
-                app.screen.lines
-            )
+            assert f'/api/generate {{"model": "{NOMIC}", "keep_alive": 0, "stream": false}}' in app.screen.lines.plain
             await pilot.press("y")
             await pilot.pause()
             assert isinstance(app.screen, ActionScreen)

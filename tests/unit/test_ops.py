@@ -12,7 +12,7 @@ import pytest
 from poolconsole.config import ConfigError, parse_config
 from poolconsole.config.models import Control, Engine, EngineKind, EnvRef, Host, Profile
 from poolconsole.ops import control
-from poolconsole.ops.fit import LiveMemory, Verdict, fit
+from poolconsole.ops.fit import KvCapacity, LiveMemory, Verdict, fit
 from poolconsole.ops.planning import config_memory, plan_lines
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -220,3 +220,23 @@ def test_fits_with_kv_unknown_says_only_the_weights_were_checked() -> None:
     assert fit(engine, known, Host(name="h", address="h"), LiveMemory({0: 60.0}, {}, None, True)).lines()[0] == (
         "e / awq-long: fits"
     )
+
+
+def test_the_engines_own_kv_figure_is_said_as_its_own() -> None:
+    """An active profile with no KV geometry on an engine that reports its KV capacity (SGLang's
+    max_total_num_tokens): the KV size is "not estimated" and the tokens are the engine's own, in words that
+    do not read as a contradiction ("KV n/a" beside "KV holds 120,000 tokens" did)."""
+    engine = Engine(name="e", kind=EngineKind.SGLANG, url="http://127.0.0.1:1", gpus=[0])
+    profile = Profile(name="nvfp4", format="NVFP4", weights_gib=16, max_model_len=32768, max_num_seqs=4)
+    live = LiveMemory({0: 32.0}, {}, None, True)
+    own = KvCapacity(120_000, "sglang max_total_num_tokens 120000")
+    report = fit(engine, profile, Host(name="h", address="h"), live, own, active=True)
+    assert report.kv_from_engine and report.kv_tokens == 120_000
+    rows = report.rows()
+    assert rows[1] == ("weights 16.0 GiB", "+ KV not estimated", "+ overhead 1.5 GiB per GPU")
+    assert rows[3][0] == "the engine's own KV cache holds 120,000 tokens,"
+    assert "KV n/a" not in "\n".join(report.lines())
+    assert report.lines()[1] == "  weights 16.0 GiB + KV not estimated + overhead 1.5 GiB per GPU"
+    # the same profile when not active: the engine's figure describes what runs now, so it is not used
+    other = fit(engine, profile, Host(name="h", address="h"), live, own, active=False)
+    assert not other.kv_from_engine and other.kv_tokens is None

@@ -3,20 +3,23 @@ the progress as it streams, read the outcome; and the audit log."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import BindingType
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.css.query import NoMatches
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, DataTable, Header, Log, OptionList, Static
 
 from poolconsole.ops.audit import Entry
 from poolconsole.ui.cells import Colors
+from poolconsole.ui.fields import FieldLines, Line
 from poolconsole.ui.footer import KeysFooter
 from poolconsole.ui.tables import FitTable
 
@@ -75,20 +78,23 @@ class ConfirmAction(ModalScreen[bool]):
         ("n,escape,q", "answer(False)", "No"),
     ]
 
-    def __init__(self, title: str, lines: list[str], runnable: bool = True) -> None:
+    def __init__(self, title: str, lines: Sequence[Line], runnable: bool = True, yes: str = "Run it (y)") -> None:
         super().__init__()
         self.title_text = title
-        self.lines = lines
+        self.yes = yes
+        self.lines = FieldLines(lines)
+        """What will run, and the fit check's rows of fields (wrapped between fields, a number with its unit)."""
         self.runnable = runnable
         """False: what would be refused anyway (a profile that does not fit) is shown, with no "Run it"."""
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
             yield Static(Text(self.title_text, style="bold"), id="confirm-title")
-            yield Static("\n".join(self.lines), id="commands", markup=False)
+            with VerticalScroll(id="commands-box"):  # a long fit report scrolls; the question and buttons stay
+                yield Static(self.lines, id="commands")
             with Horizontal(id="buttons"):
                 if self.runnable:
-                    yield Button("Run it (y)", id="yes", variant="error")
+                    yield Button(self.yes, id="yes", variant="error")
                 yield Button("Cancel (n)" if self.runnable else "Close (n)", id="no", variant="primary")
 
     def on_mount(self) -> None:
@@ -102,7 +108,8 @@ class ConfirmAction(ModalScreen[bool]):
 
 
 class ActionScreen(Screen[None]):
-    """Progress of one action as it streams in, then its outcome."""
+    """Progress of one action as it streams in, then its outcome. The operator may close it while the action
+    runs (Escape, q): what is said meanwhile is kept, and shown whole if the screen is opened again."""
 
     CSS_PATH = Path(__file__).with_suffix(".tcss")
 
@@ -110,22 +117,44 @@ class ActionScreen(Screen[None]):
         super().__init__()
         self.title_text = title
         self.outcome: str | None = None
+        self.detail = ""
+        self.said: list[str] = []
+        """Every progress line, in order (the Log shows those written to it: `_written`)."""
+        self._written = 0
 
     def compose(self) -> ComposeResult:
         yield Header()
-        yield Static(Text(f"{self.title_text}: running", style="bold"), id="action-title")
+        yield Static(self._heading(), id="action-title")
         yield Log(id="action-log", highlight=False)
         yield KeysFooter()
 
     def on_mount(self) -> None:
         self.ready = True
+        self._flush()
+
+    def on_unmount(self) -> None:
+        self._written = 0  # closed: its Log goes with it, and a new one is written whole
+
+    def _heading(self) -> Text:
+        said = f"{self.outcome}: {self.detail}" if self.outcome else "running"
+        return Text(f"{self.title_text}: {said}", style="bold")
+
+    def _flush(self) -> None:
+        try:
+            log = self.query_one(Log)
+        except NoMatches:  # not composed yet, or closed while the action runs
+            return
+        log.write_lines(self.said[self._written :])
+        self._written = len(self.said)
 
     def progress(self, line: str) -> None:
-        self.query_one(Log).write_line(line)
+        self.said.append(line)
+        self._flush()
 
     def finish(self, outcome: str, detail: str) -> None:
-        self.outcome = outcome
-        self.query_one("#action-title", Static).update(Text(f"{self.title_text}: {outcome}: {detail}", style="bold"))
+        self.outcome, self.detail = outcome, detail
+        with contextlib.suppress(NoMatches):
+            self.query_one("#action-title", Static).update(self._heading())
         self.progress(f"== {outcome}: {detail}")
 
 

@@ -1,0 +1,49 @@
+"""The rollover's confirmation at 80x24, as an operator on a laptop terminal sees it: the question and the
+buttons stay on screen however long the fit report is (it scrolls between them), and the report wraps
+between its fields, so a number is never split from its unit."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from textual.widgets import Button, Static
+
+from poolconsole.config import parse_config
+from poolconsole.ui.app import PoolApp
+from poolconsole.ui.screens.action import ConfirmAction, ProfilePicker
+from tests.ui.test_console import demo_pool, select_row
+
+
+async def test_the_rollover_question_and_its_buttons_stay_on_an_80x24_screen(tmp_path: Path) -> None:
+    async with demo_pool(12, tmp_path / "keys") as pool:
+        app = PoolApp(parse_config(pool.config_toml()), theme_state=tmp_path / "ui.json")
+        app.audit_path = tmp_path / "audit.sqlite3"
+        async with app.run_test(size=(80, 24)) as pilot:
+            await select_row(pilot, app, "engine:gemma3-27b-nvfp4")  # SGLang: it gives its own KV capacity
+            await pilot.press("P")
+            await pilot.pause()
+            assert isinstance(app.screen, ProfilePicker)
+            app.screen.dismiss(app.screen.active)
+            for _ in range(40):
+                if isinstance(app.screen, ConfirmAction):
+                    break
+                await asyncio.sleep(0.1)
+            await pilot.pause()
+            dialog = app.screen
+            assert isinstance(dialog, ConfirmAction)
+            screen = dialog.region
+            for widget in (dialog.query_one("#confirm-title", Static), dialog.query_one("#yes", Button)):
+                assert screen.contains_region(widget.region), widget  # on screen, not cut off above or below
+            report = dialog.query_one("#commands", Static)
+            assert report.region.height > dialog.query_one("#commands-box").region.height  # long here: it scrolls
+            width = report.content_region.width
+            drawn = [
+                "".join(segment.text for segment in line).rstrip()
+                for line in app.console.render_lines(dialog.lines, app.console.options.update_width(width))
+            ]
+            said = dialog.lines.plain
+            assert "the engine's own KV cache holds 120,000 tokens" in said and "KV n/a" not in said
+            rows = [line for line in dialog.lines.lines if isinstance(line, tuple)]
+            fields = [str(f) for row in rows for f in row if len(f) <= width]
+            assert fields and all(any(f in row for row in drawn) for f in fields), drawn  # each field on one row
