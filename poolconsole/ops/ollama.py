@@ -145,6 +145,14 @@ async def _act(ctx: OllamaContext, engine: Engine, model: str, keep_alive: str |
         outcome = Outcome(action, engine.name, "ok", detail, commands, time.monotonic() - started)
     except _Failed as exc:
         outcome = Outcome(action, engine.name, "failed", str(exc), commands, time.monotonic() - started)
+    except asyncio.CancelledError:  # the console quit (asked first) while it ran: audited at once, as it stood
+        seconds = time.monotonic() - started
+        detail = (
+            f"stopped after {seconds:.0f} s (the console quit, or the command was interrupted): the request was "
+            f"sent; whether /api/ps {'still lists' if want_gone else 'lists'} {model} was not seen"
+        )
+        audit.record(ctx.audit_path, action, engine.name, commands, "abandoned", detail, seconds)
+        raise
     finally:
         _BUSY.discard(engine.name)
     ctx.progress(f"{action} {model}: {outcome.outcome} ({outcome.detail})")

@@ -118,3 +118,24 @@ async def test_server_settings_over_ssh_and_the_pinned_model_flagged(demo: tuple
     assert left is not None and 0 < left <= 300
     pinned = by_name[PINNED].override
     assert pinned is not None and "keep_alive -1" in pinned
+
+
+async def test_a_preload_stopped_midway_is_audited_as_abandoned(
+    demo: tuple[SimPool, PoolConfig], tmp_path: Path
+) -> None:
+    """The console quit while a preload ran: the audit keeps the request that was sent, and says it stopped."""
+    _, config = demo
+    engine = next(e for e in config.engines if e.name == ENGINE)
+    said: list[str] = []
+    task = asyncio.ensure_future(preload(OllamaContext(tmp_path / "audit.db", said.append), engine, SPARE, "5m"))
+    for _ in range(200):  # until the request is out
+        if said:
+            break
+        await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    [entry] = audit.entries(tmp_path / "audit.db")
+    assert (entry.action, entry.outcome) == ("ollama preload", "abandoned")
+    assert entry.detail.startswith("stopped after ") and f"whether /api/ps lists {SPARE} was not seen" in entry.detail
+    assert entry.commands and "/api/generate" in entry.commands[0]
