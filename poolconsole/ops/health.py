@@ -136,6 +136,6 @@ async def await_serving(
             if waited + every_s > timeout_s:
                 raise NotServing(
                     f"{engine.name} not serving within its {timeout_s:g} s health timeout (last checked at "
-                    f"{waited:.0f} s: the next check would pass it); last answer: {last}"
+                    f"{waited:.0f} s; the next check would have come after the timeout); last answer: {last}"
                 )
             await asyncio.sleep(every_s)

@@ -224,8 +224,8 @@ async def test_healthy_means_serving_not_metrics(demo: tuple[SimPool, PoolConfig
     engine = next(e for e in config.engines if e.name == ENGINE)
     pool.engines[ENGINE].restart(loading_s=60.0)
     said: list[str] = []
-    gave_up = r"health timeout \(last checked at \d+ s: the next check would pass it\); last answer: GET .*/health: "
-    gave_up += "HTTP 503"
+    gave_up = r"health timeout \(last checked at \d+ s; the next check would have come after the timeout\); "
+    gave_up += "last answer: GET .*/health: HTTP 503"
     with pytest.raises(NotServing, match=gave_up):
         await await_serving(engine, 2.5, said.append, first_wait_s=0.0, every_s=0.5)
     pool.engines[ENGINE].loading_until = 0.0
