@@ -19,6 +19,7 @@ from typing import Any
 
 from poolconsole import __version__
 from poolconsole.config import ConfigError, PoolConfig, load_config
+from poolconsole.config.load import key_problems
 from poolconsole.model import units
 from poolconsole.ops.audit import AuditUnreadable
 
@@ -132,17 +133,26 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_check_config(args: argparse.Namespace) -> int:
+    """Every problem of the file in one run, each with its line: the fields', the whole file's and `[keys]`."""
     from poolconsole.ui.registry import keymap_problems
 
-    config = _load(args.file or args.config)
-    problems = keymap_problems(dict(config.keys))
-    if problems:
-        for problem in problems:
-            print(f"{args.file or args.config or default_config_path()}: {problem}", file=sys.stderr)
-        return EXIT_CONFIG
-    for warning in config.warnings():
+    source = args.file or args.config
+    path = Path(source) if source else default_config_path()
+    keys = key_problems(path, keymap_problems) if path is not None else []
+    try:
+        config = _load(source)
+    except ConfigError as exc:
+        if keys:
+            placed = sorted(exc.problems + keys, key=lambda p: (p.line is None, p.line or 0))
+            raise ConfigError(exc.source, placed) from None
+        raise
+    if keys:
+        raise ConfigError(str(path), keys)
+    warnings = config.warnings()
+    for warning in warnings:
         print(f"warning: {warning}", file=sys.stderr)
-    print(f"ok: {len(config.hosts)} host(s), {len(config.engines)} engine(s)")
+    counted = f", {len(warnings)} warning(s) above (the console starts anyway)" if warnings else ""
+    print(f"ok: {len(config.hosts)} host(s), {len(config.engines)} engine(s){counted}")
     return EXIT_OK
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import re
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -181,6 +182,53 @@ def _placed(message: str, data: dict[str, Any], index: _LineIndex) -> Problem:
     return Problem("(top level)", message)
 
 
+def _whole_file(data: dict[str, Any]) -> list[str]:
+    """PoolConfig's whole-file checks that need no valid field (a duplicate name, a degrade_to that names no
+    engine), read from the raw tables: pydantic runs the model's own only once every field is valid, so a
+    file with both kinds of problem said these only after the others were fixed."""
+    out: list[str] = []
+    tables: dict[str, list[Any]] = {}
+    for label in ("host", "engine"):
+        entries = data.get(f"{label}s")
+        tables[label] = [e for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
+    names = {label: [e["name"] for e in entries if isinstance(e.get("name"), str)] for label, entries in tables.items()}
+    for label in tables:
+        seen: set[str] = set()
+        for name in names[label]:
+            if name in seen:
+                out.append(f"duplicate {label} name {name!r}")
+            seen.add(name)
+    for entry in tables["engine"]:
+        target = entry.get("degrade_to")
+        if isinstance(target, str) and isinstance(entry.get("name"), str) and target not in names["engine"]:
+            out.append(f"engine {entry['name']!r}: degrade_to names no engine ({target!r})")
+    return out
+
+
+KEY_PAIR = re.compile(r"^keys: '.*' is the key of both (\S+) and (\S+)$")
+
+
+def key_problems(path: Path, problems_of: Callable[[dict[str, str]], list[str]]) -> list[Problem]:
+    """The `[keys]` table's problems as `problems_of` words them (the UI's action registry), each at its key's
+    line: read from the file itself, so they are said with the file's other problems, not after them."""
+    try:
+        text = path.read_text(encoding="utf-8")
+        keys = tomllib.loads(text).get("keys")
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return []  # said as the file's own problem
+    if not isinstance(keys, dict):
+        return []
+    index = _LineIndex(text)
+    out = []
+    for problem in problems_of({k: v for k, v in keys.items() if isinstance(v, str)}):
+        pair = KEY_PAIR.match(problem)  # at the one the file binds (the other may keep its default key)
+        written = [a for a in pair.groups() if a in keys] if pair is not None else []
+        action = written[-1] if written else problem.removeprefix("keys.").split(":", 1)[0]
+        where, message = problem.split(": ", 1)
+        out.append(Problem(where, message, index.line(("keys", action))))
+    return out
+
+
 def parse_config(text: str, source: str = "<config>") -> PoolConfig:
     """Parse and validate TOML text; raises ConfigError listing every problem."""
     try:
@@ -201,6 +249,8 @@ def parse_config(text: str, source: str = "<config>") -> PoolConfig:
     try:
         config = PoolConfig.model_validate(data)
     except ValidationError as exc:
+        if not any(not e["loc"] for e in exc.errors()):  # the model's own checks did not run: these did not
+            problems += [_placed(part, data, index) for part in _whole_file(data)]
         for error in exc.errors():
             loc = tuple(error["loc"])
             if loc in secret_locs:

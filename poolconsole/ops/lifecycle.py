@@ -63,6 +63,22 @@ class ActionContext:
         self.progress(control.redact(line, self.secrets))
 
 
+def in_flight_words(engine: Engine, running: float | None, waiting: float | None, *, drains: bool) -> str:
+    """What the engine is serving now, and what the action does with it, for the confirmation: a restart
+    drops the requests in flight (their clients get errors); a rollover first waits for them (its drain),
+    up to `drain_timeout_s`."""
+    if running is None or waiting is None:
+        now = "requests in flight: unknown (the last poll read none)"
+    elif running + waiting == 0:
+        return "now: idle (no request running or waiting)"
+    else:
+        now = f"now: {running:.0f} running, {waiting:.0f} waiting"
+    timeout = engine.control.drain_timeout_s if engine.control is not None else 0.0
+    if drains and timeout > 0:
+        return f"{now}; it first waits up to {timeout:g} s (drain_timeout_s) for them to finish, then switches"
+    return f"{now}; the restart drops them (their clients get errors)"
+
+
 def plan_restart(engine: Engine) -> list[str]:
     if engine.control is None:
         raise ActionRefused(f"{engine.name} has no [engines.control] table: it cannot be restarted from here")

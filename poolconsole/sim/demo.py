@@ -228,7 +228,8 @@ class SimPool:
                 await engine.resume_listening()
 
     async def restart(self, name: str, refuse_s: float = 0.0) -> None:
-        """Restart an engine: vLLM-style refuses connections until ready, llama.cpp answers 503 while loading."""
+        """Restart an engine for `refuse_s` (its container gone, then the model loading): connections refused
+        throughout; with no `refuse_s`, 3 s loading, answered as the engine's kind does (SimEngine.restart)."""
         engine = self.engines[name]
         if refuse_s:
             await engine.stop_listening()

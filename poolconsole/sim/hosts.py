@@ -300,7 +300,7 @@ class SimHost:
                 return "", f"Error response from daemon: No such container: {words[2]}\n", 1
             profile = self.profiles.get(engine.spec.name)
             if profile is not None and profile.get("POOL_PROFILE") == BROKEN_PROFILE:
-                engine.restart(loading_s=3600.0)  # the weights never load: health stays 503
+                engine.restart(loading_s=3600.0)  # the weights never load: it never serves
             else:
                 engine.restart(loading_s=2.0)
                 if engine.load is not None and profile is not None:

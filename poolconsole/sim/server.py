@@ -76,6 +76,8 @@ class SimEngine:
         self.wall_start = time.time()
         self.boot_ms = int(now * 1000)
         self.loading_until = 0.0
+        self._relisten: asyncio.Task[None] | None = None
+        """vLLM / SGLang loading after a restart: listening again once the model is loaded."""
         self.restarts = 0
         """How many times the engine restarted (its container's RestartCount)."""
         self.port = 0
@@ -139,13 +141,19 @@ class SimEngine:
             await self._listen(self.port)
 
     async def close(self) -> None:
+        if self._relisten is not None:
+            self._relisten.cancel()
         if self.client is not None:
             await self.client.aclose()
         if self.runner is not None:
             await self.runner.cleanup()
 
     def restart(self, loading_s: float = 3.0) -> None:
-        """A restart: counters reset, a new process start time, a few seconds loading the model."""
+        """A restart: counters reset, a new process start time, `loading_s` loading the model. Meanwhile
+        the engine answers as its own server does: vLLM and SGLang have not called listen() yet (vLLM binds
+        its port first, to hold it, but listens only once the model is loaded), so connections are refused;
+        llama-server listens at once and answers every request 503 "Loading model" (its pre-routing
+        middleware_server_state)."""
         now = time.monotonic()
         self.restarts += 1
         if self.load is not None:
@@ -154,14 +162,33 @@ class SimEngine:
         self.boot_ms = int(now * 1000)
         self.loading_until = now + loading_s
         self._log_startup()
+        if self.spec.kind in ("vllm", "sglang") and loading_s > 0:
+            if self._relisten is not None:
+                self._relisten.cancel()
+            self._relisten = asyncio.get_running_loop().create_task(self._refuse_while_loading(loading_s))
+
+    async def _refuse_while_loading(self, seconds: float) -> None:
+        await self.stop_listening()
+        await asyncio.sleep(seconds)
+        await self.resume_listening()
 
     @property
     def loading(self) -> bool:
         return time.monotonic() < self.loading_until
 
+    @web.middleware
+    async def _loading_state(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        """llama-server while it loads: every request (its web UI's files aside) is answered 503."""
+        if self.loading and self.spec.kind == "llamacpp":
+            body = {"error": {"message": "Loading model", "type": "unavailable_error", "code": 503}}
+            return web.json_response(body, status=503)
+        return await handler(request)
+
     # -- routes ---------------------------------------------------------------------------------------
     def app(self) -> web.Application:
-        app = web.Application(client_max_size=4 * 1024 * 1024, middlewares=[self._auth])
+        app = web.Application(client_max_size=4 * 1024 * 1024, middlewares=[self._auth, self._loading_state])
         kind = self.spec.kind
         r = app.router
         if kind in ("vllm", "sglang", "llamacpp"):
@@ -234,12 +261,7 @@ class SimEngine:
         return web.json_response(body, status=401)
 
     async def health(self, request: web.Request) -> web.Response:
-        if self.loading:
-            if self.spec.kind == "llamacpp":
-                return web.json_response(
-                    {"error": {"message": "Loading model", "type": "unavailable_error", "code": 503}}, status=503
-                )
-            return web.Response(status=503)
+        """Only reached once the model is loaded (before: refused, or llama.cpp's 503 from _loading_state)."""
         if self.spec.kind == "llamacpp":
             return web.json_response({"status": "ok"})
         return web.Response(status=200)
@@ -402,8 +424,6 @@ class SimEngine:
             return _error(self.spec.kind, status, "invalid JSON body", "BadRequestError")
         if not isinstance(body, dict):
             return _error(self.spec.kind, 400, "body must be a JSON object", "BadRequestError")
-        if self.loading:
-            return _error(self.spec.kind, 503, "Loading model", "unavailable_error")
         model = body.get("model")
         if self.spec.kind == "vllm" and model not in self.spec.models:
             return _error("vllm", 404, f"The model `{model}` does not exist.", "NotFoundError")

@@ -490,6 +490,16 @@ class PoolApp(App[None]):
             self.config, conn, self.audit_path or audit.default_path(), screen.progress, self.read_only
         )
 
+    def _in_flight(self, engine: Engine, *, drains: bool) -> str:
+        """The confirmation's line on what the engine serves now (its last poll) and what the action does with it."""
+        from poolconsole.ops.lifecycle import in_flight_words
+
+        track = self.state.engines.get(engine.name)
+        view = track.view if track is not None else None
+        running = view.requests_running if view is not None else None
+        waiting = view.requests_waiting if view is not None else None
+        return in_flight_words(engine, running, waiting, drains=drains)
+
     def action_restart(self) -> None:
         from poolconsole.ops.lifecycle import ActionRefused, plan_restart
         from poolconsole.ui.screens.action import ActionScreen, ConfirmAction
@@ -503,7 +513,7 @@ class PoolApp(App[None]):
             self.notify(str(exc), severity="error")
             return
         lines = (
-            [f"host {engine.host}:"]
+            [self._in_flight(engine, drains=False), f"host {engine.host}:"]
             + [f"  $ {c}" for c in commands]
             + ["then wait until the engine answers healthy (time-to-ready is reported)"]
         )
@@ -544,6 +554,7 @@ class PoolApp(App[None]):
             target = engine.control.profile_file if engine.control else "?"
             lines: list[Line] = [
                 *report.rows(),
+                self._in_flight(engine, drains=True),
                 f"host {engine.host}:",
                 f"  $ (write {target} atomically, its values over stdin)",
                 *[f"  $ {c}" for c in plan_restart(engine)],

@@ -151,7 +151,8 @@ async def test_the_broken_profile_is_rolled_back_without_a_smoke_test(
     pool, config = demo
     outcome, _ = await run_rollover(config, tmp_path, BROKEN_PROFILE, smoke=None)
     assert outcome.outcome == "rolled back", outcome.detail
-    assert "health timeout" in outcome.detail and "503" in outcome.detail  # how long, and what it answered last
+    # how long, and what it answered last: vLLM loading has its port bound but not listening (refused)
+    assert "health timeout" in outcome.detail and "connection refused by 127.0.0.1:" in outcome.detail
     assert pool.sim_hosts["tp4"].profiles[ENGINE]["POOL_PROFILE"] == "awq-4bit-tp4"  # the old one is back
     assert (await EnginePoller(next(e for e in config.engines if e.name == ENGINE)).poll()).state.value == "ok"
     assert audit.entries(tmp_path / "audit.db")[0].outcome == "rolled back"
@@ -218,19 +219,28 @@ async def test_a_failed_smoke_verdict_rolls_back(
     assert audit.active_profile(tmp_path / "audit.db", ENGINE) is None
 
 
-async def test_healthy_means_serving_not_metrics(demo: tuple[SimPool, PoolConfig]) -> None:
-    """A loading engine answers /metrics, but /health and chat answer 503: that is waiting, not healthy."""
+async def test_loading_is_waiting_in_each_engines_own_words(demo: tuple[SimPool, PoolConfig]) -> None:
+    """Loading is waiting, not healthy, as each engine says it: llama-server answers every request 503
+    "Loading model" (its /metrics too, so the poll reads it as loading); vLLM has its port bound but not
+    listening, so connections are refused (the demo had served /metrics meanwhile, and the console drew a
+    loading vLLM as ok)."""
     pool, config = demo
-    engine = next(e for e in config.engines if e.name == ENGINE)
-    pool.engines[ENGINE].restart(loading_s=60.0)
+    llama = next(e for e in config.engines if e.name == "qwen2.5-coder-3090")
+    pool.engines[llama.name].restart(loading_s=60.0)
     said: list[str] = []
     gave_up = r"health timeout \(last checked at \d+ s; the next check would have come after the timeout\); "
-    gave_up += "last answer: GET .*/health: HTTP 503"
-    with pytest.raises(NotServing, match=gave_up):
-        await await_serving(engine, 2.5, said.append, first_wait_s=0.0, every_s=0.5)
-    pool.engines[ENGINE].loading_until = 0.0
-    ready = await await_serving(engine, 10, said.append, first_wait_s=0.0, every_s=0.5)
+    with pytest.raises(NotServing, match=gave_up + "last answer: GET .*/health: HTTP 503"):
+        await await_serving(llama, 2.5, said.append, first_wait_s=0.0, every_s=0.5)
+    polled = await EnginePoller(llama).poll()
+    assert polled.state.value == "degraded" and polled.error == "loading model (/health answers 503)"
+    pool.engines[llama.name].loading_until = 0.0
+    ready = await await_serving(llama, 10, said.append, first_wait_s=0.0, every_s=0.5)
     assert ready >= 0 and "one token generated" in said[-1]
+    vllm = next(e for e in config.engines if e.name == ENGINE)
+    pool.engines[ENGINE].restart(loading_s=60.0)
+    with pytest.raises(NotServing, match=gave_up + "last answer: .*/health: connection refused by 127.0.0.1:"):
+        await await_serving(vllm, 2.5, said.append, first_wait_s=0.0, every_s=0.5)
+    assert (await EnginePoller(vllm).poll()).state.value == "down"
 
 
 async def test_a_crash_loop_is_seen_as_restarts_and_raises_the_alert(demo: tuple[SimPool, PoolConfig]) -> None:

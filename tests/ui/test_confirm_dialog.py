@@ -43,6 +43,10 @@ async def test_the_rollover_question_and_its_buttons_stay_on_an_80x24_screen(tmp
                 for line in app.console.render_lines(dialog.lines, app.console.options.update_width(width))
             ]
             said = dialog.lines.plain
+            # what the engine serves now, from its last poll, and that the rollover drains it first
+            [now] = [line for line in said.splitlines() if line.startswith(("now: ", "requests in flight: "))]
+            drained = "(drain_timeout_s) for them to finish, then switches"
+            assert now.endswith((drained, "(no request running or waiting)")), now
             assert "the engine's own KV cache holds 120,000 tokens" in said and "KV n/a" not in said
             rows = [line for line in dialog.lines.lines if isinstance(line, tuple)]
             fields = [str(f) for row in rows for f in row if len(f) <= width]

@@ -550,5 +550,5 @@ async def test_the_status_line_puts_read_only_and_the_alerts_first_and_ends_in_a
         await settle(pilot, app)
         line = app.screen.query_one("#status-line")
         drawn = line.render_lines(Region(0, 0, line.region.width, 1))[0].text.rstrip()
-        assert drawn.startswith(" 0 engines  READ-ONLY  active alerts: 0  problems only: nothing needs"), drawn
+        assert drawn.startswith(" 0 of 8 engines  READ-ONLY  active alerts: 0  problems only: nothing"), drawn
         assert drawn.endswith("…") and len(drawn) <= 100, drawn

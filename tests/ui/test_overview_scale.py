@@ -121,6 +121,7 @@ async def test_a_thousand_engines_group_fold_and_show_only_problems(tmp_path: Pa
         await pilot.press("C")  # fold them all: 20 lines, the whole pool's summary above them
         await settle(pilot, app)
         assert grid.row_count == 20 and f"{ENGINES} hidden in folded groups (c / C opens them)" in status(app)
+        assert status(app).startswith(f"0 of {ENGINES} engines  ")  # "0 engines" read as an empty pool
         assert "engines 990/1000 ok" in str(app.screen.query_one("#summary").render())
         await pilot.press("C")
         await settle(pilot, app)

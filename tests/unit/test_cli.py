@@ -156,6 +156,14 @@ def test_check_config_takes_the_config_where_every_command_does(tmp_path: Path) 
         proc = run(*args, env=clean_env(tmp_path))
         assert proc.returncode == 0, proc.stderr
         assert "ok: 0 host(s), 1 engine(s)" in proc.stdout
+    # an engine naming a host with no [[hosts]] entry (a typo): a warning, and the "ok" line says there is one
+    config.write_text(
+        '[[hosts]]\nname = "gpu-box"\naddress = "127.0.0.1"\n'
+        '[[engines]]\nname = "e"\nkind = "vllm"\nurl = "http://127.0.0.1:9"\nhost = "gpu-bxo"\n'
+    )
+    proc = run("check-config", str(config), env=clean_env(tmp_path))
+    assert proc.returncode == 0 and "host 'gpu-bxo' has no [[hosts]] entry" in proc.stderr, proc
+    assert "ok: 1 host(s), 1 engine(s), 1 warning(s) above (the console starts anyway)" in proc.stdout
 
 
 def demo_written_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str = "demo-77.toml") -> Path:

@@ -5,6 +5,10 @@ naming no engine) name the table and its line."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from poolconsole.config import ConfigError, parse_config
@@ -97,3 +101,28 @@ def test_a_secret_flag_with_its_value_in_args_or_an_env_value_is_refused_and_loo
     assert not any("sk-live" in s or "hf_live" in s for s in said)
     clean = ENGINE + '[[engines.profiles]]\nname = "p"\nformat = "awq"\nargs = ["--max-num-batched-tokens", "4096"]\n'
     assert parse_config(clean).engines[0].profiles[0].args == ["--max-num-batched-tokens", "4096"]
+
+
+def test_every_problem_is_said_in_one_run_the_whole_files_and_keys_with_the_fields(tmp_path: Path) -> None:
+    """A bad kind, a duplicate engine name and two [keys] problems: check-config names all four at once, each
+    with its line. It had said the field's, then (that fixed) the duplicate, then (that fixed) the keys."""
+    text = (
+        ENGINE
+        + '[[engines]]\nname = "qwen"\nkind = "vllm"\nurl = "http://127.0.0.1:8001"\n'  # lines 5-8
+        + '[[engines]]\nname = "coder"\nkind = "vlm"\nurl = "http://127.0.0.1:8002"\n'  # line 11: kind
+        + '[keys]\nfilter = "s"\nnonsense = "x"\n'  # lines 13-15
+    )
+    path = tmp_path / "hosts.toml"
+    path.write_text(text)
+    proc = subprocess.run(
+        [sys.executable, "-m", "poolconsole", "check-config", str(path)], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 2, proc
+    said = proc.stderr + proc.stdout
+    assert "4 problem(s)" in said, said
+    assert "line 5: engines[1:qwen]: duplicate engine name 'qwen'" in said
+    assert "line 11: engines[2:coder].kind: " in said
+    assert "line 14: keys: 's' is the key of both filter and sort" in said  # filter's line: sort keeps its default
+    assert "line 15: keys.nonsense: no action has this id" in said
+    lines = [line for line in said.splitlines() if line.startswith("  line ")]
+    assert lines == sorted(lines, key=lambda line: int(line.split()[1].rstrip(":"))), lines  # in the file's order

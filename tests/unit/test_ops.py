@@ -240,3 +240,25 @@ def test_the_engines_own_kv_figure_is_said_as_its_own() -> None:
     # the same profile when not active: the engine's figure describes what runs now, so it is not used
     other = fit(engine, profile, Host(name="h", address="h"), live, own, active=False)
     assert not other.kv_from_engine and other.kv_tokens is None
+
+
+def test_the_confirmation_says_what_the_engine_serves_now_and_what_the_action_does_with_it() -> None:
+    from poolconsole.ops.lifecycle import in_flight_words
+
+    engine = Engine(
+        name="e",
+        kind=EngineKind.VLLM,
+        url="http://127.0.0.1:1",
+        control=Control(backend="docker", name="e", drain_timeout_s=45),
+    )
+    assert in_flight_words(engine, 8, 2, drains=False) == (
+        "now: 8 running, 2 waiting; the restart drops them (their clients get errors)"
+    )
+    assert in_flight_words(engine, 8, 2, drains=True) == (
+        "now: 8 running, 2 waiting; it first waits up to 45 s (drain_timeout_s) for them to finish, then switches"
+    )
+    assert in_flight_words(engine, 0, 0, drains=False) == "now: idle (no request running or waiting)"
+    unknown = in_flight_words(engine, None, 3, drains=False)
+    assert unknown.startswith("requests in flight: unknown") and "0 running" not in unknown  # never 0 for unknown
+    no_drain = engine.model_copy(update={"control": Control(backend="docker", name="e", drain_timeout_s=0)})
+    assert in_flight_words(no_drain, 1, 0, drains=True).endswith("the restart drops them (their clients get errors)")

@@ -598,7 +598,9 @@ class OverviewScreen(Screen[None]):
             hidden = f"  problems only: nothing needs attention ({self.hidden} hidden, p shows them)"
         where = "in folded groups (c / C opens them)" if self.collapsed and not self.filter_text else ""
         hidden = hidden or (f"  {self.hidden} hidden {where}".rstrip() if self.hidden else "")
-        rows = f"{self.engines_shown} engine" + ("" if self.engines_shown == 1 else "s")
+        total = self.engines_shown + self.hidden
+        shown_of = f"{self.engines_shown} of " if self.hidden else ""  # "0 engines" read as an empty pool
+        rows = f"{shown_of}{total} engine" + ("" if total == 1 else "s")
         # what matters most first: the line ends in "…" where the width runs out (READ-ONLY and the alerts
         # were last, and cut away at 120 columns with the problems-only words)
         line = f"{rows}{mode}  active alerts: {alerts}{filt}{hidden}  sorted by {sort}{first}"
