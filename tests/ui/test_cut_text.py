@@ -124,7 +124,30 @@ async def test_a_long_smoke_reason_ends_in_an_ellipsis(tmp_path: Path) -> None:
             # under the table, the highlighted check with its reason whole
             below = screen.query_one("#smoke-reason")
             shown = " ".join(s.text.strip() for s in below.render_lines(Region(0, 0, *below.region.size)))
-            assert shown == f"qwen3-next-80b models (concurrency -): FAIL: {REASON.strip()}", (size, shown)
+            said = f"qwen3-next-80b models (concurrency -): FAIL: {REASON.strip()}"
+            assert " ".join(shown.split()) == " ".join(said.split()), (size, shown)
+
+
+async def test_a_smoke_checks_figures_wrap_between_figures_never_inside_one(tmp_path: Path) -> None:
+    """A chat_stream check's reason at 80 columns had wrapped as "...512 tokens in 1.12" / "s; connect ...":
+    it wraps between its figures, each whole on one line."""
+    figures = (
+        "TTFT p50 54.3 ms, p95 108.2 ms; ITL p95 12.0 ms; 48.2 tok/s per stream, 190.1 aggregate; "
+        "256 tokens in 1.12 s; connect 2.4 ms mean, 3.1 ms p95 (4 new connection(s), part of TTFT)"
+    )
+    app = app_for(tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = SmokeScreen(["qwen3-next-80b"])
+        await app.push_screen(screen)
+        await pilot.pause()
+        screen.add(CheckResult("qwen3-next-80b", "Qwen3-Next-80B-A3B", "chat_stream", True, figures, concurrency=4))
+        await pilot.pause()
+        below = screen.query_one("#smoke-reason")
+        rows = [s.text.strip() for s in below.render_lines(Region(0, 0, *below.region.size)) if s.text.strip()]
+        for figure in ("256 tokens in 1.12 s;", "ITL p95 12.0 ms;", "TTFT p50 54.3 ms, p95 108.2 ms;"):
+            assert any(figure in row for row in rows), (figure, rows)
+        said = f"qwen3-next-80b chat_stream (concurrency 4): PASS: {figures}"
+        assert " ".join(" ".join(rows).split()) == said  # all of it, in order
 
 
 async def test_the_smoke_screen_names_its_regressions(tmp_path: Path) -> None:

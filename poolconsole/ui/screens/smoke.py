@@ -13,6 +13,7 @@ from textual_plotext import PlotextPlot
 
 from poolconsole.model import units
 from poolconsole.ops.smoke.store import Change
+from poolconsole.ui.fields import FieldLines
 from poolconsole.ui.footer import KeysFooter
 from poolconsole.ui.tables import Cell, FitTable
 
@@ -119,11 +120,13 @@ class SmokeScreen(Screen[None]):
         in the middle ("TTFT p50 54.3 ms, p95 108.…")."""
         key = self.query_one("#smoke-results", FitTable).highlighted()
         r = self.results[int(key) - 1] if key is not None and key.isdigit() and int(key) <= len(self.results) else None
-        words = "" if r is None else (
-            f"{r.target} {r.check} (concurrency {r.concurrency or '-'}): {'PASS' if r.passed else 'FAIL'}"
-            + (f": {r.reason}" if r.reason else "")
-        )  # fmt: skip
-        self.query_one("#smoke-reason", Static).update(words)
+        if r is None:
+            self.query_one("#smoke-reason", Static).update("")
+            return
+        head = f"{r.target} {r.check} (concurrency {r.concurrency or '-'}): {'PASS' if r.passed else 'FAIL'}"
+        parts = r.reason.split("; ") if r.reason else []  # wrapped between its figures: "1.12" / "s" read wrong
+        fields = [f"{head}:" if parts else head] + [f"{part};" for part in parts[:-1]] + parts[-1:]
+        self.query_one("#smoke-reason", Static).update(FieldLines([tuple(fields)]))
 
     def finish(self, changes: list[Change], error: str | None = None) -> None:
         self.finished = True
