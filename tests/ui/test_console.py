@@ -552,3 +552,28 @@ async def test_the_status_line_puts_read_only_and_the_alerts_first_and_ends_in_a
         drawn = line.render_lines(Region(0, 0, line.region.width, 1))[0].text.rstrip()
         assert drawn.startswith(" 0 of 8 engines  READ-ONLY  active alerts: 0  problems only: nothing"), drawn
         assert drawn.endswith("…") and len(drawn) <= 100, drawn
+
+
+async def test_the_gateway_routes_fit_a_narrow_screen_and_take_the_arrow_keys(tmp_path: Path) -> None:
+    """At 80 columns the Engine state column was cut to one letter ("o", "d": down or degraded?) with no
+    "…", and the arrow keys did nothing until Tab. Long model names are cut with "…" instead, the states
+    stay whole, and the routes have the focus (the test pool's names are short: 64 columns cut them)."""
+    from textual.widgets import DataTable
+
+    app = static_app(tmp_path)
+    async with app.run_test(size=(64, 24)) as pilot:
+        await feed(app)
+        await settle(pilot, app)
+        await pilot.press("g")
+        await settle(pilot, app)
+        assert isinstance(app.screen, GatewayScreen)
+        table = app.screen.query_one("#routes", DataTable)
+        assert table.has_focus and table.row_count >= 2
+        drawn = [s.text.rstrip() for s in table.render_lines(Region(0, 0, table.size.width, table.row_count + 1))]
+        assert drawn[0].split()[-2:] == ["Engine", "state"], drawn[0]
+        states = [str(table.get_row_at(i)[4]) for i in range(table.row_count)]
+        assert all(line.endswith(f" {state}") for line, state in zip(drawn[1:], states, strict=True)), drawn
+        assert any("…" in line for line in drawn[1:]), drawn  # what had to give was cut, and says so
+        await pilot.press("down")
+        await pilot.pause()
+        assert table.cursor_row == 1

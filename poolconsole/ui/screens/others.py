@@ -17,7 +17,7 @@ from poolconsole.model.pool_state import PoolState
 from poolconsole.model.summary import served_before
 from poolconsole.ui.footer import KeysFooter
 from poolconsole.ui.registry import Action, key_label
-from poolconsole.ui.tables import FitTable, sync_rows
+from poolconsole.ui.tables import FitTable
 
 
 class GatewayScreen(Screen[None]):
@@ -31,7 +31,8 @@ class GatewayScreen(Screen[None]):
         yield Header()
         with VerticalScroll():
             yield Static(id="gateway-summary", markup=False)
-            yield DataTable(id="routes", cursor_type="row")
+            # long model names are cut with "…" so that the engine's state keeps its column at 80
+            yield FitTable({"model": 16, "gw": 10, "engine": 12}, id="routes")
             yield Static(id="drift", markup=False)
         yield KeysFooter()
 
@@ -45,12 +46,13 @@ class GatewayScreen(Screen[None]):
             ("state", "Engine state"),
         ):
             table.add_column(label, key=key)
+        table.focus()  # the arrow keys move through the routes at once
         self.refresh_view()
         self.ready = True
 
     def refresh_view(self) -> None:
         reports = gateway_reports(self.state)
-        table = self.query_one("#routes", DataTable)
+        table = self.query_one("#routes", FitTable)
         rows: dict[str, tuple[str, ...]] = {}
         summary: list[Text] = []
         drift: list[str] = []
@@ -83,7 +85,7 @@ class GatewayScreen(Screen[None]):
             drift += [f"degrade hint: {h}" for h in r.hints]
             if r.deep_health:
                 summary.append(Text(f"{r.gateway}: {r.deep_health}"))
-        sync_rows(table, rows)
+        table.show(rows)
         self.query_one("#gateway-summary", Static).update(Text("\n").join(summary))
         self.query_one("#drift", Static).update(
             "\n".join(drift) or "no drift: every route is served and every served model is routed"
@@ -110,6 +112,7 @@ class AlertsScreen(Screen[None]):
         table = self.query_one("#alert-log", DataTable)
         for key, label in (("at", "Time"), ("target", "Target"), ("rule", "Rule"), ("what", "What")):
             table.add_column(label, key=key)
+        table.focus()  # the arrow keys move through the routes at once
         self.refresh_view()
         self.ready = True
 
