@@ -271,4 +271,5 @@ async def follow_logs(
     finally:
         process.close()
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(process.wait_closed(), 2)
+            async with asyncio.timeout(2):
+                await process.wait_closed()

@@ -325,7 +325,8 @@ class HostConnection:
                 conn = await self.connect()
             start = time.monotonic()
             try:
-                result = await asyncio.wait_for(conn.run(command, check=False, input=stdin), timeout)
+                async with asyncio.timeout(timeout):  # not wait_for: see collect.tasks
+                    result = await conn.run(command, check=False, input=stdin)
             except TimeoutError:
                 raise await self._hung(conn, command, timeout) from None
             except (asyncssh.Error, OSError) as exc:
@@ -343,7 +344,8 @@ class HostConnection:
         async with self._lock:
             conn = await self.connect()
         try:
-            return await asyncio.wait_for(conn.create_process(command), self.timeout_s)
+            async with asyncio.timeout(self.timeout_s):
+                return await conn.create_process(command)
         except TimeoutError:
             raise await self._hung(conn, command, self.timeout_s) from None
         except (asyncssh.Error, OSError) as exc:
@@ -355,7 +357,8 @@ class HostConnection:
         import asyncssh  # imported when SSH is first used: a pool without hosts never loads it
 
         try:
-            await asyncio.wait_for(conn.run("true", check=False), min(2.0, self.timeout_s))
+            async with asyncio.timeout(min(2.0, self.timeout_s)):
+                await conn.run("true", check=False)
         except (TimeoutError, asyncssh.Error, OSError):
             self.abort()
             hostname, port = self.target()
@@ -381,7 +384,8 @@ class HostConnection:
         if self.conn is not None:
             self.conn.close()
             with contextlib.suppress(TimeoutError, asyncssh.Error, OSError):
-                await asyncio.wait_for(self.conn.wait_closed(), 2)
+                async with asyncio.timeout(2):
+                    await self.conn.wait_closed()
             self.conn = None
 
 

@@ -157,7 +157,8 @@ async def read_local(timeout_s: float = TIMEOUT_S) -> tuple[TailnetStatus | None
     except OSError as exc:
         return None, f"tailscale not run here: {exc.strerror or exc}"
     try:
-        out, err = await asyncio.wait_for(process.communicate(), timeout_s)
+        async with asyncio.timeout(timeout_s):
+            out, err = await process.communicate()
     except TimeoutError:
         with contextlib.suppress(ProcessLookupError):
             process.kill()

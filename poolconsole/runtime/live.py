@@ -10,7 +10,6 @@ alert events it raised): a view redraws from the model, coalescing as it likes."
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gc
 import time
 from collections.abc import Callable, Coroutine
@@ -25,6 +24,7 @@ from poolconsole.collect.hosts.poll import HostPoller
 from poolconsole.collect.hosts.sampling import local_snapshot
 from poolconsole.collect.ollama_server import read_server_settings
 from poolconsole.collect.ssh import SSHFailure, SSHPool
+from poolconsole.collect.tasks import reap
 from poolconsole.config.models import Engine, EngineKind, PoolConfig
 from poolconsole.model.alerts import AlertEvent, Alerts
 from poolconsole.model.events import EventLog
@@ -232,8 +232,7 @@ class LivePool:
         for task in tasks:
             task.cancel()
         for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+            await reap(task, Exception)
         if self.ssh is not None:
             await self.ssh.close()
 

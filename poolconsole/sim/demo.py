@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import os
 import secrets
 import shutil
@@ -17,6 +16,7 @@ from pathlib import Path
 import asyncssh
 import httpx
 
+from poolconsole.collect.tasks import reap
 from poolconsole.sim.demo_files import CONFIG_HEADER
 from poolconsole.sim.demo_pool import EngineSpec, HostSpec, pool
 from poolconsole.sim.hosts import BROKEN_PROFILE, NO_SPEC_ENV, NO_SPEC_SUFFIX, SimHost
@@ -264,8 +264,7 @@ class SimPool:
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+            await reap(task, Exception)
         for engine in self.engines.values():
             await engine.close()
         for host in self.sim_hosts.values():

@@ -13,9 +13,10 @@ and the loop goes on.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from typing import TYPE_CHECKING
+
+from poolconsole.collect.tasks import reap
 
 if TYPE_CHECKING:
     import asyncssh
@@ -104,6 +105,4 @@ class SampleStream:
         import asyncssh  # loaded with the SSH connection (collect.ssh), not at start-up
 
         self.process.close()
-        self._reader.cancel()
-        with contextlib.suppress(asyncio.CancelledError, asyncssh.Error, OSError):
-            await self._reader
+        await reap(self._reader, asyncssh.Error, OSError)

@@ -25,6 +25,7 @@ import httpx
 from poolconsole.collect.engines.jsonparse import parse_slots
 from poolconsole.collect.engines.spec_window import Reading, delta, read_window
 from poolconsole.collect.prom import ParseError
+from poolconsole.collect.tasks import reap
 from poolconsole.config.models import EngineKind
 from poolconsole.ops.smoke.checks import WORDS, Checker, CheckResult
 from poolconsole.ops.smoke.stream import level_stats
@@ -232,9 +233,7 @@ async def run_length(
         try:
             results, wall = await checker.timed(bodies, concurrency, "/v1/completions")
         finally:
-            watcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await watcher
+            await reap(watcher)
         after = await read_window(client, target.base_url, kind, checker.headers)
     stats = level_stats(results, wall)
     failures = [r.reason or "failed" for r in results if not r.ok]
