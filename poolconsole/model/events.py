@@ -7,7 +7,7 @@ console adds the actions and smoke runs it starts, and a replay derives what a r
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -171,8 +171,11 @@ class EventLog:
         message = f"{action} {outcome}" + (f": {first}" if first and outcome != "ok" else "")
         self.add(Event(at, target, "action", message, OK if outcome == "ok" else CRITICAL))
 
-    def smoke(self, at: float, results: Sequence[tuple[str, str, bool, str]]) -> None:
-        """A smoke run's verdict per target, from its (target, check, passed, reason) results."""
+    def smoke(
+        self, at: float, results: Sequence[tuple[str, str, bool, str]], regressions: Mapping[str, int] | None = None
+    ) -> None:
+        """A smoke run's verdict per target, from its (target, check, passed, reason) results; `regressions`
+        counts each target's figures worse than its baseline (a pass with some is a warning, said so)."""
         by_target: dict[str, list[tuple[str, bool, str]]] = {}
         for target, check, passed, reason in results:
             by_target.setdefault(target, []).append((check, passed, reason))
@@ -182,6 +185,9 @@ class EventLog:
                 check, reason = failed[0]
                 more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
                 self.add(Event(at, target, "smoke", f"smoke FAILED: {check}: {reason}{more}", CRITICAL))
+            elif worse := (regressions or {}).get(target, 0):
+                words = f"smoke passed ({len(checks)} checks), {worse} regression(s) against its baseline"
+                self.add(Event(at, target, "smoke", words, WARNING))
             else:
                 self.add(Event(at, target, "smoke", f"smoke passed ({len(checks)} checks)", OK))
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable
 from functools import partial
 from pathlib import Path
@@ -461,7 +462,8 @@ class PoolApp(App[None]):
             )
             changes = await asyncio.to_thread(store.compare, db, run_id)
             screen.finish(changes)
-            self.events.smoke(self.state.clock(), [(r.target, r.check, r.passed, r.reason) for r in results])
+            worse = Counter(c.target for c in changes if c.regression)
+            self.events.smoke(self.state.clock(), [(r.target, r.check, r.passed, r.reason) for r in results], worse)
             self._changed()
             self.notify(
                 f"smoke test {'passed' if doc['passed'] else 'FAILED'}: {len(results)} checks",
@@ -933,7 +935,8 @@ class PoolApp(App[None]):
         before the console goes (cancelled with the app, an action met its end only as the loop closed)."""
         stopped = self.workers.cancel_group(self, "actions")
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.gather(*(w.wait() for w in stopped), return_exceptions=True), LEAVE_S)
+            async with asyncio.timeout(LEAVE_S):
+                await asyncio.gather(*(w.wait() for w in stopped), return_exceptions=True)
         self.exit()
 
     def quit_soon(self) -> None:

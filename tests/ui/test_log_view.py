@@ -74,6 +74,8 @@ async def test_log_view_reads_follows_searches_and_jumps_to_the_oom(oom_pool: Si
     marker = tmp_path / "ran"
     log.write(f"(APIServer pid=1) INFO launch with HF_TOKEN={SECRET} --api-key {SECRET}")
     log.write(f"(APIServer pid=1) INFO odd line $(touch {marker}) `touch {marker}`; touch {marker}")
+    for n in range(80):  # longer than the screen: it opens at the newest lines, as it follows
+        log.write(f"(APIServer pid=1) INFO Avg prompt throughput: {n}.0 tokens/s")
 
     app = PoolApp(parse_config(pool.config_toml()), theme_state=tmp_path / "ui.json")
     async with app.run_test(size=(160, 45)) as pilot:
@@ -86,6 +88,9 @@ async def test_log_view_reads_follows_searches_and_jumps_to_the_oom(oom_pool: Si
         screen = app.screen
         assert isinstance(screen, LogScreen)
         await until(pilot, lambda: screen.state == "following")
+        await pilot.pause()
+        lines = screen.lines_widget
+        assert lines.max_scroll_y > 0 and lines.scroll_y == lines.max_scroll_y, (lines.scroll_y, lines.max_scroll_y)
         got = screen.read_result
         assert got is not None and got.error is None
         assert got.source == f"docker logs {OOM_ENGINE}"

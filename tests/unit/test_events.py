@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from poolconsole.config import parse_config
 from poolconsole.model.alerts import AlertEvent
-from poolconsole.model.events import CRITICAL, OK, EventLog
+from poolconsole.model.events import CRITICAL, OK, WARNING, EventLog
 from poolconsole.model.failure_modes import Diagnosis, Finding
 from poolconsole.model.pool_state import PoolState
 
@@ -72,3 +72,15 @@ def test_alerts_actions_smoke_newest_first_filtered_and_bounded() -> None:
     before = log.version
     log.audited([(40.0, "restart", "e", "ok", ""), (5.0, "restart", "e", "failed", "ssh refused")])
     assert log.version == before + 1 and log.newest()[-1].text() == "restart failed: ssh refused"
+
+
+def test_a_smoke_pass_with_regressions_says_so_as_a_warning() -> None:
+    """The events said "smoke passed (5 checks)" for an engine whose figures the smoke screen flagged as
+    regressions against its baseline."""
+    log = EventLog()
+    results = [("e", "chat", True, ""), ("e", "chat_stream", True, ""), ("f", "chat", True, "")]
+    log.smoke(60.0, results, {"e": 2})
+    said = {e.target: e for e in log.newest()}
+    assert said["e"].text() == "smoke passed (2 checks), 2 regression(s) against its baseline"
+    assert said["e"].severity == WARNING
+    assert said["f"].text() == "smoke passed (1 checks)" and said["f"].severity == OK

@@ -68,8 +68,8 @@ class LogLines(ScrollView, can_focus=True):
         for line in self.view.lines if self._width == 0 else list(self.view.lines)[-200:]:
             self._width = max(self._width, len(line) + NUMBER_WIDTH)
         self.virtual_size = Size(self._width, len(self.view.lines))
-        if to_end:
-            self.scroll_end(animate=False, immediate=True)
+        if to_end:  # after the layout this size brings: until then the scrollbar is not shown and a scroll
+            self.scroll_end(animate=False)  # is refused (it opened at line 1, "following" lines out of sight)
         self.refresh()
 
     def show(self, number: int) -> None:
