@@ -423,7 +423,26 @@ class PoolApp(App[None]):
         self._start_smoke([key.removeprefix("engine:")])
 
     def action_smoke_all(self) -> None:
-        self._start_smoke([])
+        """The whole pool, engine after engine and through the gateway: real requests to every model, for
+        minutes. Asked first, with what it sends (it had started at the keypress)."""
+        from poolconsole.ui.screens.action import ConfirmAction
+
+        engines = [e.name for e in self.config.engines if e.kind is not EngineKind.LITELLM]
+        gateways = [e.name for e in self.config.engines if e.kind is EngineKind.LITELLM]
+        lines = [
+            f"engines: {', '.join(engines) or 'none'}",
+            *([f"through the gateway: {', '.join(gateways)}"] if gateways else []),
+            "each model: a chat, streamed chats at concurrency 1 and 4 (TTFT, tok/s), a completion, and the "
+            "tool and JSON checks its [engines.smoke] asks for (an embedding model: an embedding)",
+            "real requests: they spend tokens and add load while they run (a few minutes for a whole pool);",
+            "the results are stored, and compared with the last run's (regressions are named)",
+        ]
+
+        def go(yes: bool | None) -> None:
+            if yes:
+                self._start_smoke([])
+
+        self.push_screen(ConfirmAction("Smoke-test the whole pool?", lines, yes="Run it (y)"), go)
 
     def _start_smoke(self, targets: list[str]) -> None:
         from poolconsole.ui.screens.smoke import SmokeScreen

@@ -10,7 +10,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from textual.geometry import Region
-from textual.widgets import DataTable, Input, Log
+from textual.widgets import DataTable, Input
 
 from poolconsole.config import parse_config
 from poolconsole.sim.demo import SimPool
@@ -392,7 +392,7 @@ async def test_restart_and_rollover_from_the_console(tmp_path: Path) -> None:
             await pilot.press("y")
             await pilot.pause()
             assert await action_outcome(app, 240) == "ok"
-            said = list(app.screen.query_one(Log).lines)  # the smoke test it was promoted on, check by check
+            said = app.screen.said  # the smoke test it was promoted on, check by check
             checks = [line for line in said if line.startswith("  smoke ")]
             assert checks and all(": PASS" in line for line in checks), said
             passed = next(line for line in said if line.startswith("smoke test: "))
@@ -577,3 +577,25 @@ async def test_the_gateway_routes_fit_a_narrow_screen_and_take_the_arrow_keys(tm
         await pilot.press("down")
         await pilot.pause()
         assert table.cursor_row == 1
+
+
+async def test_the_pool_smoke_test_asks_first(tmp_path: Path) -> None:
+    """M had started minutes of real requests to every model at the keypress: it asks first, saying what it
+    sends and to which engines; n leaves the pool alone."""
+    from poolconsole.ui.screens.action import ConfirmAction
+    from poolconsole.ui.screens.smoke import SmokeScreen
+
+    app = static_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await feed(app)
+        await settle(pilot, app)
+        await pilot.press("M")
+        await pilot.pause()
+        dialog = app.screen
+        assert isinstance(dialog, ConfirmAction) and dialog.title_text == "Smoke-test the whole pool?"
+        said = dialog.lines.plain
+        assert "engines: " in said and "qwen3-next-80b" in said and "spend tokens" in said
+        await pilot.press("n")
+        await pilot.pause()
+        assert isinstance(app.screen, OverviewScreen) and not any(isinstance(s, SmokeScreen) for s in app.screen_stack)
+        assert not [w for w in app.workers if w.group == "smoke"]

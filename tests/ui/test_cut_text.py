@@ -195,3 +195,25 @@ async def test_a_result_that_comes_before_the_smoke_screen_is_mounted_is_kept_an
         status = str(screen.query_one("#smoke-status").render())
         assert status.startswith("smoke test of qwen3-next-80b: stopped, 2 checks, 2 failed"), status
         assert table.row_count == 2
+
+
+async def test_an_actions_long_progress_line_wraps_whole(tmp_path: Path) -> None:
+    """The rollover's progress cut a long line at the screen's edge with no mark ("...
+    POOL_GPU_MEMORY_UTILIZATI"): it wraps, every word of it on screen."""
+    from textual.widgets import RichLog
+
+    from poolconsole.ui.screens.action import ActionScreen
+
+    names = " ".join(f"POOL_GPU_MEMORY_UTILIZATION_{n}" for n in range(6))
+    line = f"$ (write /srv/pool/qwen3-next-80b.env atomically: profile fp8-tp4: {names})"
+    app = app_for(tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = ActionScreen("rollover qwen3-next-80b -> fp8-tp4")
+        await app.push_screen(screen)
+        await pilot.pause()
+        screen.progress(line)
+        await pilot.pause()
+        log = screen.query_one("#action-log", RichLog)
+        rows = [strip.text.rstrip() for strip in log.lines]
+        assert len(rows) >= 2 and all(len(row) <= log.size.width for row in rows), rows
+        assert " ".join(" ".join(rows).split()) == line  # nothing cut away

@@ -15,7 +15,7 @@ from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.css.query import NoMatches
 from textual.screen import ModalScreen, Screen
-from textual.widgets import Button, DataTable, Header, Log, OptionList, Static
+from textual.widgets import Button, DataTable, Header, OptionList, RichLog, Static
 
 from poolconsole.ops.audit import Entry
 from poolconsole.ui.cells import Colors
@@ -125,7 +125,8 @@ class ActionScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Header()
         yield Static(self._heading(), id="action-title")
-        yield Log(id="action-log", highlight=False)
+        # wrapped, never cut at the edge: a profile's long variable names and a failure's words are whole
+        yield RichLog(id="action-log", wrap=True, markup=False, highlight=False)
         yield KeysFooter()
 
     def on_mount(self) -> None:
@@ -141,10 +142,11 @@ class ActionScreen(Screen[None]):
 
     def _flush(self) -> None:
         try:
-            log = self.query_one(Log)
+            log = self.query_one("#action-log", RichLog)
         except NoMatches:  # not composed yet, or closed while the action runs
             return
-        log.write_lines(self.said[self._written :])
+        for line in self.said[self._written :]:
+            log.write(Text(line))  # plain text: a command or an engine's answer is never markup
         self._written = len(self.said)
 
     def progress(self, line: str) -> None:
