@@ -129,7 +129,9 @@ class SimPool:
         while True:
             now = time.monotonic()
             for engine in self.engines.values():
-                if engine.load is not None and engine.spec.host not in self.down_hosts:
+                if engine.load is not None and engine.loading:
+                    engine.load.hold(now)
+                elif engine.load is not None and engine.spec.host not in self.down_hosts:
                     engine.load.tick(now, arrivals)
                     if engine.spec.kind == "vllm" and engine.site is not None:
                         self._log_stats(engine, now)

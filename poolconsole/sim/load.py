@@ -274,6 +274,11 @@ class EngineLoad:
         accept = self.acceptance(req)
         return 1.0 if accept is None else (1 + SPEC_K * accept) / (1 + SPEC_COST * SPEC_K)
 
+    def hold(self, now: float) -> None:
+        """The engine is loading its model: nothing runs and nothing is counted until it serves (its
+        counters start from zero then, as a restarted engine's do)."""
+        self.last_tick = now
+
     def tick(self, now: float, arrivals: float = 1.0) -> None:
         """Advance to `now`. `arrivals` scales how busy the team is (the overload scenario raises it)."""
         dt = max(0.0, now - self.last_tick)
