@@ -133,7 +133,7 @@ async def test_a_thousand_engines_group_fold_and_show_only_problems(tmp_path: Pa
         assert shown == {f"engine:{bigpool.engine_name(i)}" for i in DOWN}
         groups = {f"model:{bigpool.MODELS[i % 20]}" for i in DOWN}
         assert {k for k in grid.order if grid.is_span(k)} == groups
-        assert f"{len(DOWN)} engines  " in status(app)  # engines counted, not the group lines among the rows
+        assert f"{len(DOWN)} of {ENGINES} engines  " in status(app)  # engines counted, not the group lines
         assert f"problems only: {ENGINES - len(DOWN)} hidden" in status(app)
         await pilot.press("slash", *"e00")  # the filter over what is left, fast at any size
         await settle(pilot, app)
@@ -220,7 +220,8 @@ async def test_the_footer_shows_this_screens_keys_and_remapped_keys_work(tmp_pat
 
 async def test_at_120_columns_every_footer_key_is_on_screen(tmp_path: Path) -> None:
     """The footer holds the keys that matter on each screen, and at 120 columns all of them show, Help first and
-    Quit last (the rest are in the help screen and the palette)."""
+    q last: Quit on the overview, Back on a screen opened from it (the rest are in the help screen and the
+    palette)."""
     app = PoolApp(uipool.config(), live=False, clock=uipool.clock, theme_state=tmp_path / "ui.json")
     async with app.run_test(size=(120, 40)) as pilot:
         await feed(app)
@@ -233,7 +234,8 @@ async def test_at_120_columns_every_footer_key_is_on_screen(tmp_path: Path) -> N
                 await settle(pilot, app)
                 assert isinstance(app.screen, DetailScreen)
             shown = [k for k in app.screen.query(FooterKey) if k.description != "palette"]  # Ctrl+P, docked right
-            assert shown and shown[-1].description == "Quit", [k.description for k in shown]
+            last = "Quit" if screen == "overview" else "Back"
+            assert shown and shown[-1].description == last, [k.description for k in shown]
             assert shown[0].description == "Help", [k.description for k in shown]
             palette = [k for k in app.screen.query(FooterKey) if k.description == "palette"]
             edge = palette[0].region.x if palette else app.size.width

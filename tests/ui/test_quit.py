@@ -105,10 +105,14 @@ async def test_an_action_runs_on_with_its_screen_closed_and_shows_it_all_when_re
             assert progress.said[-1].startswith("== ok: serving after ")
             assert [e.outcome for e in audit.entries(app.audit_path)] == ["ok"]
             app.push_screen(progress)  # opened again: every line said, the closed stretch included
-            await pilot.pause()
-            log = progress.query_one("#action-log", RichLog)
-            shown = " ".join(" ".join(strip.text for strip in log.lines).split())
-            assert shown == " ".join(" ".join(progress.said).split())
+            said, shown = " ".join(" ".join(progress.said).split()), ""
+            for _ in range(40):  # composed again, then a RichLog draws what it is given once it knows its size
+                await pilot.pause(0.05)
+                for log in progress.query("#action-log").results(RichLog):
+                    shown = " ".join(" ".join(strip.text for strip in log.lines).split())
+                if shown == said:
+                    break
+            assert shown == said
 
 
 def test_q_closes_every_screen_opened_from_the_overview() -> None:
