@@ -183,6 +183,11 @@ def _abandoned(
     outcome.detail = f"stopped after {outcome.seconds:.0f} s (the console quit, or the command was interrupted): " + (
         outcome.detail
     )
+    _record(ctx, outcome, profile_from, profile_to)
+    ctx.say(f"== abandoned: {outcome.detail}")
+
+
+def _record(ctx: ActionContext, outcome: Outcome, profile_from: str | None, profile_to: str | None) -> None:
     audit.record(
         ctx.audit_path,
         outcome.action,
@@ -195,26 +200,13 @@ def _abandoned(
         profile_to,
         ctx.secrets,
     )
-    ctx.say(f"== abandoned: {outcome.detail}")
 
 
 async def _audit(
     ctx: ActionContext, outcome: Outcome, profile_from: str | None = None, profile_to: str | None = None
 ) -> None:
     """One audit entry per action, written off the event loop (SQLite, synchronous)."""
-    await asyncio.to_thread(
-        audit.record,
-        ctx.audit_path,
-        outcome.action,
-        outcome.engine,
-        outcome.commands,
-        outcome.outcome,
-        outcome.detail,
-        outcome.seconds,
-        profile_from,
-        profile_to,
-        ctx.secrets,
-    )
+    await asyncio.to_thread(_record, ctx, outcome, profile_from, profile_to)
 
 
 def find_profile(engine: Engine, name: str) -> Profile:

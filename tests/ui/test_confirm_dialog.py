@@ -9,16 +9,13 @@ from pathlib import Path
 
 from textual.widgets import Button, Static
 
-from poolconsole.config import parse_config
-from poolconsole.ui.app import PoolApp
 from poolconsole.ui.screens.action import ConfirmAction, ProfilePicker
-from tests.ui.test_console import demo_pool, select_row
+from tests.ui.test_console import demo_app, demo_pool, select_row
 
 
 async def test_the_rollover_question_and_its_buttons_stay_on_an_80x24_screen(tmp_path: Path) -> None:
     async with demo_pool(12, tmp_path / "keys") as pool:
-        app = PoolApp(parse_config(pool.config_toml()), theme_state=tmp_path / "ui.json")
-        app.audit_path = tmp_path / "audit.sqlite3"
+        app = demo_app(pool, tmp_path)
         async with app.run_test(size=(80, 24)) as pilot:
             await select_row(pilot, app, "engine:gemma3-27b-nvfp4")  # SGLang: it gives its own KV capacity
             await pilot.press("P")

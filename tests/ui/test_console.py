@@ -72,6 +72,14 @@ async def open_audit(pilot: object, app: PoolApp) -> None:
     assert isinstance(app.screen, AuditScreen)
 
 
+def demo_app(pool: SimPool, tmp_path: Path) -> PoolApp:
+    """The console on a demo pool, its audit log and smoke store in `tmp_path`."""
+    app = PoolApp(parse_config(pool.config_toml()), theme_state=tmp_path / "ui.json")
+    app.audit_path = tmp_path / "audit.sqlite3"
+    app.smoke_db = tmp_path / "smoke.sqlite3"
+    return app
+
+
 async def select_row(pilot: object, app: PoolApp, key: str) -> None:
     """After the first polls of a live pool, put the overview's cursor on row `key`."""
     await asyncio.sleep(1.5)
@@ -359,9 +367,7 @@ async def test_restart_and_rollover_from_the_console(tmp_path: Path) -> None:
     from poolconsole.ui.screens.action import ActionScreen, ConfirmAction
 
     async with demo_pool(12, tmp_path / "keys") as pool:
-        app = PoolApp(parse_config(pool.config_toml()), theme_state=tmp_path / "ui.json")
-        app.audit_path = tmp_path / "audit.sqlite3"
-        app.smoke_db = tmp_path / "smoke.sqlite3"
+        app = demo_app(pool, tmp_path)
         async with app.run_test(size=(160, 45)) as pilot:
             await select_row(pilot, app, "engine:qwen3-30b-a3b")
             await pilot.press("R")

@@ -14,14 +14,12 @@ from pathlib import Path
 from textual.screen import ModalScreen, Screen
 from textual.widgets import RichLog
 
-from poolconsole.config import parse_config
 from poolconsole.ops import audit
 from poolconsole.sim.hosts import BROKEN_PROFILE
 from poolconsole.ui import registry, screens
-from poolconsole.ui.app import PoolApp
 from poolconsole.ui.screens.action import ActionScreen, ConfirmAction
 from poolconsole.ui.screens.overview import OverviewScreen
-from tests.ui.test_console import demo_pool, feed, pick_profile, select_row, settle, static_app
+from tests.ui.test_console import demo_app, demo_pool, feed, pick_profile, select_row, settle, static_app
 
 
 async def test_q_closes_a_screen_and_quits_from_the_overview(tmp_path: Path) -> None:
@@ -43,12 +41,10 @@ async def test_q_closes_a_screen_and_quits_from_the_overview(tmp_path: Path) -> 
 
 async def test_q_while_a_rollover_runs_asks_and_quitting_anyway_is_audited(tmp_path: Path) -> None:
     async with demo_pool(12, tmp_path / "keys") as pool:
-        app = PoolApp(parse_config(pool.config_toml()), theme_state=tmp_path / "ui.json")
-        app.audit_path = tmp_path / "audit.sqlite3"
-        app.smoke_db = tmp_path / "smoke.sqlite3"
+        app = demo_app(pool, tmp_path)
         async with app.run_test(size=(160, 45)) as pilot:
             await select_row(pilot, app, "engine:qwen3-next-80b")
-            await pick_profile(pilot, app, BROKEN_PROFILE)  # it fits, then never serves (503, loading)
+            await pick_profile(pilot, app, BROKEN_PROFILE)  # it fits, then never serves (refused: loading)
             assert isinstance(app.screen, ConfirmAction)
             await pilot.press("y")
             await pilot.pause()
@@ -84,8 +80,7 @@ async def test_an_action_runs_on_with_its_screen_closed_and_shows_it_all_when_re
     """Escape from a restart's progress while it runs: the restart goes on to its outcome (its next progress
     line had found no screen to write to, and the action died there), and its screen holds every line."""
     async with demo_pool(12, tmp_path / "keys") as pool:
-        app = PoolApp(parse_config(pool.config_toml()), theme_state=tmp_path / "ui.json")
-        app.audit_path = tmp_path / "audit.sqlite3"
+        app = demo_app(pool, tmp_path)
         async with app.run_test(size=(160, 45)) as pilot:
             await select_row(pilot, app, "engine:qwen3-30b-a3b")
             await pilot.press("R")
