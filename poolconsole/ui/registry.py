@@ -63,7 +63,7 @@ ACTIONS: tuple[Action, ...] = (
         "Group by",
         "G",
         "app.group",
-        "Group the rows by host, by model, or not at all (each group under its line)",
+        "Group the rows by host, by model, or not at all (each group under its line, sorted inside as chosen)",
         screens=OVERVIEW,
         show=False,
     ),

@@ -2,7 +2,8 @@
 line over its engines shows a bar per GPU (the 4-GPU tensor-parallel node four), unified memory drawn
 apart in the theme's `unified` colour; an engine shows its own memory where its processes are known, and
 never repeats its host's total when it shares the cards. A click on a header sorts by that column, a
-second click reverses it; `:` opens the command palette."""
+second click reverses it, inside each group while rows are grouped (`G` groups apart from the sort: the
+sort chosen is kept); `:` opens the command palette."""
 
 from __future__ import annotations
 
@@ -84,23 +85,48 @@ async def test_a_click_on_a_header_sorts_by_it_and_again_reverses(tmp_path: Path
             await pilot.click("#pool", offset=(x + 2, 0))
             await settle(pilot, app)
 
-        def kv_order() -> list[float | None]:
-            state = app.state
-            return [state.engines[k[7:]].view.kv_cache_usage for k in table.order]  # type: ignore[union-attr]
+        def kv_of(key: str) -> float | None:
+            view = app.state.engines[key[7:]].view
+            return view.kv_cache_usage if view else None
 
-        await click("kv")
-        assert "sorted by KV" in status(app) and "reversed" not in status(app)
-        assert not any(table.is_span(k) for k in table.order)  # flat: no host lines out of their order
+        def kv_order() -> list[float | None]:
+            return [kv_of(k) for k in table.order if k.startswith("engine:")]
+
+        def highest_first(values: list[float | None]) -> bool:
+            known = [v for v in values if v is not None]
+            return values[: len(known)] == sorted(known, reverse=True)  # and the unknown ones last
+
+        await click("kv")  # grouped by host still: each host's engines by KV, the hosts by their fullest
+        assert "sorted by KV, grouped by host" in status(app) and "reversed" not in status(app)
+        groups: list[list[str]] = []
+        for key in table.order:
+            if table.is_span(key):
+                groups.append([])
+            else:
+                groups[-1].append(key)
+        assert len(groups) == 7 and all(highest_first([kv_of(k) for k in g]) for g in groups)
         known = [v for v in kv_order() if v is not None]
-        assert kv_order()[: len(known)] == sorted(known, reverse=True) and len(known) >= 3  # unknown last
+        assert len(known) >= 3 and kv_of(groups[0][0]) == max(known)  # the first engine row is the pool's top
+        assert highest_first([kv_of(g[0]) if g else None for g in groups])
+
+        await pilot.press("G", "G")  # by model, then one flat list: the sort is kept, ranked across the pool
+        await settle(pilot, app)
+        assert "sorted by KV" in status(app) and "grouped" not in status(app), status(app)
+        assert not any(table.is_span(k) for k in table.order)
+        assert highest_first(kv_order())
         await click("kv")
         assert "sorted by KV, reversed" in status(app)
         assert kv_order()[: len(known)] == sorted(known) and all(v is None for v in kv_order()[len(known) :])
         await click("engine")
         assert "sorted by Engine" in status(app)  # the header's word
         assert [k for k in table.order if k.startswith("engine:")] == sorted(table.order)
-        await click("host")
-        assert "grouped by host" in status(app) and table.order[0].startswith("host:")
+        await pilot.press("G")  # grouped by host again, the engines by name in each group
+        await settle(pilot, app)
+        assert "sorted by Engine, grouped by host" in status(app) and table.order[0].startswith("host:")
+        groups = [[]]
+        for key in table.order[1:]:
+            groups.append([]) if table.is_span(key) else groups[-1].append(key)
+        assert len(groups) == 7 and all(g == sorted(g) for g in groups)
 
         await pilot.press("colon")
         await pilot.pause()

@@ -47,7 +47,7 @@ STATE_RANK = {"ok": 0.0, "degraded": 1.0, "down": 2.0, "auth_failed": 2.0}
 
 BY_IDENTITY = (EngineView, HostSnapshot)
 GROUPINGS = ("host", "model", "engine")
-"""`G` cycles: grouped by host, grouped by model, one flat list by name."""
+"""`G` cycles: grouped by host, grouped by model, one flat list ("engine": a row per engine)."""
 
 
 GATEWAYS = "gateways (routing to the engines)"
@@ -195,6 +195,8 @@ class OverviewScreen(Screen[None]):
         """Lines each `height: auto` box (summary, events) took when last drawn."""
         self.sort_key = "host"
         """The column rows are sorted by (`s` cycles SORTS; a click on a header picks any column)."""
+        self.grouping: str | None = "host"
+        """How rows are grouped (`G` cycles GROUPINGS), apart from the sort."""
         self.reverse = False
         self.spans: set[str] = set()
         """The rows drawn as one line across the columns: the host lines, while rows are grouped by host."""
@@ -399,46 +401,57 @@ class OverviewScreen(Screen[None]):
         return self.summary is not None and not self.summary.healthy
 
     def grouped(self) -> str | None:
-        """How rows are grouped, each group under its line: by host while sorted by host, by model while
-        sorted by model (`G` cycles host, model, none); None: one flat list."""
-        return self.sort_key if self.sort_key in ("host", "model") else None
+        """How rows are grouped, each group under its line: "host", "model" or None (one flat list). `G`
+        cycles it; it is apart from the sort, which orders the rows inside each group."""
+        return self.grouping
 
-    def _order(self, rows: dict[str, RowEntry]) -> list[str]:
+    def _sorted(self, rows: dict[str, RowEntry]) -> list[str]:
+        """Every row in the sort's order, groups aside: a text column A to Z (empty last either way), a
+        number highest first (unknown last either way, never read as 0, never parsed from text)."""
         column = self.sort_key
-        first = self.attention_first() and self.summary is not None and bool(self.summary.rank())
-
-        def need(key: str) -> int:  # critical, warning, then the rest; each in the sort's order
-            return self._rank.get(key, 2) if first else 2
-
-        if self.grouped():
-            groups: dict[str, list[str]] = {}
-            for key in rows:
-                groups.setdefault(self.group_of.get(key, ""), []).append(key)
-            for group, members in groups.items():  # the group's line first, then its rows by name
-                members.sort(key=lambda k: (k != group, k))
-            names = sorted((g for g in groups if g), reverse=self.reverse) + ([""] if "" in groups else [])
-            if first:  # the groups by their worst row (over every row of the group, shown or not)
-                worst = {
-                    g: min([need(k) for k in self.members.get(g, [])] + [need(k) for k in groups[g]]) for g in groups
-                }
-                names.sort(key=lambda g: worst[g])
-                for group, members in groups.items():
-                    members.sort(key=lambda k: -1 if k == group else need(k))
-            return [key for group in names for key in groups[group]]
         if column in TEXT_SORTS:
             words = {k: rows[k].words() for k in rows}
             texts = {k: words[k].get(column, "") for k in rows}
-            order = sorted(rows, key=lambda k: (texts[k], words[k].get("engine", "")), reverse=self.reverse)
-            order.sort(key=lambda k: texts[k] == "")  # empty last, either way
-        else:
-            # The model's numbers, highest first (reversed: lowest); unknown ones last either way (never
-            # read as 0, never parsed from text).
-            values = {k: _view_number(self.state, k, column) for k in rows}
-            sign = 1.0 if self.reverse else -1.0
-            order = sorted(rows, key=lambda k: (values[k] is None, sign * (values[k] or 0.0), k))
-        if first:
-            order.sort(key=need)
-        return order
+            order = sorted(rows, key=lambda k: (texts[k], words[k].get("engine", ""), k), reverse=self.reverse)
+            order.sort(key=lambda k: texts[k] == "")
+            return order
+        values = {k: _view_number(self.state, k, column) for k in rows}
+        sign = 1.0 if self.reverse else -1.0
+        return sorted(rows, key=lambda k: (values[k] is None, sign * (values[k] or 0.0), k))
+
+    def _order(self, rows: dict[str, RowEntry]) -> list[str]:
+        """The rows in order. Grouped, each group's line comes first and its rows follow in the sort's order;
+        the groups go by name while the sort is by text, and by their first row while it is by a number (by
+        KV: the group holding the fullest cache first, so the top engine row is the pool's top). With the
+        rows that need attention first, the groups go by their worst row and each group's rows by need,
+        each kept in the sort's order otherwise."""
+        first = self.attention_first() and self.summary is not None and bool(self.summary.rank())
+
+        def need(key: str) -> int:  # critical, warning, then the rest
+            return self._rank.get(key, 2) if first else 2
+
+        order = self._sorted(rows)
+        if not self.grouped():
+            if first:
+                order.sort(key=need)
+            return order
+        groups: dict[str, list[str]] = {}
+        for key in order:  # the groups in the order of their first row (hosts without engines: their line)
+            group = self.group_of.get(key, "")
+            members = groups.setdefault(group, [])
+            if key != group:
+                members.append(key)
+        names = [g for g in groups if g]
+        if self.sort_key in TEXT_SORTS:
+            by_own_column = self.sort_key == self.grouped()
+            names.sort(reverse=self.reverse and by_own_column)
+        names += [""] if "" in groups else []
+        if first:  # the groups by their worst row (over every row of the group, shown or not)
+            worst = {g: min([need(k) for k in self.members.get(g, [])] + [need(k) for k in groups[g]]) for g in groups}
+            names.sort(key=lambda g: worst[g])
+            for members in groups.values():
+                members.sort(key=need)
+        return [key for group in names for key in ([group] if group in rows else []) + groups[group]]
 
     def shown(self, rows: dict[str, RowEntry]) -> list[str]:
         """The rows on screen, in order: those matching the filter, only the problems (`p`: a group's line
@@ -696,11 +709,10 @@ class OverviewScreen(Screen[None]):
             table.move_cursor(table.position[group])
 
     def next_grouping(self) -> None:
-        """`G`: grouped by host, by model, then one flat list (by name), and round again."""
-        current = self.grouped() or "engine"
-        self.sort_key = GROUPINGS[(GROUPINGS.index(current) + 1) % len(GROUPINGS)]
-        self.reverse = False
-        self.sort_index = next((i for i, (k, _) in enumerate(SORTS) if k == self.sort_key), self.sort_index)
+        """`G`: grouped by host, by model, then one flat list, and round again; the sort stays as chosen."""
+        current = self.grouping or "engine"
+        chosen = GROUPINGS[(GROUPINGS.index(current) + 1) % len(GROUPINGS)]
+        self.grouping = None if chosen == "engine" else chosen
         self.refresh_rows()
 
     def toggle_problems(self) -> None:
