@@ -548,21 +548,24 @@ class PoolGrid(ScrollView, can_focus=True):
             self._header = None
             self.refresh(Region(0, 0, self.size.width, 1))
 
-    def heading(self, column: Column) -> tuple[Text, int]:
-        """A column's header and the width it takes: its label; the sorted column's with its marker, after
-        a space where the width leaves room, else in the blank on its right (the label cut only where the
-        grid has no blank there)."""
-        text = Text(column.label)
+    def heading(self, column: Column) -> tuple[Text, int, tuple[int, int]]:
+        """A column's header, the width it takes and its blanks left and right: its label; the sorted
+        column's with its marker, after a space where the width leaves room, else in the blank on its right,
+        else in the blank on its left ("▼tok/s"): the label stays whole. Cut by a cell only where the grid
+        has no blank beside the column at all."""
+        text, pad = Text(column.label), self.pad
         if self.sorted_by is None or self.sorted_by[0] != column.key:
-            return text, column.width
+            return text, column.width, pad
         marker = SORTED[self.sorted_by[1]]
         if text.cell_len + 2 <= column.width:
             text.append(f" {marker}")
-            return text, column.width
-        width = column.width + min(1, self.pad[1])
-        text.truncate(max(0, width - 1), overflow="crop")
-        text.append(marker)
-        return text, width
+            return text, column.width, pad
+        if pad[1] or not pad[0]:
+            width = column.width + min(1, pad[1])
+            text.truncate(max(0, width - 1), overflow="crop")
+            text.append(marker)
+            return text, width, (pad[0], pad[1] - (width - column.width))
+        return Text(marker) + text, column.width + 1, (pad[0] - 1, pad[1])
 
     def _header_strip(self, scroll_x: int, width: int) -> Strip:
         if self._header is None or self._header_at != (scroll_x, width):
@@ -570,8 +573,7 @@ class PoolGrid(ScrollView, can_focus=True):
             style = self.get_component_rich_style("pool-grid--header")
             segments: list[Segment] = []
             for i, c in enumerate(self.columns):
-                text, inner = self.heading(c)
-                pad = (self.pad[0], self.pad[1] - (inner - c.width))
+                text, inner, pad = self.heading(c)
                 segments += cell_segments(text, inner, console, self._column_meta[i], pad, c.ellipsis)
             self._header = Strip(Segment.apply_style(segments, style)).crop_extend(scroll_x, scroll_x + width, style)
             self._header_at = (scroll_x, width)

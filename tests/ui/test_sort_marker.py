@@ -71,10 +71,13 @@ async def test_the_sorted_columns_header_shows_the_direction(tmp_path: Path) -> 
 
 
 async def test_the_marker_stays_on_a_column_its_label_fills(tmp_path: Path) -> None:
-    """Run/Wait is exactly as wide as its label: the label gives up a cell, the marker is not cut off."""
+    """Run/Wait is exactly as wide as its label and has no blank on its right: the marker takes the blank on
+    its left, and neither the label nor the marker is cut ("Run/▼" read as a cut word)."""
     app = app_for(tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
         screen, grid = await overview(pilot, app)
         screen.sort_by("queue")
         await pilot.pause()
         assert marked(grid) == ("queue", "▼")
+        header = grid.render_line(0).text
+        assert "▼Run/Wait" in header, header
