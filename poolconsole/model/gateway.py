@@ -120,3 +120,45 @@ def degrade_hints(state: PoolState) -> list[str]:
             f"on {target} {load}".rstrip()
         )
     return out
+
+
+def restart_effect(state: PoolState, engine: str) -> list[str]:
+    """What taking `engine` down (a restart, a rollover's switch) does to the gateways' callers, in words for
+    the confirmation: for each model a gateway routes that the engine serves, whether another engine in the
+    pool answers for it too (the gateway's list of deployments is not read, so "too" says where callers can
+    go, not that they will); for a gateway itself, every model it routes."""
+    track = state.engines.get(engine)
+    if track is None:
+        return []
+    view = track.view
+    if track.config.kind is EngineKind.LITELLM:
+        routed = ", ".join(view.models[:4]) + (", ..." if len(view.models) > 4 else "") if view else ""
+        return [
+            f"{engine} is a gateway: its callers get errors until it answers again" + (f" ({routed})" if routed else "")
+        ]
+    models = set(view.models) if view and view.models else {track.config.model} - {None}
+    out: list[str] = []
+    for gateway in state.engines.values():
+        if gateway.config.kind is not EngineKind.LITELLM or gateway.view is None or not gateway.view.state.answering:
+            continue
+        for model in gateway.view.models:
+            if model not in models:
+                continue
+            others = [
+                t.config.name
+                for t in state.engines.values()
+                if t is not track
+                and t.config.kind is not EngineKind.LITELLM
+                and t.view is not None
+                and t.view.state.answering
+                and model in t.view.models
+            ]
+            name = gateway.config.name
+            if others:
+                out.append(f"gateway {name} routes {model}: {', '.join(others)} serves it too (if {name} lists it)")
+            else:
+                out.append(
+                    f"gateway {name} routes {model}: no other engine in the pool serves it, so its callers get "
+                    f"errors until {engine} is back"
+                )
+    return out

@@ -511,15 +511,17 @@ class PoolApp(App[None]):
             self.config, conn, self.audit_path or audit.default_path(), screen.progress, self.read_only
         )
 
-    def _in_flight(self, engine: Engine, *, drains: bool) -> str:
-        """The confirmation's line on what the engine serves now (its last poll) and what the action does with it."""
+    def _in_flight(self, engine: Engine, *, drains: bool) -> list[str]:
+        """The confirmation's lines on what the engine serves now (its last poll) and what the action does with
+        it: its requests in flight, and the gateways' callers of the models it serves."""
+        from poolconsole.model.gateway import restart_effect
         from poolconsole.ops.lifecycle import in_flight_words
 
         track = self.state.engines.get(engine.name)
         view = track.view if track is not None else None
         running = view.requests_running if view is not None else None
         waiting = view.requests_waiting if view is not None else None
-        return in_flight_words(engine, running, waiting, drains=drains)
+        return [in_flight_words(engine, running, waiting, drains=drains), *restart_effect(self.state, engine.name)]
 
     def action_restart(self) -> None:
         from poolconsole.ops.lifecycle import ActionRefused, plan_restart
@@ -534,7 +536,7 @@ class PoolApp(App[None]):
             self.notify(str(exc), severity="error")
             return
         lines = (
-            [self._in_flight(engine, drains=False), f"host {engine.host}:"]
+            [*self._in_flight(engine, drains=False), f"host {engine.host}:"]
             + [f"  $ {c}" for c in commands]
             + ["then wait until the engine answers healthy (time-to-ready is reported)"]
         )
@@ -575,7 +577,7 @@ class PoolApp(App[None]):
             target = engine.control.profile_file if engine.control else "?"
             lines: list[Line] = [
                 *report.rows(),
-                self._in_flight(engine, drains=True),
+                *self._in_flight(engine, drains=True),
                 f"host {engine.host}:",
                 f"  $ (write {target} atomically, its values over stdin)",
                 *[f"  $ {c}" for c in plan_restart(engine)],

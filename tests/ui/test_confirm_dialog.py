@@ -44,6 +44,8 @@ async def test_the_rollover_question_and_its_buttons_stay_on_an_80x24_screen(tmp
             [now] = [line for line in said.splitlines() if line.startswith(("now: ", "requests in flight: "))]
             drained = "(drain_timeout_s) for them to finish, then switches"
             assert now.endswith((drained, "(no request running or waiting)")), now
+            # the demo's gateway routes the model to this engine alone: the switch leaves its callers without one
+            assert "gateway gateway routes gemma-3-27b-it: no other engine in the pool serves it" in said, said
             assert "the engine's own KV cache holds 120,000 tokens" in said and "KV n/a" not in said
             rows = [line for line in dialog.lines.lines if isinstance(line, tuple)]
             fields = [str(f) for row in rows for f in row if len(f) <= width]
