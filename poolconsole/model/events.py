@@ -172,24 +172,31 @@ class EventLog:
         self.add(Event(at, target, "action", message, OK if outcome == "ok" else CRITICAL))
 
     def smoke(
-        self, at: float, results: Sequence[tuple[str, str, bool, str]], regressions: Mapping[str, int] | None = None
+        self,
+        at: float,
+        results: Sequence[tuple[str, str, bool, str]],
+        regressions: Mapping[str, int] | None = None,
+        done_at: Mapping[str, float] | None = None,
     ) -> None:
         """A smoke run's verdict per target, from its (target, check, passed, reason) results; `regressions`
-        counts each target's figures worse than its baseline (a pass with some is a warning, said so)."""
+        counts each target's figures worse than its baseline (a pass with some is a warning, said so). Each
+        verdict is stamped when its target's last check finished (`done_at`), else at `at` (the run's end):
+        a pool run takes minutes, and its first target's failure happened then, not at the end."""
         by_target: dict[str, list[tuple[str, bool, str]]] = {}
         for target, check, passed, reason in results:
             by_target.setdefault(target, []).append((check, passed, reason))
         for target, checks in by_target.items():
+            when = (done_at or {}).get(target, at)
             failed = [(check, reason) for check, passed, reason in checks if not passed]
             if failed:
                 check, reason = failed[0]
                 more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
-                self.add(Event(at, target, "smoke", f"smoke FAILED: {check}: {reason}{more}", CRITICAL))
+                self.add(Event(when, target, "smoke", f"smoke FAILED: {check}: {reason}{more}", CRITICAL))
             elif worse := (regressions or {}).get(target, 0):
                 words = f"smoke passed ({len(checks)} checks), {worse} regression(s) against its baseline"
-                self.add(Event(at, target, "smoke", words, WARNING))
+                self.add(Event(when, target, "smoke", words, WARNING))
             else:
-                self.add(Event(at, target, "smoke", f"smoke passed ({len(checks)} checks)", OK))
+                self.add(Event(when, target, "smoke", f"smoke passed ({len(checks)} checks)", OK))
 
     def audited(self, entries: Iterable[tuple[float, str, str, str, str]]) -> None:
         """Actions from the audit log (at, action, target, outcome, detail), those not logged already."""

@@ -41,6 +41,7 @@ from poolconsole.ui.screens.overview import OverviewScreen
 if TYPE_CHECKING:  # the other screens and the actions are imported where first used, not at start-up
     from poolconsole.ops.fit import KvCapacity, LiveMemory
     from poolconsole.ops.lifecycle import ActionContext
+    from poolconsole.ops.smoke.checks import CheckResult
     from poolconsole.runtime.replay import Replay
     from poolconsole.ui.fields import Line
     from poolconsole.ui.screens.action import ActionScreen
@@ -466,8 +467,14 @@ class PoolApp(App[None]):
         )
 
         options = SmokeOptions(tuple(targets), via_gateway=not targets, concurrency=(1, 4), requests=4)
+        done_at: dict[str, float] = {}
+
+        def landed(result: CheckResult) -> None:
+            done_at[result.target] = self.state.clock()  # its verdict's time in the events: when it finished
+            screen.add(result)
+
         try:
-            results, seed = await run_smoke(self.config, options, screen.add)
+            results, seed = await run_smoke(self.config, options, landed)
             doc = document(results, seed)
             db = self.smoke_db or store.default_db()
             versions = {n: t.view.version if t.view else None for n, t in self.state.engines.items()}
@@ -482,7 +489,8 @@ class PoolApp(App[None]):
             changes = await asyncio.to_thread(store.compare, db, run_id)
             screen.finish(changes)
             worse = Counter(c.target for c in changes if c.regression)
-            self.events.smoke(self.state.clock(), [(r.target, r.check, r.passed, r.reason) for r in results], worse)
+            verdicts = [(r.target, r.check, r.passed, r.reason) for r in results]
+            self.events.smoke(self.state.clock(), verdicts, worse, done_at)
             self._changed()
             self.notify(
                 f"smoke test {'passed' if doc['passed'] else 'FAILED'}: {len(results)} checks",

@@ -84,3 +84,13 @@ def test_a_smoke_pass_with_regressions_says_so_as_a_warning() -> None:
     assert said["e"].text() == "smoke passed (2 checks), 2 regression(s) against its baseline"
     assert said["e"].severity == WARNING
     assert said["f"].text() == "smoke passed (1 checks)" and said["f"].severity == OK
+
+
+def test_a_smoke_verdict_is_stamped_when_its_targets_checks_finished() -> None:
+    """A pool run takes minutes: every target's verdict was stamped at the run's end, its first target's
+    failure minutes after it happened."""
+    log = EventLog()
+    results = [("e", "chat", False, "HTTP 500"), ("f", "chat", True, "")]
+    log.smoke(300.0, results, None, {"e": 20.0})
+    at = {e.target: e.at for e in log.newest()}
+    assert at == {"e": 20.0, "f": 300.0}  # f's time not known: the run's end

@@ -1,4 +1,5 @@
-"""Smoke-test results: checks as they finish (live progress), then TTFT and tok/s against the baseline."""
+"""Smoke-test results: checks as they finish (live progress: the cursor follows the newest row unless moved
+back, the charts fill as the streamed checks land), then TTFT and tok/s against the baseline."""
 
 from __future__ import annotations
 
@@ -86,10 +87,15 @@ class SmokeScreen(Screen[None]):
         if not getattr(self, "ready", False):
             return
         table = self.query_one("#smoke-results", FitTable)
+        following = table.cursor_row >= table.row_count - 1  # on the newest row (or none yet): it follows
         key, cells = self._row(len(self.results), result)
         table.show({**table.wanted, key: cells})  # plain text, never markup
+        if following:
+            table.move_cursor(row=table.row_count - 1)
         self._status()
         self._show_reason()
+        if result.check == "chat_stream" and result.ttft_s:
+            self._charts()  # the figures so far; against the baseline once the run ends
 
     def _rows(self) -> list[tuple[str, tuple[Cell, ...]]]:
         return [self._row(i, r) for i, r in enumerate(self.results, start=1)]
@@ -167,7 +173,10 @@ class SmokeScreen(Screen[None]):
             scale = 1000 if chart == "ttft" else 1
             now = [((getattr(r, attr) or {}).get(key) or 0) * scale for r in streams]
             baseline = [base.get((r.target, r.model, r.concurrency, figure)) for r in streams]
-            if labels and all(b is not None for b in baseline):
+            if labels and not self.finished:  # compared with the baseline when the run is saved, at its end
+                self.chart_titles[chart] = f"{title}: so far (against the baseline when the run ends)"
+                cast(Any, plt).bar(labels, now)
+            elif labels and all(b is not None for b in baseline):
                 self.chart_titles[chart] = f"{title}: now vs baseline"
                 before = [(b or 0.0) * scale for b in baseline]
                 cast(Any, plt).multiple_bar(labels, [now, before], labels=["now", "baseline"])

@@ -1,0 +1,53 @@
+"""The smoke screen while a pool run goes on (minutes of real requests): the cursor follows the newest result
+unless the operator moved it back, and the charts fill as the streamed checks land, titled as figures so
+far; the baseline comparison comes when the run ends."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from poolconsole.ops.smoke.checks import CheckResult
+from poolconsole.ui.screens.smoke import SmokeScreen
+from poolconsole.ui.tables import FitTable
+from tests.ui.test_every_screen import app_for
+
+
+def streamed(target: str, p95_s: float) -> CheckResult:
+    return CheckResult(
+        target,
+        "m",
+        "chat_stream",
+        True,
+        f"TTFT p95 {p95_s * 1000:.0f} ms",
+        concurrency=1,
+        ttft_s={"p50": p95_s / 2, "p95": p95_s},
+        output_tokens_per_s={"per_stream": 40.0, "aggregate": 40.0},
+    )
+
+
+async def test_the_results_follow_the_newest_row_and_the_charts_fill_while_it_runs(tmp_path: Path) -> None:
+    app = app_for(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = SmokeScreen([])
+        await app.push_screen(screen)
+        await pilot.pause()
+        table = screen.query_one("#smoke-results", FitTable)
+        assert screen.chart_titles == {}
+        for i, target in enumerate(("a", "b", "c")):
+            screen.add(streamed(target, 0.1 * (i + 1)))
+            await pilot.pause()
+            assert table.row_count == i + 1 and table.highlighted() == str(i + 1)  # on the newest row
+        assert screen.chart_titles["ttft"] == "TTFT p95 (ms): so far (against the baseline when the run ends)"
+        assert screen.chart_titles["tps"].startswith("tok/s per stream: so far")
+
+        table.focus()
+        await pilot.press("up")  # the operator reads an earlier result: it stays under the cursor
+        await pilot.pause()
+        screen.add(streamed("d", 0.4))
+        await pilot.pause()
+        assert table.row_count == 4 and table.highlighted() == "2"
+        assert "a chat_stream" not in str(screen.query_one("#smoke-reason").render())
+
+        screen.finish([])
+        await pilot.pause()
+        assert screen.chart_titles["ttft"] == "TTFT p95 (ms): now (no baseline yet for 4 of 4)"
