@@ -6,11 +6,18 @@ a FooterKey per key and styles it (about 2-3 ms a key here). At launch that was 
 a dozen keys before the first frame with data (about 0.1 s of CPU), and one more for every focus move
 afterwards. This one queues at most one recompose at a time and skips it when the keys shown (key, label,
 enabled, tooltip) are those already composed.
+
+It also shows only the keys that fit whole, in their order, before the palette's key (`fit_keys`): on an
+80-column terminal Textual's Footer cut the last one mid-word ("m Smok"); the keys left out are in `?`
+(help) and the palette.
 """
 
 from __future__ import annotations
 
+from rich.text import Text
+from textual import events
 from textual.screen import Screen
+from textual.widget import Widget
 from textual.widgets import Footer
 
 Shown = tuple[tuple[str, str, bool, str], ...]
@@ -46,3 +53,28 @@ class KeysFooter(Footer):
             return
         self._composed = shown
         await self.recompose()
+        self.fit_keys()
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.fit_keys()
+
+    def on_mount(self) -> None:
+        self.call_after_refresh(self.fit_keys)
+
+    def fit_keys(self) -> None:
+        """Show the keys that fit whole in the width the palette's key leaves, in order; hide the rest."""
+        keys = list(self.query_children("FooterKey"))  # Textual's own key widget (its module is private)
+        palette = [k for k in keys if k.has_class("-command-palette")]
+        room = self.size.width - sum(_width(k) for k in palette)
+        for key in keys:
+            if key in palette:
+                continue
+            width = _width(key)
+            key.display = 0 <= width <= room
+            room = room - width if key.display else -1  # the rest after the first that does not fit: hidden too
+
+
+def _width(key: Widget) -> int:
+    """The cells a key takes: its text (key and label, with their padding) and its own gutter (-1: unknown)."""
+    text = key.render()
+    return text.cell_len + key.styles.gutter.width if isinstance(text, Text) else -1
