@@ -15,9 +15,11 @@ from poolconsole.ops.smoke.checks import CheckResult
 from poolconsole.ops.smoke.store import Change
 from poolconsole.ui import registry
 from poolconsole.ui.app import PoolApp
+from poolconsole.ui.screens.detail import DetailScreen
 from poolconsole.ui.screens.events import EventsScreen
 from poolconsole.ui.screens.others import HelpScreen
 from poolconsole.ui.screens.smoke import SmokeScreen
+from tests.helpers import uipool
 from tests.ui.test_every_screen import app_for
 
 KEY = {a.id: a.key for a in registry.ACTIONS}
@@ -217,3 +219,24 @@ async def test_an_actions_long_progress_line_wraps_whole(tmp_path: Path) -> None
         rows = [strip.text.rstrip() for strip in log.lines]
         assert len(rows) >= 2 and all(len(row) <= log.size.width for row in rows), rows
         assert " ".join(" ".join(rows).split()) == line  # nothing cut away
+
+
+async def test_the_detail_gpu_table_fits_80_columns_its_processes_cut_with_an_ellipsis(tmp_path: Path) -> None:
+    """At 80x24 the node detail's GPU table ran past the screen, cut at "Proce": the processes (which engine
+    holds each card) were out of sight. They give way with "…" first, then the card's name."""
+    app = app_for(tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        for host in uipool.host_snapshots(app.config):
+            app.apply_host(host)
+        for snap in uipool.engine_snapshots(app.config):
+            app.apply_engine(snap)
+        app.refresh_screen()
+        await pilot.pause()
+        app.open_detail("engine:qwen3-next-80b")
+        await pilot.pause()
+        await pilot.pause(0.1)
+        assert isinstance(app.screen, DetailScreen)
+        lines = rendered(app.screen.query_one("#gpus", DataTable), app)  # within the screen, no sideways scroll
+        assert "Processes" in lines[0] and "Power/limit" in lines[0]
+        row = line_with(lines, "NVIDIA H200")  # the card's name whole: the processes gave way
+        assert row.endswith("100:qwen3-next-8…"), row

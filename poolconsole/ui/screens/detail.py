@@ -11,7 +11,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Grid, Horizontal, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import DataTable, Header, Static
+from textual.widgets import Header, Static
 from textual_plotext import PlotextPlot
 
 from poolconsole.config.models import EngineKind
@@ -21,9 +21,15 @@ from poolconsole.model.pool_state import EngineTrack, History, HostTrack, PoolSt
 from poolconsole.ui import cells
 from poolconsole.ui.fields import FieldLines, Line
 from poolconsole.ui.footer import KeysFooter
-from poolconsole.ui.tables import sync_rows
+from poolconsole.ui.tables import FitTable
 
 WINDOWS = ((300.0, "5 min"), (3600.0, "1 h"))
+
+
+GPU_ELASTIC = {"procs": 16, "name": 8}
+"""What gives way when the GPU table is wider than the screen (a cut cell ends in "…"), in this order, and the
+least each keeps: the processes (each names its engine first), then the card's name. At 80 columns the
+table was cut at "Proce", the processes out of sight to the right."""
 
 
 def resets_seen(track: EngineTrack) -> str:
@@ -154,22 +160,22 @@ class DetailScreen(Screen[None]):
             with Horizontal(id="top"):
                 yield Static(id="engine-info", markup=False)
                 yield Static(id="host-info", markup=False)
-            yield DataTable(id="gpus", cursor_type="row")
+            yield FitTable(GPU_ELASTIC, id="gpus")
             with Grid(id="charts"):
                 for chart in ("tps", "kv", "queue", "vram"):
                     yield PlotextPlot(id=f"chart-{chart}")
         yield KeysFooter()
 
     def on_mount(self) -> None:
-        table = self.query_one("#gpus", DataTable)
+        table = self.query_one("#gpus", FitTable)
         for key, label in (
             ("gpu", "GPU"),
             ("name", "Name"),
             ("mem", "Memory"),
             ("util", "Util"),
             ("temp", "Temp"),
-            ("power", "Power / limit"),
-            ("procs", "Processes -> engines"),
+            ("power", "Power/limit"),
+            ("procs", "Processes"),
         ):
             table.add_column(label, key=key)
         self.refresh_view()
@@ -201,7 +207,7 @@ class DetailScreen(Screen[None]):
                 f"{units.num(g.power_w)} / {units.num(g.power_limit_w)} W",
                 ", ".join(procs) or "-",
             )
-        sync_rows(self.query_one("#gpus", DataTable), rows)  # keyed: the cursor stays on its GPU
+        self.query_one("#gpus", FitTable).show(rows)  # keyed: the cursor stays on its GPU
 
     def _charts(self, engine: EngineTrack | None, host: HostTrack | None) -> None:
         seconds, label = WINDOWS[self.window_index]
