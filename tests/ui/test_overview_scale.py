@@ -138,9 +138,12 @@ async def test_a_thousand_engines_group_fold_and_show_only_problems(tmp_path: Pa
         await pilot.press("slash", *"e00")  # the filter over what is left, fast at any size
         await settle(pilot, app)
         assert {k for k in grid.order} == {k for k in shown if k.startswith("engine:e00")}
-        await pilot.press(*"01")  # e0001 is healthy: nothing left, and the status line says so
+        assert f"problems only, filtered: {ENGINES - len(grid.order)} hidden" in status(app)
+        await pilot.press(*"01")  # e0001 is healthy: nothing left, and the problems are hidden by the filter
         await settle(pilot, app)
-        assert grid.row_count == 0 and "nothing needs attention" in status(app), status(app)
+        said = f"problems only: none of the {len(DOWN)} match the filter ({ENGINES} hidden)"
+        assert grid.row_count == 0 and said in status(app), status(app)
+        assert "nothing needs attention" not in status(app)  # it was said, with 10 engines down
         await pilot.press("escape", "p")
         await settle(pilot, app)
         assert grid.row_count == 20 + ENGINES and "hidden" not in status(app)

@@ -607,8 +607,13 @@ class OverviewScreen(Screen[None]):
         grouping = self.grouped()
         sort += f", grouped by {grouping}" if grouping else ""
         hidden = f"  problems only: {self.hidden} hidden" if self.problems_only else ""
+        if self.problems_only and self.filter_text:
+            hidden = f"  problems only, filtered: {self.hidden} hidden"
         if self.problems_only and not shown:
+            problems = sum(1 for k, need in self._rank.items() if need < 2 and k.startswith("engine:"))
             hidden = f"  problems only: nothing needs attention ({self.hidden} hidden, p shows them)"
+            if problems and self.filter_text:  # the filter hides them: "nothing needs attention" would be false
+                hidden = f"  problems only: none of the {problems} match the filter ({self.hidden} hidden)"
         where = "in folded groups (c / C opens them)" if self.collapsed and not self.filter_text else ""
         hidden = hidden or (f"  {self.hidden} hidden {where}".rstrip() if self.hidden else "")
         total = self.engines_shown + self.hidden
