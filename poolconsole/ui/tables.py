@@ -1,15 +1,19 @@
 """Keyed diffs for the secondary screens' DataTables: rows are added, updated cell by cell and removed by
 key, so the cursor and the scroll stay where the operator left them across redraws (never clear and
 refill). Every cell is plain text: data from config or the network is never parsed as markup. A FitTable
-keeps to its width: its long text is cut to fit and ends in "…", never cut silently at the screen's edge."""
+keeps to its width: its long text is cut to fit and ends in "…", never cut silently at the screen's edge.
+Home and End go to the first and the last row in every table here (RowTable), as on the overview: a
+DataTable scrolls sideways on them."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
 from rich.cells import cell_len
 from rich.text import Text
 from textual import events
+from textual.binding import Binding, BindingType
 from textual.coordinate import Coordinate
 from textual.widgets import DataTable
 from textual.widgets.data_table import CellDoesNotExist, CursorType, RowDoesNotExist
@@ -66,7 +70,24 @@ def refill(table: DataTable[Text], rows: Mapping[str, Sequence[Cell]], *, column
     table.scroll_to(y=scroll, animate=False)
 
 
-class FitTable(DataTable[Text]):
+class RowTable(DataTable[Any]):
+    """A DataTable of rows whose Home and End keys go to the first and the last row."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("home", "first_row", "First row", show=False),
+        Binding("end", "last_row", "Last row", show=False),
+    ]
+
+    def action_first_row(self) -> None:
+        if self.row_count:
+            self.move_cursor(row=0, animate=False)
+
+    def action_last_row(self) -> None:
+        if self.row_count:
+            self.move_cursor(row=self.row_count - 1, animate=False)
+
+
+class FitTable(RowTable):
     """A DataTable that fits its width: the cells of its `elastic` columns (key -> the least width each keeps)
     are cut to the room the other columns leave, the first named first, and a cut cell ends in "…" (Rich's
     Text.truncate). Where even the least widths do not fit, the table scrolls sideways as any DataTable does.

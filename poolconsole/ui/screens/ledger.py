@@ -19,6 +19,7 @@ from poolconsole.config.models import LedgerSettings
 from poolconsole.model.ledger import GATEWAY_KINDS, short
 from poolconsole.model.units import NA
 from poolconsole.ui.footer import KeysFooter
+from poolconsole.ui.tables import RowTable
 
 DAYS = 14
 """The window the screen shows: the decision's two weeks."""
@@ -53,8 +54,8 @@ class LedgerScreen(Screen[None]):
         yield Header()
         yield Static(f"reading the ledger from {self.store} ...", id="ledger-decision", markup=False)
         yield PlotextPlot(id="ledger-chart")
-        yield DataTable(id="ledger-table", cursor_type="row")
-        yield DataTable(id="ledger-hosts", cursor_type="row")
+        yield RowTable(id="ledger-table", cursor_type="row")
+        yield RowTable(id="ledger-hosts", cursor_type="row")
         yield Static("", id="ledger-hints", markup=False)
         yield KeysFooter()
 

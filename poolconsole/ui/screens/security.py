@@ -20,6 +20,7 @@ from poolconsole.config.models import PoolConfig
 from poolconsole.model.units import NA
 from poolconsole.ops.exposure import EngineExposure
 from poolconsole.ui.footer import KeysFooter
+from poolconsole.ui.tables import RowTable
 
 COMPLETION_CHOICES = (
     "models list, one-token completion, /metrics, /slots (full audit)",
@@ -73,7 +74,7 @@ class SecurityScreen(Screen[None]):
             id="security-summary",
             markup=False,
         )
-        yield DataTable(id="security-table", cursor_type="row")
+        yield RowTable(id="security-table", cursor_type="row")
         with VerticalScroll(id="security-findings-pane"):
             yield Static("", id="security-findings", markup=False)
         yield KeysFooter()
