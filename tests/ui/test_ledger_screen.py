@@ -76,7 +76,11 @@ def assert_shows(screen: LedgerScreen, engine: str) -> None:
     assert f"{len(produced)} days of data" in decision and "too early" in decision
     chart = screen.query_one("#ledger-chart", PlotextPlot)
     drawn = chart.plt.build()
-    assert "output tokens per day" in drawn and engine in drawn  # the bars with their legend, not an empty frame
+    assert "output tokens per day" in drawn and "█" in drawn  # the bars, not an empty frame
+    assert "k┤" in drawn  # the axis in tokens: "10k", not "10000.0"
+    legend = str(screen.query_one("#ledger-legend", Static).render())
+    assert f"██ {engine}" in legend  # over the chart, not drawn on its bars
+    assert engine not in drawn
 
 
 async def test_the_ledger_opens_from_its_key_in_a_read_only_console(tmp_path: Path) -> None:
@@ -87,6 +91,16 @@ async def test_the_ledger_opens_from_its_key_in_a_read_only_console(tmp_path: Pa
         app.store_path = path  # as if the console recorded into it (mounting without one records nothing)
         screen = await open_ledger(pilot, app)
         assert_shows(screen, engine)
+        # a larger pool: the six engines with the most output get a bar each, the rest one bar together
+        many = [
+            {"date": "2026-12-01", "engine": f"e{i}", "kind": "vllm", "output_tokens": 1000 * (i + 1)} for i in range(9)
+        ]
+        screen._chart(many)
+        await pilot.pause()
+        legend = str(screen.query_one("#ledger-legend", Static).render())
+        assert [w for w in legend.split("██") if w.strip()] == [
+            f" {n}  " for n in ("e3", "e4", "e5", "e6", "e7", "e8")
+        ] + [" 3 others  "], legend
         await pilot.press("escape")
         await pilot.pause()
         assert not isinstance(app.screen, LedgerScreen)

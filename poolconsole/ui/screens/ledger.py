@@ -11,6 +11,7 @@ from typing import Any, cast
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
+from textual.color import Color
 from textual.screen import Screen
 from textual.widgets import DataTable, Header, Static
 from textual_plotext import PlotextPlot
@@ -23,6 +24,12 @@ from poolconsole.ui.tables import RowTable
 
 DAYS = 14
 """The window the screen shows: the decision's two weeks."""
+
+
+CHART_ENGINES = 6
+"""The engines the chart draws a bar for each, those with the most output tokens; the rest share one."""
+SERIES = ("primary", "success", "secondary", "accent", "error", "warning")
+"""The theme's colours of the chart's bars, in order ("N others": its foreground)."""
 
 
 def _tokens(value: float | None) -> str:
@@ -53,6 +60,7 @@ class LedgerScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Header()
         yield Static(f"reading the ledger from {self.store} ...", id="ledger-decision", markup=False)
+        yield Static("", id="ledger-legend", markup=False)
         yield PlotextPlot(id="ledger-chart")
         yield RowTable(id="ledger-table", cursor_type="row")
         yield RowTable(id="ledger-hosts", cursor_type="row")
@@ -161,14 +169,39 @@ class LedgerScreen(Screen[None]):
         self.query_one("#ledger-hints", Static).update("\n".join(hints))
 
     def _chart(self, entries: list[dict[str, Any]]) -> None:
+        """Output tokens per day, a bar per engine in the theme's colours, its axis in tokens ("12k"); the
+        legend is a line above it (plotext draws its own over the tallest bars at the top left). Past
+        CHART_ENGINES engines, the rest are one bar, "N others"."""
         widget = self.query_one("#ledger-chart", PlotextPlot)
         plt = widget.plt
         plt.clear_figure()
         plt.title("output tokens per day, per engine")
         dates = sorted({e["date"] for e in entries})
-        engines = sorted({e["engine"] for e in entries if e["output_tokens"] and e["kind"] not in GATEWAY_KINDS})
-        got = {(e["date"], e["engine"]): e["output_tokens"] or 0 for e in entries}
-        if dates and engines:
-            series = [[got.get((d, name), 0) for d in dates] for name in engines]
-            cast(Any, plt).multiple_bar([d[5:] for d in dates], series, labels=engines)
+        totals: dict[str, float] = {}
+        for e in entries:
+            if e["output_tokens"] and e["kind"] not in GATEWAY_KINDS:
+                totals[e["engine"]] = totals.get(e["engine"], 0) + e["output_tokens"]
+        ranked = sorted(totals, key=lambda name: -totals[name])
+        shown, rest = sorted(ranked[:CHART_ENGINES]), ranked[CHART_ENGINES:]
+        others = f"{len(rest)} others"
+        got: dict[tuple[str, str], float] = {}
+        for e in entries:
+            name = e["engine"] if e["engine"] in shown else others if e["engine"] in rest else None
+            if name is not None:
+                got[(e["date"], name)] = got.get((e["date"], name), 0) + (e["output_tokens"] or 0)
+        names = shown + ([others] if rest else [])
+        variables = self.app.theme_variables
+        colours = [variables.get(v, variables["foreground"]) for v in SERIES[: len(shown)]]
+        colours += [variables["foreground"]] if rest else []
+        legend = Text()
+        if dates and names:
+            series = [[got.get((d, name), 0) for d in dates] for name in names]
+            rgb = [Color.parse(c).rgb for c in colours]
+            cast(Any, plt).multiple_bar([d[5:] for d in dates], series, color=rgb)
+            top = max(max(s) for s in series) or 1.0
+            ticks = [top * i / 4 for i in range(5)]
+            plt.yticks(ticks, [short(t) for t in ticks])
+            for name, colour in zip(names, colours, strict=True):
+                legend.append("██ ", style=colour).append(f"{name}  ")
+        self.query_one("#ledger-legend", Static).update(legend)
         widget.refresh()
