@@ -409,6 +409,8 @@ class OverviewScreen(Screen[None]):
         """Every row in the sort's order, groups aside: a text column A to Z (empty last either way), a
         number highest first (unknown last either way, never read as 0, never parsed from text)."""
         column = self.sort_key
+        if column == self.grouped():  # by the grouping's own column: by name in each group (no words read)
+            return sorted(rows, reverse=self.reverse)
         if column in TEXT_SORTS:
             words = {k: rows[k].words() for k in rows}
             texts = {k: words[k].get(column, "") for k in rows}
