@@ -47,6 +47,22 @@ if TYPE_CHECKING:  # the other screens and the actions are imported where first 
     from poolconsole.ui.screens.action import ActionScreen
     from poolconsole.ui.screens.smoke import SmokeScreen
 
+WORKER_WORDS = {
+    "smoke": "the smoke test",
+    "actions": "the action",
+    "actions-ui": "the action's dialog",
+    "history-store": "opening the history store",
+    "history": "filling the charts from the history store",
+    "audit-events": "reading the audit log",
+    "audit": "reading the audit log",
+    "replay": "the replay",
+    "ledger": "reading the ledger",
+    "exposure": "the exposure audit",
+    "log-read": "reading the engine's log",
+    "log-follow": "following the engine's log",
+}
+"""What a failed worker was, by its group, in the toast that says it stopped (the poll loops are the
+runtime's tasks, not workers: "a poll loop stopped" had named a smoke run's failure)."""
 REDRAW_S = 1.0  # the poll cadence: redrawing faster only burns CPU
 LEAVE_S = 5.0
 """Quitting waits this long at most for the stopped actions to write their audit entries."""
@@ -109,6 +125,8 @@ class PoolApp(App[None]):
         """The charts' fill from the history store, until it starts (after the first frame with data)."""
         self._fired: list[AlertEvent] = []
         self._action_screens: list[ActionScreen] = []
+        self._smoke_screen: SmokeScreen | None = None
+        """The last smoke run's screen (m and M open it again while its run goes on)."""
         """The screens of actions started here (those with no outcome yet are running)."""
         self.smoke_db: Path | None = None
         self.audit_path: Path | None = None
@@ -182,7 +200,8 @@ class PoolApp(App[None]):
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """The one place worker failures land: a broken loop is reported, the console keeps running."""
         if event.state is WorkerState.ERROR and event.worker.error is not None:
-            self.notify(f"a poll loop stopped: {event.worker.error}", severity="error", timeout=10)
+            what = WORKER_WORDS.get(event.worker.group, f"a background task ({event.worker.group})")
+            self.notify(f"{what} stopped: {event.worker.error}", severity="error", timeout=10)
 
     async def on_unmount(self) -> None:
         await self.runtime.stop()
@@ -415,7 +434,20 @@ class PoolApp(App[None]):
             self._action_screens = [s for s in self._action_screens if s.outcome is None] + [screen]
         self.push_screen(screen)
 
+    def _smoke_running(self) -> bool:
+        """A smoke run is going on: its screen is opened again (closed, the run went on), not a second run
+        started (one at a time: a new one would have cancelled it, leaving no record)."""
+        screen = self._smoke_screen
+        if screen is None or screen.finished:
+            return False
+        if screen is not self.screen:
+            self._show_action(screen)
+        self.notify("a smoke test is running: its screen (one run at a time)", timeout=3)
+        return True
+
     def action_smoke(self) -> None:
+        if self._smoke_running():
+            return
         overview = self._overview()
         key = overview.selected() if overview else None
         if key is None or not key.startswith("engine:"):
@@ -428,6 +460,8 @@ class PoolApp(App[None]):
         minutes. Asked first, with what it sends (it had started at the keypress)."""
         from poolconsole.ui.screens.action import ConfirmAction
 
+        if self._smoke_running():
+            return
         engines = [e.name for e in self.config.engines if e.kind is not EngineKind.LITELLM]
         gateways = [e.name for e in self.config.engines if e.kind is EngineKind.LITELLM]
         lines = [
@@ -448,7 +482,7 @@ class PoolApp(App[None]):
     def _start_smoke(self, targets: list[str]) -> None:
         from poolconsole.ui.screens.smoke import SmokeScreen
 
-        screen = SmokeScreen(targets)
+        screen = self._smoke_screen = SmokeScreen(targets)
         self._show_action(screen)
         self._smoke(screen, targets)
 

@@ -51,3 +51,32 @@ async def test_the_results_follow_the_newest_row_and_the_charts_fill_while_it_ru
         screen.finish([])
         await pilot.pause()
         assert screen.chart_titles["ttft"] == "TTFT p95 (ms): now (no baseline yet for 4 of 4)"
+
+
+async def test_closed_while_it_runs_it_keeps_the_results_and_m_opens_it_again(tmp_path: Path) -> None:
+    """Leaving a pool run's screen (q) had stopped the run with "a poll loop stopped: No nodes match
+    '#smoke-status'", and no record of it anywhere; M then offered a second run."""
+    app = app_for(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = SmokeScreen([])
+        app._smoke_screen = screen  # as _start_smoke sets it
+        app._show_action(screen)
+        await pilot.pause()
+        screen.add(streamed("a", 0.1))
+        await pilot.press("q")  # closed: the run goes on
+        await pilot.pause()
+        assert app.screen is not screen
+        screen.add(streamed("b", 0.2))  # results landing meanwhile: kept, nothing raised
+        screen.add(streamed("c", 0.3))
+        await pilot.press("M")  # opens the running one again (no second run, no confirmation)
+        await pilot.pause()
+        assert app.screen is screen
+        table = screen.query_one("#smoke-results", FitTable)
+        assert table.row_count == 3 and [r.target for r in screen.results] == ["a", "b", "c"]
+        await pilot.press("q")
+        await pilot.pause()
+        screen.finish([])  # the run ends while closed: nothing raised
+        await pilot.pause()
+        await pilot.press("m")  # finished: m starts a new run as usual (here: no engine row selected)
+        await pilot.pause()
+        assert app.screen is not screen

@@ -36,6 +36,9 @@ def _fmt(value: float | None, scale: float = 1.0, unit: str = "") -> str:
 
 
 class SmokeScreen(Screen[None]):
+    """A smoke run's results as they land. The operator may close it while the run goes on: `m` or `M` opens
+    it again (with every result) until the run ends, and the verdicts land in the events either way."""
+
     CSS_PATH = Path(__file__).with_suffix(".tcss")
 
     def __init__(self, targets: list[str]) -> None:
@@ -73,16 +76,20 @@ class SmokeScreen(Screen[None]):
         ):
             table.add_column(label, key=key)
         self.ready = True
-        table.show(dict(self._rows()))  # the results that came before the columns did
+        table.show(dict(self._rows()))  # the results that came before the columns did (or while it was closed)
         self._status()
         self._show_reason()
         if self.finished:
             self._charts()
 
+    def on_unmount(self) -> None:
+        self.ready = False  # closed while the run goes on: its results are kept, and shown when it is reopened
+
     def add(self, result: CheckResult) -> None:
         """A check's result: a row, once the screen is mounted (the run starts as the screen is pushed, and its
         first result could come before the table had its columns: 'More values provided than there are
-        columns' stopped the run after one check)."""
+        columns' stopped the run after one check). Closed meanwhile (Escape, q), it keeps the result for
+        when it is opened again: the run goes on ("No nodes match '#smoke-status'" had stopped it)."""
         self.results.append(result)
         if not getattr(self, "ready", False):
             return
