@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from textual.containers import VerticalScroll
 from textual.widgets import Button, Static
 
 from poolconsole.ui.screens.action import ConfirmAction, ProfilePicker
@@ -50,3 +51,16 @@ async def test_the_rollover_question_and_its_buttons_stay_on_an_80x24_screen(tmp
             rows = [line for line in dialog.lines.lines if isinstance(line, tuple)]
             fields = [str(f) for row in rows for f in row if len(f) <= width]
             assert fields and all(any(f in row for row in drawn) for f in fields), drawn  # each field on one row
+            # what is below is said, and the keys reach it (the arrows had moved the buttons' focus only)
+            box = dialog.query_one("#commands-box", VerticalScroll)
+            more = dialog.query_one("#commands-more", Static)
+            await pilot.pause()
+            below = round(box.max_scroll_y)
+            assert below > 0 and str(more.render()) == f"{below} more lines below: ↓ / PgDn / End"
+            await pilot.press("end")
+            await pilot.pause()
+            assert box.scroll_y == box.max_scroll_y and str(more.render()) == ""
+            await pilot.press("up")
+            await pilot.pause()
+            assert box.scroll_y == box.max_scroll_y - 1 and str(more.render()).startswith("1 more line below")
+            assert isinstance(app.screen, ConfirmAction)  # scrolling answered nothing

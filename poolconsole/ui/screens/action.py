@@ -11,7 +11,7 @@ from typing import ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import BindingType
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.css.query import NoMatches
 from textual.screen import ModalScreen, Screen
@@ -76,6 +76,12 @@ class ConfirmAction(ModalScreen[bool]):
     BINDINGS: ClassVar[list[BindingType]] = [
         ("y", "answer(True)", "Yes, run it"),
         ("n,escape,q", "answer(False)", "No"),
+        Binding("down", "scroll('scroll_down')", "Scroll", show=False),
+        Binding("up", "scroll('scroll_up')", "Scroll", show=False),
+        Binding("pagedown", "scroll('scroll_page_down')", "Scroll", show=False),
+        Binding("pageup", "scroll('scroll_page_up')", "Scroll", show=False),
+        Binding("end", "scroll('scroll_end')", "Scroll", show=False),
+        Binding("home", "scroll('scroll_home')", "Scroll", show=False),
     ]
 
     def __init__(self, title: str, lines: Sequence[Line], runnable: bool = True, yes: str = "Run it (y)") -> None:
@@ -93,12 +99,29 @@ class ConfirmAction(ModalScreen[bool]):
             with VerticalScroll(id="commands-box"):  # a long fit report scrolls; the question and buttons stay
                 yield Static(self.lines, id="commands")
             with Horizontal(id="buttons"):
+                yield Static("", id="commands-more", markup=False)  # left of the buttons: what is below
                 if self.runnable:
                     yield Button(self.yes, id="yes", variant="error")
                 yield Button("Cancel (n)" if self.runnable else "Close (n)", id="no", variant="primary")
 
     def on_mount(self) -> None:
         self.query_one("#no", Button).focus()  # the safe answer has the focus
+        box = self.query_one("#commands-box", VerticalScroll)
+        self.watch(box, "scroll_y", self._say_more, init=False)
+        self.watch(box, "virtual_size", self._say_more, init=False)
+        self.call_after_refresh(self._say_more)  # once laid out: how much it holds
+
+    def _say_more(self) -> None:
+        """Under a report taller than the dialog: how many lines are below, and the keys that scroll to them
+        (at 80x24 a rollover's commands and its gateway line were out of sight, the arrows moving the
+        buttons' focus)."""
+        box = self.query_one("#commands-box", VerticalScroll)
+        below = round(box.max_scroll_y - box.scroll_y)
+        more = f"{below} more line{'s' if below != 1 else ''} below: ↓ / PgDn / End" if below > 0 else ""
+        self.query_one("#commands-more", Static).update(more)
+
+    def action_scroll(self, how: str) -> None:
+        getattr(self.query_one("#commands-box", VerticalScroll), how)(animate=False)
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         self.dismiss(event.button.id == "yes")
