@@ -30,6 +30,17 @@ def seconds(value: float | None, digits: int = 1) -> str:
     return f"{value * 1000:.0f}ms" if value < 1 else f"{value:.{digits}f}s"
 
 
+def seconds_pair(first: float | None, second: float | None) -> str:
+    """Two durations in one unit, the larger's: "92/132 ms", "0.09/1.21 s", "5.53/10.11 s" (a p50 and a p95;
+    "5525.5/10105.2 ms" was cut to "5525.5/101" in a narrow column, read as 101 ms). Unknown ones n/a."""
+    known = [v for v in (first, second) if v is not None]
+    if not known:
+        return f"{NA}/{NA}"
+    if max(known) < 1:
+        return "/".join(NA if v is None else f"{v * 1000:.0f}" for v in (first, second)) + " ms"
+    return "/".join(NA if v is None else f"{v:.2f}" for v in (first, second)) + " s"
+
+
 def gib(value: float | None, digits: int = 1, unit: str = "") -> str:
     """Bytes in GiB, followed by `unit`; unknown is n/a (no unit), never 0."""
     return NA if value is None else f"{value / 2**30:.{digits}f}{unit}"

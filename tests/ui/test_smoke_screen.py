@@ -4,7 +4,10 @@ far; the baseline comparison comes when the run ends."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
+
+from textual_plotext import PlotextPlot
 
 from poolconsole.ops.smoke.checks import CheckResult
 from poolconsole.ui.screens.smoke import SmokeScreen
@@ -80,3 +83,19 @@ async def test_closed_while_it_runs_it_keeps_the_results_and_m_opens_it_again(tm
         await pilot.press("m")  # finished: m starts a new run as usual (here: no engine row selected)
         await pilot.pause()
         assert app.screen is not screen
+
+
+async def test_a_bar_through_the_gateway_is_named_by_its_model(tmp_path: Path) -> None:
+    """A pool run's gateway checks were all labelled "gateway c1": which model each bar measured was lost."""
+    app = app_for(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = SmokeScreen([])
+        await app.push_screen(screen)
+        await pilot.pause()
+        for model in ("qwen3-next-80b", "gemma-3-27b-it"):
+            screen.add(replace(streamed("gateway", 0.2), model=model))
+        await pilot.pause()
+        drawn = screen.query_one("#chart-ttft", PlotextPlot).plt.build()
+        for label in ("qwen3-next-… c1", "gemma-3-27b… c1"):  # a long name ends in "…"
+            assert label in drawn, drawn
+        assert "gateway c1" not in drawn

@@ -18,7 +18,7 @@ from textual_plotext import PlotextPlot
 
 from poolconsole.config.models import LedgerSettings
 from poolconsole.model.ledger import GATEWAY_KINDS, short
-from poolconsole.model.units import NA
+from poolconsole.model.units import NA, seconds_pair
 from poolconsole.ui.footer import KeysFooter
 from poolconsole.ui.tables import RowTable
 
@@ -116,7 +116,7 @@ class LedgerScreen(Screen[None]):
         table.clear()
         for e in entries:
             p50, p95 = e["ttft_p50_s"], e["ttft_p95_s"]
-            ttft = NA if p50 is None and p95 is None else f"{p50 or 0:.2f}/{p95 or 0:.2f} s"
+            ttft = NA if p50 is None and p95 is None else seconds_pair(p50, p95)  # one unknown: n/a, not 0
             cells = (
                 e["date"],
                 e["engine"] + (" (gateway)" if e["kind"] in GATEWAY_KINDS else ""),

@@ -110,7 +110,7 @@ class SmokeScreen(Screen[None]):
     @staticmethod
     def _row(index: int, result: CheckResult) -> tuple[str, tuple[Cell, ...]]:
         t = result.ttft_s
-        ttft = f"{_fmt(t.get('p50'), 1000)}/{_fmt(t.get('p95'), 1000, ' ms')}" if t else "-"
+        ttft = units.seconds_pair(t.get("p50"), t.get("p95")) if t else "-"
         tps = result.output_tokens_per_s
         speed = f"{_fmt(tps.get('per_stream'))}/{_fmt(tps.get('aggregate'))}" if tps else "-"
         cells: tuple[Cell, ...] = (
@@ -169,7 +169,15 @@ class SmokeScreen(Screen[None]):
 
     def _charts(self) -> None:
         streams = [r for r in self.results if r.check == "chat_stream" and r.ttft_s]
-        labels = [f"{r.target[:10]} c{r.concurrency}" for r in streams]
+        models: dict[str, set[str]] = {}
+        for r in streams:
+            models.setdefault(r.target, set()).add(r.model)
+
+        def label(r: CheckResult) -> str:  # through a gateway every bar's target is the gateway: its model tells
+            name = r.model if len(models[r.target]) > 1 else r.target
+            return f"{name if len(name) <= 12 else name[:11] + '…'} c{r.concurrency}"
+
+        labels = [label(r) for r in streams]
         base = {(c.target, c.model, c.concurrency, c.figure): c.baseline for c in self.changes}
         for chart, title, figure, attr, key in (
             ("ttft", "TTFT p95 (ms)", "ttft_p95", "ttft_s", "p95"),
