@@ -112,7 +112,10 @@ async def test_overview_rows_filter_sort_and_cursor(tmp_path: Path) -> None:
         assert app.screen.selected() == selected
         await pilot.press("slash", *"vllm")
         await settle(pilot, app)
-        assert all(r.startswith("engine:") for r in table_rows(app)) and len(table_rows(app)) == 3
+        found = table_rows(app)  # the three vLLM engines, each under its host's line (the grouping kept)
+        engines = [r for r in found if r.startswith("engine:")]
+        assert len(engines) == 3 and all(found[found.index(e) - 1].startswith("host:") for e in engines), found
+        assert len(found) == 6
         await pilot.press("escape")
         await settle(pilot, app)
         assert len(table_rows(app)) == 15

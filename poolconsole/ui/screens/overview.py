@@ -216,6 +216,10 @@ class OverviewScreen(Screen[None]):
         """Engines left out by the filter, the problems-only view and folding (the status line says how many:
         it counts engines, not the group lines and hosts among the rows)."""
         self.engines_shown = 0
+        self.by_filter = 0
+        """Of the hidden engines, those the filter leaves out ..."""
+        self.by_problems = 0
+        """... and those `p` leaves out (the filter's matches that need no attention); the rest are folded."""
         self.group_of: dict[str, str] = {}
         """Row key -> its group's line key ("host:NAME", "model:NAME"; "" for rows outside every group)."""
         self.members: dict[str, list[str]] = {}
@@ -460,12 +464,19 @@ class OverviewScreen(Screen[None]):
         stays over its problems), the rows of folded groups left out (not while filtering: a search shows
         what it finds)."""
         keys: Iterable[str] = rows
-        if self.filter_text:
+        engines = sum(1 for k in rows if k.startswith("engine:"))
+        self.by_filter = self.by_problems = 0
+        if self.filter_text:  # the matching rows, under their groups' lines (the lines themselves rarely match)
             needle = self.filter_text.lower()
-            keys = [k for k in keys if needle in rows[k].search()]
+            matched = {k for k in rows if needle in rows[k].search()}
+            hit = {self.group_of.get(k) for k in matched}
+            keys = [k for k in rows if k in matched or (k in self.spans and k in hit)]
+            self.by_filter = engines - sum(1 for k in keys if k.startswith("engine:"))
         if self.problems_only:
             bad_groups = {self.group_of.get(k) for k in rows if self._rank.get(k, 2) < 2}
+            left = sum(1 for k in keys if k.startswith("engine:"))
             keys = [k for k in keys if self._rank.get(k, 2) < 2 or (k in self.spans and k in bad_groups)]
+            self.by_problems = left - sum(1 for k in keys if k.startswith("engine:"))
         order = self._order({k: rows[k] for k in keys})
         if self.collapsed and not self.filter_text:
             order = [k for k in order if self.group_of.get(k) not in self.collapsed or k == self.group_of.get(k)]
@@ -602,22 +613,20 @@ class OverviewScreen(Screen[None]):
         app: Any = self.app
         alerts = len(app.alerts.active) if hasattr(app, "alerts") else 0
         mode = "  READ-ONLY" if getattr(app, "read_only", False) else ""
-        shown = self.query_one(PoolGrid).row_count
         filt = f"  filter: {self.filter_text!r}" if self.filter_text else ""
+        filt += f" ({self.by_filter} hidden)" if self.by_filter else ""
         first = ", problems first" if self.attention_first() else ""
         sort = LABELS.get(self.sort_key, self.sort_key) + (", reversed" if self.reverse else "")
         grouping = self.grouped()
         sort += f", grouped by {grouping}" if grouping else ""
-        hidden = f"  problems only: {self.hidden} hidden" if self.problems_only else ""
-        if self.problems_only and self.filter_text:
-            hidden = f"  problems only, filtered: {self.hidden} hidden"
-        if self.problems_only and not shown:
+        hidden = f"  problems only: {self.by_problems} hidden" if self.problems_only else ""
+        if self.problems_only and not self.engines_shown:
             problems = sum(1 for k, need in self._rank.items() if need < 2 and k.startswith("engine:"))
-            hidden = f"  problems only: nothing needs attention ({self.hidden} hidden, p shows them)"
+            hidden = f"  problems only: nothing needs attention ({self.by_problems} hidden, p shows them)"
             if problems and self.filter_text:  # the filter hides them: "nothing needs attention" would be false
-                hidden = f"  problems only: none of the {problems} match the filter ({self.hidden} hidden)"
-        where = "in folded groups (c / C opens them)" if self.collapsed and not self.filter_text else ""
-        hidden = hidden or (f"  {self.hidden} hidden {where}".rstrip() if self.hidden else "")
+                hidden = f"  problems only: none of the {problems} match the filter"
+        folded = self.hidden - self.by_filter - self.by_problems
+        hidden += f"  {folded} hidden in folded groups (c / C opens them)" if folded > 0 else ""
         total = self.engines_shown + self.hidden
         shown_of = f"{self.engines_shown} of " if self.hidden else ""  # "0 engines" read as an empty pool
         rows = f"{shown_of}{total} engine" + ("" if total == 1 else "s")
