@@ -144,6 +144,7 @@ class PoolGrid(ScrollView, can_focus=True):
     ]
     COMPONENT_CLASSES: ClassVar[set[str]] = {
         "pool-grid--header",
+        "pool-grid--header-sorted",
         "pool-grid--cursor",
         "pool-grid--even-row",
         "pool-grid--odd-row",
@@ -163,6 +164,7 @@ class PoolGrid(ScrollView, can_focus=True):
         }
         &:dark > .pool-grid--even-row { background: $surface-darken-1 40%; }
         & > .pool-grid--header { text-style: bold; background: $panel; color: $foreground; }
+        & > .pool-grid--header-sorted { background: $primary-muted; color: $text-primary; }
         & > .pool-grid--even-row { background: $surface-lighten-1 50%; }
         & > .pool-grid--cursor {
             background: $block-cursor-blurred-background;
@@ -571,10 +573,14 @@ class PoolGrid(ScrollView, can_focus=True):
         if self._header is None or self._header_at != (scroll_x, width):
             console = self.app.console
             style = self.get_component_rich_style("pool-grid--header")
+            sorted_style = self.get_component_rich_style("pool-grid--header-sorted", partial=True)
             segments: list[Segment] = []
             for i, c in enumerate(self.columns):
                 text, inner, pad = self.heading(c)
-                segments += cell_segments(text, inner, console, self._column_meta[i], pad, c.ellipsis)
+                cell = cell_segments(text, inner, console, self._column_meta[i], pad, c.ellipsis)
+                if self.sorted_by is not None and self.sorted_by[0] == c.key:  # its cells and blanks: one block
+                    cell = list(Segment.apply_style(cell, post_style=sorted_style))
+                segments += cell
             self._header = Strip(Segment.apply_style(segments, style)).crop_extend(scroll_x, scroll_x + width, style)
             self._header_at = (scroll_x, width)
         return self._header

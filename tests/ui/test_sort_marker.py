@@ -81,3 +81,18 @@ async def test_the_marker_stays_on_a_column_its_label_fills(tmp_path: Path) -> N
         assert marked(grid) == ("queue", "▼")
         header = grid.render_line(0).text
         assert "▼Run/Wait" in header, header
+
+
+async def test_the_sorted_columns_header_is_one_highlighted_block(tmp_path: Path) -> None:
+    """`Run/Wait▼tok/s`: with one blank between columns, a marker in a blank could be read as its neighbour's.
+    The sorted column's header cells, its blank and its marker included, are drawn as one highlighted block."""
+    app = app_for(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen, grid = await overview(pilot, app)
+        await pilot.press(SORT_KEY)  # tok/s: its label fills its width, the marker takes the blank on its left
+        await pilot.pause()
+        strip = grid.render_line(0)
+        highlight = grid.get_component_rich_style("pool-grid--header-sorted", partial=True).bgcolor
+        lit = "".join(s.text if s.style and s.style.bgcolor == highlight else "\0" for s in strip)
+        blocks = [b for b in lit.split("\0") if b]
+        assert blocks == ["▼tok/s"], blocks  # the marker and the whole label, nothing of the neighbours
