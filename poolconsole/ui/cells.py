@@ -132,7 +132,7 @@ CARD_FILLER = frozenset({"NVIDIA", "GeForce", "AMD", "Radeon", "Generation", "Ed
 """Words of a GPU's name that do not tell one card from another."""
 
 
-def _card(name: str | None) -> str:
+def card_name(name: str | None) -> str:
     """A GPU's name in up to three words: the vendor, brand and filler words out ("NVIDIA H200" -> "H200",
     "NVIDIA GeForce RTX 3090" -> "RTX 3090", "NVIDIA RTX 6000 Ada Generation" -> "RTX 6000 Ada", where
     the last two words left "Ada Generation")."""
@@ -281,7 +281,7 @@ def host_line(
     )
     power = [g.power_w for g in gpus]
     watts = f"  {sum(w or 0 for w in power):.0f} W" if None not in power else ""
-    label = f"  {len(gpus)}× {_card(gpus[0].name)}" if len(gpus) > 1 else f"  {_card(gpus[0].name)}"
+    label = f"  {len(gpus)}× {card_name(gpus[0].name)}" if len(gpus) > 1 else f"  {card_name(gpus[0].name)}"
     if snap.memory_kind == "unified":
         label += " unified"
     swap = snap.system_memory.swap_used_bytes if snap.system_memory else None

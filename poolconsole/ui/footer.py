@@ -7,9 +7,9 @@ a dozen keys before the first frame with data (about 0.1 s of CPU), and one more
 afterwards. This one queues at most one recompose at a time and skips it when the keys shown (key, label,
 enabled, tooltip) are those already composed.
 
-It also shows only the keys that fit whole, in their order, before the palette's key (`fit_keys`): on an
-80-column terminal Textual's Footer cut the last one mid-word ("m Smok"); the keys left out are in `?`
-(help) and the palette.
+It also shows only the keys that fit whole before the palette's key (`fit_keys`): on an 80-column terminal
+Textual's Footer cut the last one mid-word ("m Smok"). Help, back and quit are kept first; the keys left out
+are in `?` (help) and the palette.
 """
 
 from __future__ import annotations
@@ -20,7 +20,12 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Footer
 
+from poolconsole.ui import registry
+
 Shown = tuple[tuple[str, str, bool, str], ...]
+
+FIRST = frozenset(a.action for a in registry.ACTIONS if a.id in registry.FOOTER_KEPT)
+"""The action strings of the keys the footer keeps first."""
 
 
 class KeysFooter(Footer):
@@ -62,16 +67,23 @@ class KeysFooter(Footer):
         self.call_after_refresh(self.fit_keys)
 
     def fit_keys(self) -> None:
-        """Show the keys that fit whole in the width the palette's key leaves, in order; hide the rest."""
+        """Show the keys that fit whole in the width the palette's key leaves: those of registry.FOOTER_KEPT
+        first (help, back, quit), then the others in order while they fit; hide the rest. Shown in order."""
         keys = list(self.query_children("FooterKey"))  # Textual's own key widget (its module is private)
         palette = [k for k in keys if k.has_class("-command-palette")]
         room = self.size.width - sum(_width(k) for k in palette)
-        for key in keys:
-            if key in palette:
-                continue
+        others = [k for k in keys if k not in palette]
+        first = [k for k in others if getattr(k, "action", None) in FIRST]
+        shown: set[Widget] = set()
+        for key in first + [k for k in others if k not in first]:
             width = _width(key)
-            key.display = 0 <= width <= room
-            room = room - width if key.display else -1  # the rest after the first that does not fit: hidden too
+            if 0 <= width <= room:
+                shown.add(key)
+                room -= width
+            elif key not in first:
+                room = -1  # the others only while they fit in order: none after the first that does not
+        for key in others:
+            key.display = key in shown
 
 
 def _width(key: Widget) -> int:

@@ -29,6 +29,10 @@ class Action:
     screen is named by its class, less "Screen", in lower case: "overview", "detail"). Empty: every screen."""
 
 
+FOOTER_KEPT = ("help", "close", "quit")
+"""The footer's keys kept when the width runs out (at 80 columns the overview had lost "q Quit" and the
+detail "q Back"); the others follow in order while they fit."""
+
 OVERVIEW = ("overview",)
 ENGINE = ("overview", "detail")
 """Actions on the selected engine: the overview's row, or the engine the detail screen shows."""

@@ -221,9 +221,10 @@ async def test_an_actions_long_progress_line_wraps_whole(tmp_path: Path) -> None
         assert " ".join(" ".join(rows).split()) == line  # nothing cut away
 
 
-async def test_the_detail_gpu_table_fits_80_columns_its_processes_cut_with_an_ellipsis(tmp_path: Path) -> None:
+async def test_the_detail_gpu_table_fits_80_columns(tmp_path: Path) -> None:
     """At 80x24 the node detail's GPU table ran past the screen, cut at "Proce": the processes (which engine
-    holds each card) were out of sight. They give way with "…" first, then the card's name."""
+    holds each card) were out of sight. The card is named by its model, and a table still too wide cuts the
+    processes with "…" first, then the name."""
     app = app_for(tmp_path)
     async with app.run_test(size=(80, 24)) as pilot:
         for host in uipool.host_snapshots(app.config):
@@ -238,5 +239,5 @@ async def test_the_detail_gpu_table_fits_80_columns_its_processes_cut_with_an_el
         assert isinstance(app.screen, DetailScreen)
         lines = rendered(app.screen.query_one("#gpus", DataTable), app)  # within the screen, no sideways scroll
         assert "Processes" in lines[0] and "Power/limit" in lines[0]
-        row = line_with(lines, "NVIDIA H200")  # the card's name whole: the processes gave way
-        assert row.endswith("100:qwen3-next-8…"), row
+        row = line_with(lines, " H200 ")  # the card by its model ("NVIDIA GeFor…" had lost it), processes whole
+        assert row.endswith("100:qwen3-next-80b 40.0G"), row

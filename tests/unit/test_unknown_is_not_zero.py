@@ -182,7 +182,7 @@ def test_a_card_is_named_by_the_words_that_tell_it_apart() -> None:
         "AMD Radeon RX 7900 XTX": "RX 7900 XTX",
         None: "GPU",
     }
-    assert {name: cells._card(name) for name in names} == names
+    assert {name: cells.card_name(name) for name in names} == names
 
 
 def test_the_detail_of_a_host_that_never_answered_says_its_state_as_the_overview_does_and_unknown_as_n_a() -> None:
@@ -190,5 +190,5 @@ def test_the_detail_of_a_host_that_never_answered_says_its_state_as_the_overview
     snap = HostSnapshot("box", "box.example", HostState.AUTH_FAILED, "authentication refused", fetched_at=1.0)
     text = host_text(HostTrack(parse_config(HOST).hosts[0], snap)).plain
     first = text.splitlines()[0]
-    assert first == "host box  (box.example)  auth failed  source n/a  memory kind n/a  rtt n/a", first
+    assert first == "host box  (box.example)  auth failed  source n/a  memory: n/a  rtt n/a", first
     assert cells.state_word(snap.state) == "auth failed"  # the overview's State column

@@ -124,7 +124,7 @@ def host_text(track: HostTrack) -> FieldLines:
     if snap is None:
         return FieldLines([f"{track.config.name}: waiting for the first poll"])
     memory = cells.system_memory(snap.system_memory).split(", ")  # its swap a field of its own
-    kind = f"{snap.memory_kind} memory" if snap.memory_kind else f"memory kind {units.NA}"
+    kind = f"memory: {snap.memory_kind or units.NA}"  # "dedicated memory" read as a label with no value
     lines: list[Line] = [
         (Text(f"host {snap.name}", "bold"), f"({snap.address})", cells.state_word(snap.state),
          f"source {snap.source or units.NA}", kind, f"rtt {units.num(snap.rtt_ms, 1, ' ms')}"),
@@ -200,7 +200,7 @@ class DetailScreen(Screen[None]):
             procs = [cells.process(p) for p in snap.processes if p.gpu_uuid == g.uuid] if snap else []
             rows[str(g.index)] = (
                 str(g.index),
-                g.name or "?",
+                cells.card_name(g.name) if g.name else units.NA,  # "RTX 5090" (cut: "NVIDIA GeFor…")
                 cells.gpu_memory(g),
                 units.num(g.utilization_pct) + "%",
                 units.num(g.temperature_c) + "C",
