@@ -19,6 +19,7 @@ from textual_plotext import PlotextPlot
 from poolconsole.config.models import LedgerSettings
 from poolconsole.model.ledger import GATEWAY_KINDS, short
 from poolconsole.model.units import NA, seconds_pair
+from poolconsole.ui.fields import FieldLines
 from poolconsole.ui.footer import KeysFooter
 from poolconsole.ui.tables import RowTable
 
@@ -193,7 +194,7 @@ class LedgerScreen(Screen[None]):
         variables = self.app.theme_variables
         colours = [variables.get(v, variables["foreground"]) for v in SERIES[: len(shown)]]
         colours += [variables["foreground"]] if rest else []
-        legend = Text()
+        legend: list[Text] = []  # fields: a swatch is never wrapped apart from its name
         if dates and names:
             series = [[got.get((d, name), 0) for d in dates] for name in names]
             rgb = [Color.parse(c).rgb for c in colours]
@@ -201,7 +202,6 @@ class LedgerScreen(Screen[None]):
             top = max(max(s) for s in series) or 1.0
             ticks = [top * i / 4 for i in range(5)]
             plt.yticks(ticks, [short(t) for t in ticks])
-            for name, colour in zip(names, colours, strict=True):
-                legend.append("██ ", style=colour).append(f"{name}  ")
-        self.query_one("#ledger-legend", Static).update(legend)
+            legend = [Text.assemble(("██", colour), f" {name}") for name, colour in zip(names, colours, strict=True)]
+        self.query_one("#ledger-legend", Static).update(FieldLines([tuple(legend)]) if legend else "")
         widget.refresh()
