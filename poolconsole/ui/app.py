@@ -482,8 +482,14 @@ class PoolApp(App[None]):
     def _start_smoke(self, targets: list[str]) -> None:
         from poolconsole.ui.screens.smoke import SmokeScreen
 
-        screen = self._smoke_screen = SmokeScreen(targets)
+        old, screen = self._smoke_screen, SmokeScreen(targets)
+        self._smoke_screen = screen
+        # installed: closing it while the run goes on keeps it whole for m / M to open again (a popped screen
+        # is removed, and pushed again it came back blank over a frozen frame)
+        self.install_screen(screen, name=f"smoke-{id(screen)}")
         self._show_action(screen)
+        if old is not None and self.is_screen_installed(old) and old not in self.screen_stack:
+            self.uninstall_screen(old)
         self._smoke(screen, targets)
 
     @work(group="smoke", exclusive=True, exit_on_error=False)

@@ -4,14 +4,18 @@ far; the baseline comparison comes when the run ends."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 from pathlib import Path
 
+from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
 from poolconsole.ops.smoke.checks import CheckResult
+from poolconsole.ui.screens.overview import OverviewScreen
 from poolconsole.ui.screens.smoke import SmokeScreen
 from poolconsole.ui.tables import FitTable
+from tests.ui.test_console import demo_app, demo_pool
 from tests.ui.test_every_screen import app_for
 
 
@@ -67,15 +71,18 @@ async def test_closed_while_it_runs_it_keeps_the_results_and_m_opens_it_again(tm
         await pilot.pause()
         screen.add(streamed("a", 0.1))
         await pilot.press("q")  # closed: the run goes on
-        await pilot.pause()
+        await pilot.pause(0.3)  # long enough for a popped screen to be removed (it was, and came back blank)
         assert app.screen is not screen
         screen.add(streamed("b", 0.2))  # results landing meanwhile: kept, nothing raised
         screen.add(streamed("c", 0.3))
         await pilot.press("M")  # opens the running one again (no second run, no confirmation)
         await pilot.pause()
         assert app.screen is screen
+        await pilot.pause(0.1)
         table = screen.query_one("#smoke-results", FitTable)
         assert table.row_count == 3 and [r.target for r in screen.results] == ["a", "b", "c"]
+        assert table.region.height > 3  # laid out and drawn, not a blank screen over a frozen frame
+        assert "3 checks" in str(screen.query_one("#smoke-status", Static).render())
         await pilot.press("q")
         await pilot.pause()
         screen.finish([])  # the run ends while closed: nothing raised
@@ -99,3 +106,29 @@ async def test_a_bar_through_the_gateway_is_named_by_its_model(tmp_path: Path) -
         for label in ("qwen3-next-… c1", "gemma-3-27b… c1"):  # a long name ends in "…"
             assert label in drawn, drawn
         assert "gateway c1" not in drawn
+
+
+async def test_a_pool_run_left_and_opened_again_on_the_demo(tmp_path: Path) -> None:
+    """On the demo, as the operator did it: M, y, q while it runs, M. The screen came back blank (popped, it
+    had been removed), over a frozen frame of the overview, keys going nowhere."""
+    async with demo_pool(12, None) as pool:
+        app = demo_app(pool, tmp_path)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await asyncio.sleep(1.5)
+            await pilot.press("M")
+            await pilot.pause(0.3)
+            await pilot.press("y")
+            for _ in range(100):  # the first results (the demo answers within seconds)
+                await asyncio.sleep(0.1)
+                if isinstance(app.screen, SmokeScreen) and len(app.screen.results) >= 2:
+                    break
+            screen = app.screen
+            assert isinstance(screen, SmokeScreen) and not screen.finished
+            await pilot.press("q")
+            await asyncio.sleep(4.0)  # the run goes on with its screen closed (long enough to be removed)
+            assert isinstance(app.screen, OverviewScreen)
+            await pilot.press("M")
+            await asyncio.sleep(2.0)  # drawn at once, it then went blank as the popped screen's removal ran
+            assert app.screen is screen  # the running one again, not a second run
+            table = screen.query_one("#smoke-results", FitTable)
+            assert table.region.height > 3 and table.row_count == len(screen.results) >= 2
