@@ -88,7 +88,7 @@ async def test_the_sorted_columns_header_is_one_highlighted_block(tmp_path: Path
     The sorted column's header cells, its blank and its marker included, are drawn as one highlighted block."""
     app = app_for(tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
-        screen, grid = await overview(pilot, app)
+        _, grid = await overview(pilot, app)
         await pilot.press(SORT_KEY)  # tok/s: its label fills its width, the marker takes the blank on its left
         await pilot.pause()
         strip = grid.render_line(0)
