@@ -143,7 +143,8 @@ class LedgerScreen(Screen[None]):
         if doc.get("gateway"):  # the gateway's own accounting (a LiteLLM gateway with its prometheus callback)
             gateway.append(f"callers now: {doc['callers_now']['reason']}")
         self.query_one("#ledger-decision", Static).update(
-            f"{doc['decision']['reason']}\n{'; '.join(figures)}  (window {doc['from']} .. {doc['to']}, store {doc['store']})"
+            f"{doc['decision']['reason']}\n{'; '.join(figures)}"
+            + f"  (window {doc['from']} .. {doc['to']}, store {doc['store']})"
             + "".join("\n" + line for line in gateway)
         )
         self._chart(entries)
