@@ -122,6 +122,14 @@ def degrade_hints(state: PoolState) -> list[str]:
     return out
 
 
+def names(items: list[str], shown: int = 3) -> str:
+    """ "a, b, c and 4 more": a list in a line, however long the pool's (at 1,000 engines dozens serve one
+    model)."""
+    if len(items) <= shown + 1:
+        return ", ".join(items)
+    return f"{', '.join(items[:shown])} and {len(items) - shown} more"
+
+
 def restart_effect(state: PoolState, engine: str) -> list[str]:
     """What taking `engine` down (a restart, a rollover's switch) does to the gateways' callers, in words for
     the confirmation: for each model a gateway routes that the engine serves, whether another engine in the
@@ -132,7 +140,7 @@ def restart_effect(state: PoolState, engine: str) -> list[str]:
         return []
     view = track.view
     if track.config.kind is EngineKind.LITELLM:
-        routed = ", ".join(view.models[:4]) + (", ..." if len(view.models) > 4 else "") if view else ""
+        routed = names(list(view.models)) if view else ""
         return [
             f"{engine} is a gateway: its callers get errors until it answers again" + (f" ({routed})" if routed else "")
         ]
@@ -155,7 +163,8 @@ def restart_effect(state: PoolState, engine: str) -> list[str]:
             ]
             name = gateway.config.name
             if others:
-                out.append(f"gateway {name} routes {model}: {', '.join(others)} serves it too (if {name} lists it)")
+                verb = "serves" if len(others) == 1 else "serve"
+                out.append(f"gateway {name} routes {model}: {names(others)} {verb} it too (if {name} lists them)")
             else:
                 out.append(
                     f"gateway {name} routes {model}: no other engine in the pool serves it, so its callers get "

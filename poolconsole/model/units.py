@@ -35,10 +35,20 @@ def seconds_pair(first: float | None, second: float | None) -> str:
     "5525.5/10105.2 ms" was cut to "5525.5/101" in a narrow column, read as 101 ms). Unknown ones n/a."""
     known = [v for v in (first, second) if v is not None]
     if not known:
-        return f"{NA}/{NA}"
+        return f"{NA} / {NA}"
+    sep = "/" if len(known) == 2 else " / "  # "n/a/250 ms" read as one figure
     if max(known) < 1:
-        return "/".join(NA if v is None else f"{v * 1000:.0f}" for v in (first, second)) + " ms"
-    return "/".join(NA if v is None else f"{v:.2f}" for v in (first, second)) + " s"
+        return sep.join(NA if v is None else _figure(v * 1000, 0) for v in (first, second)) + " ms"
+    return sep.join(NA if v is None else _figure(v, 2) for v in (first, second)) + " s"
+
+
+def _figure(value: float, digits: int) -> str:
+    """`value` with `digits` decimals, or as many more as it takes not to read 0 (4 ms beside 1.3 s: 0.004)."""
+    shown = f"{value:.{digits}f}"
+    while value > 0 and float(shown) == 0 and digits < 6:
+        digits += 1
+        shown = f"{value:.{digits}f}"
+    return shown
 
 
 def gib(value: float | None, digits: int = 1, unit: str = "") -> str:

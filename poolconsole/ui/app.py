@@ -47,22 +47,6 @@ if TYPE_CHECKING:  # the other screens and the actions are imported where first 
     from poolconsole.ui.screens.action import ActionScreen
     from poolconsole.ui.screens.smoke import SmokeScreen
 
-WORKER_WORDS = {
-    "smoke": "the smoke test",
-    "actions": "the action",
-    "actions-ui": "the action's dialog",
-    "history-store": "opening the history store",
-    "history": "filling the charts from the history store",
-    "audit-events": "reading the audit log",
-    "audit": "reading the audit log",
-    "replay": "the replay",
-    "ledger": "reading the ledger",
-    "exposure": "the exposure audit",
-    "log-read": "reading the engine's log",
-    "log-follow": "following the engine's log",
-}
-"""What a failed worker was, by its group, in the toast that says it stopped (the poll loops are the
-runtime's tasks, not workers: "a poll loop stopped" had named a smoke run's failure)."""
 REDRAW_S = 1.0  # the poll cadence: redrawing faster only burns CPU
 LEAVE_S = 5.0
 """Quitting waits this long at most for the stopped actions to write their audit entries."""
@@ -125,9 +109,9 @@ class PoolApp(App[None]):
         """The charts' fill from the history store, until it starts (after the first frame with data)."""
         self._fired: list[AlertEvent] = []
         self._action_screens: list[ActionScreen] = []
+        """The screens of actions started here (those with no outcome yet are running)."""
         self._smoke_screen: SmokeScreen | None = None
         """The last smoke run's screen (m and M open it again while its run goes on)."""
-        """The screens of actions started here (those with no outcome yet are running)."""
         self.smoke_db: Path | None = None
         self.audit_path: Path | None = None
         self.store_path = store
@@ -200,8 +184,8 @@ class PoolApp(App[None]):
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """The one place worker failures land: a broken loop is reported, the console keeps running."""
         if event.state is WorkerState.ERROR and event.worker.error is not None:
-            what = WORKER_WORDS.get(event.worker.group, f"a background task ({event.worker.group})")
-            self.notify(f"{what} stopped: {event.worker.error}", severity="error", timeout=10)
+            # each worker's description says what it was ("a poll loop stopped" had named a smoke run's failure)
+            self.notify(f"{event.worker.description} stopped: {event.worker.error}", severity="error", timeout=10)
 
     async def on_unmount(self) -> None:
         await self.runtime.stop()
@@ -223,7 +207,7 @@ class PoolApp(App[None]):
         self.recording = Recording(self.runtime, self.store_path, on_problem=told)
         self._take_store(self.recording)
 
-    @work(group="history-store", exit_on_error=False)
+    @work(group="history-store", description="opening the history store", exit_on_error=False)
     async def _take_store(self, recording: Recording) -> None:
         match await recording.opened():
             case Store() | StoreBusy():  # StoreBusy: another process records this store, its rows fill the charts
@@ -254,7 +238,7 @@ class PoolApp(App[None]):
         if fill is not None:
             fill()
 
-    @work(group="history", exclusive=True, exit_on_error=False)
+    @work(group="history", description="filling the charts from the history store", exclusive=True, exit_on_error=False)
     async def _fill_history(self, path: Path | None, until: float) -> None:
         since = until - HISTORY_POINTS * self.config.settings.poll_interval_s
         try:
@@ -272,7 +256,7 @@ class PoolApp(App[None]):
         fill_history(self.state, stored)
         self._dirty = True
 
-    @work(group="audit-events", exclusive=True, exit_on_error=False)
+    @work(group="audit-events", description="reading the audit log", exclusive=True, exit_on_error=False)
     async def _load_audit(self) -> None:
         """The audit log's latest actions (this console's earlier ones, the CLI's) into the timeline, and the
         profile each engine's last promoted rollover left it on (what the overview and detail show)."""
@@ -440,9 +424,12 @@ class PoolApp(App[None]):
         screen = self._smoke_screen
         if screen is None or screen.finished:
             return False
-        if screen is not self.screen:
+        if screen in self.screen_stack:  # under another screen (help, say): back down to it, not pushed twice
+            while self.screen is not screen:
+                self.pop_screen()
+        else:
             self._show_action(screen)
-        self.notify("a smoke test is running: its screen (one run at a time)", timeout=3)
+        self.notify("a smoke test is already running: showing it (one run at a time)", timeout=3)
         return True
 
     def action_smoke(self) -> None:
@@ -488,11 +475,20 @@ class PoolApp(App[None]):
         # is removed, and pushed again it came back blank over a frozen frame)
         self.install_screen(screen, name=f"smoke-{id(screen)}")
         self._show_action(screen)
-        if old is not None and self.is_screen_installed(old) and old not in self.screen_stack:
-            self.uninstall_screen(old)
+        if old is not None and self.is_screen_installed(old):
+            self.call_after_refresh(self._drop_screen, old)
         self._smoke(screen, targets)
 
-    @work(group="smoke", exclusive=True, exit_on_error=False)
+    def _drop_screen(self, screen: Screen[None]) -> None:
+        """An installed screen no longer wanted: uninstalled and removed once it is off the stack (an
+        installed screen stays mounted when popped; uninstalling alone leaves it so)."""
+        if screen in self.screen_stack:  # still under another one: tried again in a second
+            self.set_timer(1.0, partial(self._drop_screen, screen))
+            return
+        self.uninstall_screen(screen)
+        screen.remove()
+
+    @work(group="smoke", description="the smoke test", exclusive=True, exit_on_error=False)
     async def _smoke(self, screen: SmokeScreen, targets: list[str]) -> None:
         """One smoke run at a time; results land in the screen as they finish, then in the store."""
         from poolconsole.ops.smoke import store
@@ -597,7 +593,7 @@ class PoolApp(App[None]):
 
         self.push_screen(ConfirmAction(f"Restart {engine.name}?", lines), go)
 
-    @work(group="actions-ui", exclusive=True, exit_on_error=False)
+    @work(group="actions-ui", description="the action's dialog", exclusive=True, exit_on_error=False)
     async def action_rollover(self) -> None:
         from poolconsole.ops.fit import Verdict, fit, live_memory
         from poolconsole.ops.lifecycle import plan_restart
@@ -656,7 +652,7 @@ class PoolApp(App[None]):
 
         self.push_screen(ProfilePicker(engine.name, [p.name for p in engine.profiles], active), picked)
 
-    @work(group="actions", exit_on_error=False)
+    @work(group="actions", description="the action", exit_on_error=False)
     async def _act(
         self,
         screen: ActionScreen,
@@ -778,7 +774,7 @@ class PoolApp(App[None]):
         self._show_action(screen)
         self._ollama(screen, engine, model, keep_alive)
 
-    @work(group="actions", exit_on_error=False)
+    @work(group="actions", description="the action", exit_on_error=False)
     async def _ollama(self, screen: ActionScreen, engine: Engine, model: str, keep_alive: str | None) -> None:
         from poolconsole.ops import ollama as ollama_ops  # httpx: loaded when first used
         from poolconsole.ops.lifecycle import ActionRefused
@@ -890,7 +886,7 @@ class PoolApp(App[None]):
         question = "Exposure audit: every engine and gateway is probed without a key. Send a completion?"
         self.push_screen(ProfilePicker("exposure", list(COMPLETION_CHOICES), None, question), picked)
 
-    @work(group="audit", exclusive=True, exit_on_error=False)
+    @work(group="audit", description="reading the audit log", exclusive=True, exit_on_error=False)
     async def action_audit_log(self) -> None:
         from poolconsole.ui.screens.action import AuditScreen
 
@@ -953,7 +949,7 @@ class PoolApp(App[None]):
         return action not in registry.LIVE_ONLY
 
     # -- replay ---------------------------------------------------------------------------------------
-    @work(group="replay", exclusive=True, exit_on_error=False)
+    @work(group="replay", description="the replay", exclusive=True, exit_on_error=False)
     async def _play(self, replay: Replay) -> None:
         replay.on_events = self._replayed_events
         self.sub_title = replay.label()

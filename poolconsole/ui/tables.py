@@ -8,7 +8,7 @@ DataTable scrolls sideways on them."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import ClassVar, Generic, TypeVar
 
 from rich.cells import cell_len
 from rich.text import Text
@@ -19,6 +19,7 @@ from textual.widgets import DataTable
 from textual.widgets.data_table import CellDoesNotExist, CursorType, RowDoesNotExist
 
 Cell = str | Text
+CellT = TypeVar("CellT")
 
 
 def _text(cell: Cell) -> Text:
@@ -70,7 +71,7 @@ def refill(table: DataTable[Text], rows: Mapping[str, Sequence[Cell]], *, column
     table.scroll_to(y=scroll, animate=False)
 
 
-class RowTable(DataTable[Any]):
+class RowTable(DataTable[CellT], Generic[CellT]):
     """A DataTable of rows whose Home and End keys go to the first and the last row."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -87,7 +88,7 @@ class RowTable(DataTable[Any]):
             self.move_cursor(row=self.row_count - 1, animate=False)
 
 
-class FitTable(RowTable):
+class FitTable(RowTable[Text]):
     """A DataTable that fits its width: the cells of its `elastic` columns (key -> the least width each keeps)
     are cut to the room the other columns leave, the first named first, and a cut cell ends in "…" (Rich's
     Text.truncate). Where even the least widths do not fit, the table scrolls sideways as any DataTable does.

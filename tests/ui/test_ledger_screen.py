@@ -106,6 +106,10 @@ async def test_the_ledger_opens_from_its_key_in_a_read_only_console(tmp_path: Pa
         legend = legend_text(screen)
         names = [w.strip() for w in legend.split("██") if w.strip()]
         assert names == ["e3", "e4", "e5", "e6", "e7", "e8", "3 others"], legend
+        screen._chart(many[2:])  # seven: the seventh as itself, not "1 others"
+        await pilot.pause()
+        names = [w.strip() for w in legend_text(screen).split("██") if w.strip()]
+        assert names == ["e2", "e3", "e4", "e5", "e6", "e7", "e8"], names
         await pilot.press("escape")
         await pilot.pause()
         assert not isinstance(app.screen, LedgerScreen)

@@ -7,11 +7,13 @@ sort chosen is kept); `:` opens the command palette."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from rich.style import Style
 from textual.command import CommandPalette
 
+from poolconsole.model.snapshots import EngineState
 from poolconsole.ui.app import PoolApp
 from poolconsole.ui.grid import PoolGrid
 from poolconsole.ui.screens.overview import GATEWAYS, OverviewScreen
@@ -157,3 +159,23 @@ async def test_grouped_by_model_the_gateway_is_not_a_second_engine_of_a_model(tm
                 assert not {f"engine:{n}" for n in gateways} & set(keys), (group, keys)
         line = table.get_cell(f"model:{GATEWAYS}", "line").plain
         assert f"{len(gateways)} engine" in line
+
+
+async def test_problems_only_with_a_filter_shows_no_group_line_alone(tmp_path: Path) -> None:
+    """rig3090 holds a healthy Ollama and a down llama.cpp engine. Filtered to "ollama" with `p` on, its host
+    line was shown alone (its group has a problem, though not among what the filter left): it read as a host
+    with no engines."""
+    app = static_app(tmp_path)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await feed(app)
+        for snap in uipool.engine_snapshots(app.config):
+            if snap.name == "qwen2.5-coder-3090":
+                app.apply_engine(replace(snap, state=EngineState.DOWN, error="connection refused"))
+        await settle(pilot, app)
+        await pilot.press("p")
+        await settle(pilot, app)
+        assert "engine:qwen2.5-coder-3090" in grid(app).order  # the problem, under its host's line
+        await pilot.press("slash", *"ollama", "enter")
+        await settle(pilot, app)
+        assert grid(app).order == [], grid(app).order
+        assert "problems only: none of the 1 match the filter" in status(app), status(app)

@@ -135,6 +135,13 @@ async def test_a_thousand_engines_group_fold_and_show_only_problems(tmp_path: Pa
         assert {k for k in grid.order if grid.is_span(k)} == groups
         assert f"{len(DOWN)} of {ENGINES} engines  " in status(app)  # engines counted, not the group lines
         assert f"problems only: {ENGINES - len(DOWN)} hidden" in status(app)
+        await pilot.press("C")  # every group folded: the problems are folded away, not absent
+        await settle(pilot, app)
+        assert f"problems only: {len(DOWN)} in folded groups" in status(app), status(app)
+        assert "nothing needs attention" not in status(app)
+        await pilot.press("C")
+        await settle(pilot, app)
+        assert {k for k in grid.order if not grid.is_span(k)} == shown
         await pilot.press("slash", *"e00")  # the filter over what is left, fast at any size
         await settle(pilot, app)
         assert {k for k in grid.order if not grid.is_span(k)} == {k for k in shown if k.startswith("engine:e00")}

@@ -132,3 +132,21 @@ async def test_a_pool_run_left_and_opened_again_on_the_demo(tmp_path: Path) -> N
             assert app.screen is screen  # the running one again, not a second run
             table = screen.query_one("#smoke-results", FitTable)
             assert table.region.height > 3 and table.row_count == len(screen.results) >= 2
+
+
+async def test_a_failed_worker_is_named_by_what_it_was(tmp_path: Path) -> None:
+    """A smoke run's failure had been toasted as "a poll loop stopped: ...": the poll loops are not workers."""
+    app = app_for(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+
+        async def boom() -> None:
+            raise RuntimeError("the store is locked")
+
+        worker = app.run_worker(boom(), group="ledger", description="reading the ledger", exit_on_error=False)
+        assert worker.group == "ledger"
+        for _ in range(40):
+            await pilot.pause(0.05)
+            if app._notifications:
+                break
+        said = [str(n.message) for n in app._notifications]
+        assert "reading the ledger stopped: the store is locked" in said, said

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -110,6 +111,9 @@ class ConfirmAction(ModalScreen[bool]):
         self.watch(box, "scroll_y", self._say_more, init=False)
         self.watch(box, "virtual_size", self._say_more, init=False)
         self.call_after_refresh(self._say_more)  # once laid out: how much it holds
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.call_after_refresh(self._say_more)  # a shorter terminal: more below (scroll_y did not move)
 
     def _say_more(self) -> None:
         """Under a report taller than the dialog: how many lines are below, and the keys that scroll to them

@@ -27,10 +27,12 @@ DAYS = 14
 """The window the screen shows: the decision's two weeks."""
 
 
-CHART_ENGINES = 6
-"""The engines the chart draws a bar for each, those with the most output tokens; the rest share one."""
-SERIES = ("primary", "success", "secondary", "accent", "error", "warning")
-"""The theme's colours of the chart's bars, in order ("N others": its foreground)."""
+SERIES = ("primary", "secondary", "accent", "success", "text-primary", "text-secondary")
+"""The theme's colours of the chart's bars, in order (a seventh engine, or "N others": its foreground). Not
+warning or error: a red bar read as a fault."""
+CHART_ENGINES = len(SERIES)
+"""The engines the chart draws a bar for each, those with the most output tokens; the rest share one (one
+left over is drawn as itself: "1 others" said less than its name)."""
 
 
 def _tokens(value: float | None) -> str:
@@ -97,7 +99,7 @@ class LedgerScreen(Screen[None]):
             hosts.add_column(label, key=key)
         self._read()
 
-    @work(group="ledger", exclusive=True, exit_on_error=False)
+    @work(group="ledger", description="reading the ledger", exclusive=True, exit_on_error=False)
     async def _read(self) -> None:
         from poolconsole.runtime.ledger import read_ledger
         from poolconsole.runtime.store import StoreProblem
@@ -184,7 +186,8 @@ class LedgerScreen(Screen[None]):
             if e["output_tokens"] and e["kind"] not in GATEWAY_KINDS:
                 totals[e["engine"]] = totals.get(e["engine"], 0) + e["output_tokens"]
         ranked = sorted(totals, key=lambda name: -totals[name])
-        shown, rest = sorted(ranked[:CHART_ENGINES]), ranked[CHART_ENGINES:]
+        cut = CHART_ENGINES if len(ranked) > CHART_ENGINES + 1 else len(ranked)
+        shown, rest = sorted(ranked[:cut]), ranked[cut:]
         others = f"{len(rest)} others"
         got: dict[tuple[str, str], float] = {}
         for e in entries:
@@ -193,7 +196,7 @@ class LedgerScreen(Screen[None]):
                 got[(e["date"], name)] = got.get((e["date"], name), 0) + (e["output_tokens"] or 0)
         names = shown + ([others] if rest else [])
         variables = self.app.theme_variables
-        colours = [variables.get(v, variables["foreground"]) for v in SERIES[: len(shown)]]
+        colours = [variables.get(v, variables["foreground"]) for v in (*SERIES, "foreground")[: len(shown)]]
         colours += [variables["foreground"]] if rest else []
         legend: list[Text] = []  # fields: a swatch is never wrapped apart from its name
         if dates and names:

@@ -145,7 +145,7 @@ class LogScreen(Screen[None]):
         return self.query_one(LogLines)
 
     # -- reading and following ------------------------------------------------------------------------
-    @work(group="log-read", exclusive=True, exit_on_error=False)
+    @work(group="log-read", description="reading the engine's log", exclusive=True, exit_on_error=False)
     async def _load(self) -> None:
         self.state = "reading"
         self._status()
@@ -165,7 +165,7 @@ class LogScreen(Screen[None]):
             self.state = "read" if got.error is None else "ended"
         self._status()
 
-    @work(group="log-follow", exclusive=True, exit_on_error=False)
+    @work(group="log-follow", description="following the engine's log", exclusive=True, exit_on_error=False)
     async def _follow(self, last: str | None) -> None:
         """New lines as they come. The follow starts at the newest line already read, which it skips."""
         assert self.follower is not None

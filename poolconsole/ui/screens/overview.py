@@ -473,7 +473,8 @@ class OverviewScreen(Screen[None]):
             keys = [k for k in rows if k in matched or (k in self.spans and k in hit)]
             self.by_filter = engines - sum(1 for k in keys if k.startswith("engine:"))
         if self.problems_only:
-            bad_groups = {self.group_of.get(k) for k in rows if self._rank.get(k, 2) < 2}
+            keys = list(keys)  # the groups with a problem among what the filter left (a line alone read as empty)
+            bad_groups = {self.group_of.get(k) for k in keys if self._rank.get(k, 2) < 2}
             left = sum(1 for k in keys if k.startswith("engine:"))
             keys = [k for k in keys if self._rank.get(k, 2) < 2 or (k in self.spans and k in bad_groups)]
             self.by_problems = left - sum(1 for k in keys if k.startswith("engine:"))
@@ -620,12 +621,15 @@ class OverviewScreen(Screen[None]):
         grouping = self.grouped()
         sort += f", grouped by {grouping}" if grouping else ""
         hidden = f"  problems only: {self.by_problems} hidden" if self.problems_only else ""
+        folded = self.hidden - self.by_filter - self.by_problems
         if self.problems_only and not self.engines_shown:
             problems = sum(1 for k, need in self._rank.items() if need < 2 and k.startswith("engine:"))
             hidden = f"  problems only: nothing needs attention ({self.by_problems} hidden, p shows them)"
             if problems and self.filter_text:  # the filter hides them: "nothing needs attention" would be false
                 hidden = f"  problems only: none of the {problems} match the filter"
-        folded = self.hidden - self.by_filter - self.by_problems
+            elif problems:  # folded away, not absent
+                hidden = f"  problems only: {problems} in folded groups (c / C opens them)"
+                folded = 0
         hidden += f"  {folded} hidden in folded groups (c / C opens them)" if folded > 0 else ""
         total = self.engines_shown + self.hidden
         shown_of = f"{self.engines_shown} of " if self.hidden else ""  # "0 engines" read as an empty pool

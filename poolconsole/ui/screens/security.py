@@ -92,7 +92,7 @@ class SecurityScreen(Screen[None]):
             table.add_column(label, key=key)
         self._audit()
 
-    @work(group="exposure", exclusive=True, exit_on_error=False)
+    @work(group="exposure", description="the exposure audit", exclusive=True, exit_on_error=False)
     async def _audit(self) -> None:
         from poolconsole.ops.exposure import audit
 
