@@ -19,7 +19,7 @@ from poolconsole.ui.screens.detail import DetailScreen
 from poolconsole.ui.screens.events import EventsScreen
 from poolconsole.ui.screens.others import HelpScreen
 from poolconsole.ui.screens.smoke import SmokeScreen
-from tests.helpers import uipool
+from tests.ui.test_console import feed, settle
 from tests.ui.test_every_screen import app_for
 
 KEY = {a.id: a.key for a in registry.ACTIONS}
@@ -227,12 +227,8 @@ async def test_the_detail_gpu_table_fits_80_columns(tmp_path: Path) -> None:
     processes with "…" first, then the name."""
     app = app_for(tmp_path)
     async with app.run_test(size=(80, 24)) as pilot:
-        for host in uipool.host_snapshots(app.config):
-            app.apply_host(host)
-        for snap in uipool.engine_snapshots(app.config):
-            app.apply_engine(snap)
-        app.refresh_screen()
-        await pilot.pause()
+        await feed(app)
+        await settle(pilot, app)
         app.open_detail("engine:qwen3-next-80b")
         await pilot.pause()
         await pilot.pause(0.1)
