@@ -31,8 +31,8 @@ MAX_REGRESSIONS_SHOWN = 4
 """The regressions named under the status line (which ones, not only how many); the rest counted."""
 
 
-def _fmt(value: float | None, scale: float = 1.0, unit: str = "") -> str:
-    return units.num(None if value is None else value * scale, 1, unit)
+def _fmt(value: float | None) -> str:
+    return units.num(value, 1)
 
 
 class SmokeScreen(Screen[None]):
