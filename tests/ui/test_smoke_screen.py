@@ -8,10 +8,12 @@ import asyncio
 from dataclasses import replace
 from pathlib import Path
 
+from textual.pilot import Pilot
 from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
 from poolconsole.ops.smoke.checks import CheckResult
+from poolconsole.ui.app import PoolApp
 from poolconsole.ui.screens.overview import OverviewScreen
 from poolconsole.ui.screens.smoke import SmokeScreen
 from poolconsole.ui.tables import FitTable
@@ -32,12 +34,18 @@ def streamed(target: str, p95_s: float) -> CheckResult:
     )
 
 
+async def pushed(pilot: Pilot[None], app: PoolApp) -> SmokeScreen:
+    """A pool run's screen, open and empty (no run behind it: the tests hand it results)."""
+    screen = SmokeScreen([])
+    await app.push_screen(screen)
+    await pilot.pause()
+    return screen
+
+
 async def test_the_results_follow_the_newest_row_and_the_charts_fill_while_it_runs(tmp_path: Path) -> None:
     app = app_for(tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
-        screen = SmokeScreen([])
-        await app.push_screen(screen)
-        await pilot.pause()
+        screen = await pushed(pilot, app)
         table = screen.query_one("#smoke-results", FitTable)
         assert screen.chart_titles == {}
         for i, target in enumerate(("a", "b", "c")):
@@ -96,9 +104,7 @@ async def test_a_bar_through_the_gateway_is_named_by_its_model(tmp_path: Path) -
     """A pool run's gateway checks were all labelled "gateway c1": which model each bar measured was lost."""
     app = app_for(tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
-        screen = SmokeScreen([])
-        await app.push_screen(screen)
-        await pilot.pause()
+        screen = await pushed(pilot, app)
         for model in ("qwen3-next-80b", "gemma-3-27b-it"):
             screen.add(replace(streamed("gateway", 0.2), model=model))
         await pilot.pause()
