@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, on a fresh Debian machine or a developer's: installs what the tests need
-# (system packages when run as root, the Python package with its test extras in .venv, llama-server
+# (system packages when run as root, the Python package with its test extras in .venv, each at the version
+# pinned in requirements/test-constraints.txt, llama-server
 # and vLLM's CPU build cached under ~/.cache/poolconsole), then runs pytest. Extra arguments go to pytest.
 #   scripts/test.sh                 # everything, real-engine tier included (what CI runs)
 #   scripts/test.sh -m "not engine" # the fast tier only
@@ -22,7 +23,7 @@ fi
 
 [[ -x .venv/bin/python ]] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q -U pip
-.venv/bin/python -m pip install -q -e '.[test]'
+.venv/bin/python -m pip install -q -c requirements/test-constraints.txt -e '.[test]'  # pinned: see the file
 
 if [[ " $* " != *"not engine"* ]]; then
   POOLCONSOLE_LLAMA_SERVER="$(PYTHON="$PWD/.venv/bin/python" scripts/build-llama-server.sh)"
