@@ -22,6 +22,7 @@ from poolconsole.config import ConfigError, PoolConfig, load_config
 from poolconsole.config.load import key_problems
 from poolconsole.model import units
 from poolconsole.ops.audit import AuditUnreadable
+from poolconsole.ops.sqlite import StoreUnusable, require
 
 EXIT_OK, EXIT_PROBLEM, EXIT_CONFIG = 0, 1, 2
 EXIT_READER_GONE = 128 + 13  # SIGPIPE
@@ -225,11 +226,11 @@ def cmd_smoke(args: argparse.Namespace) -> int:
                 flush=True,
             )
 
-    from poolconsole.ops import audit
-
     demo = demo_stores_of(args.config)
-    audit_path = Path(args.audit_db) if args.audit_db else demo[0] if demo else audit.default_path()
+    audit_path = audit_read(args, demo, writes=bool(args.audit_db or args.ab))  # --ab's rollovers are audited
     active = active_profiles(config, audit_path)
+    db = Path(args.db) if args.db else demo[1] if demo else store.default_db()
+    store.require_writable(db)  # before the checks run for minutes: their results must have a place to go
     if args.ab:
         from poolconsole.ops.smoke import ab
 
@@ -239,7 +240,6 @@ def cmd_smoke(args: argparse.Namespace) -> int:
     results, seed = run_blocking(config, options, progress)
     found = summaries(results)
     doc = document(results, seed, {k: v for k, v in found.items() if v})
-    db = Path(args.db) if args.db else demo[1] if demo else store.default_db()
     measured_on = with_measurements(conditions(config, versions, active, hosts, reported), found)
     changes: list[store.Change] = []
     try:
@@ -248,7 +248,7 @@ def cmd_smoke(args: argparse.Namespace) -> int:
         if args.compare:
             changes = store.compare(db, run_id)
             doc["comparison"] = [c.to_json() for c in changes]
-    except OSError as exc:
+    except StoreUnusable as exc:  # gone since the check above: the results are still printed
         doc["store_error"] = f"results not stored: {exc}"
     if args.json:
         print(json.dumps(doc, indent=2, allow_nan=False))
@@ -271,8 +271,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from poolconsole.ops.planning import plan_lines, poll_hosts, read_kv
 
     config = _load(args.config)
-    demo = demo_stores_of(args.config)
-    audit_path = Path(args.audit_db) if args.audit_db else demo[0] if demo else audit.default_path()
+    audit_path = audit_read(args, demo_stores_of(args.config), writes=False)
     active = {e.name: audit.active_profile(audit_path, e.name) or e.profile or "" for e in config.engines}
     snapshots: dict[str, HostSnapshot] = {}
     kv: dict[str, KvCapacity | None] = {}
@@ -305,6 +304,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
     demo = None if args.db else stores_read(args)
     path = Path(args.db) if args.db else demo[0] if demo else audit.default_path()
+    if args.db and not path.exists():  # a path typed on the command line: a typo, not an empty log
+        raise StoreUnusable(f"no audit log at {path}")
     rows = audit.entries(path, args.limit)
     if args.json:
         print(json.dumps([e.to_json() for e in rows], indent=2))
@@ -346,7 +347,7 @@ def cmd_tailnet(args: argparse.Namespace) -> int:
 def cmd_action(args: argparse.Namespace) -> int:
     """restart / rollover from the command line; --yes is the confirmation a script gives."""
     from poolconsole.collect.ssh import SSHPool
-    from poolconsole.ops import audit, lifecycle
+    from poolconsole.ops import lifecycle
     from poolconsole.ops.fit import live_memory
     from poolconsole.ops.planning import poll_hosts, read_kv
     from poolconsole.ops.smoke.runner import smoke_gate
@@ -382,11 +383,10 @@ def cmd_action(args: argparse.Namespace) -> int:
     if args.command == "rollover":
         smoke = "skipped (--no-smoke)" if args.no_smoke else "the smoke test"
         print(f"  then: serving (health 200, model listed, one token), {smoke}, promote; any failure rolls back")
-    if not args.yes:
-        print("add --yes to confirm", file=sys.stderr)
-        return EXIT_PROBLEM
-    demo = demo_stores_of(args.config)
-    path = Path(args.audit_db) if args.audit_db else demo[0] if demo else audit.default_path()
+    path = audit_read(args, demo_stores_of(args.config), writes=True)  # an action that could not be audited
+    refused = confirm(args.yes)
+    if refused is not None:
+        return refused
 
     async def run() -> lifecycle.Outcome:
         pool = SSHPool([host], config.settings.ssh_timeout_s, 4)
@@ -410,6 +410,39 @@ def cmd_action(args: argparse.Namespace) -> int:
         return EXIT_PROBLEM
     print(f"{outcome.action} {outcome.engine}: {outcome.outcome}: {outcome.detail} ({outcome.seconds:.1f} s)")
     return EXIT_OK if outcome.outcome == "ok" else EXIT_PROBLEM
+
+
+def confirm(yes: bool) -> int | None:
+    """None to go on: --yes, or 'y' at the terminal's prompt. Else the exit code: 2 where there is no terminal
+    to ask (a script that forgot --yes), 1 where the operator said no; either way nothing changed."""
+    if yes:
+        return None
+    if not sys.stdin.isatty():
+        print("not confirmed: add --yes (there is no terminal to ask); nothing changed", file=sys.stderr)
+        return EXIT_CONFIG
+    try:
+        answer = input("proceed? [y/N] ")
+    except EOFError:
+        answer = ""
+    if answer.strip().lower() in ("y", "yes"):
+        return None
+    print("not confirmed: nothing changed", file=sys.stderr)
+    return EXIT_PROBLEM
+
+
+def audit_read(args: argparse.Namespace, demo: tuple[Path, Path, Path] | None, *, writes: bool) -> Path:
+    """The audit log a command takes the promoted profiles from: --audit-db, else the demo's beside its
+    hosts.toml, else the user's. A --audit-db is checked now, naming it: where the command `writes` (actions,
+    smoke --ab) it must be usable or creatable, before anything runs; where it only reads, a --audit-db must
+    exist (a typo is not an empty log)."""
+    from poolconsole.ops import audit
+
+    path = Path(args.audit_db) if args.audit_db else demo[0] if demo else audit.default_path()
+    if writes:
+        require(path, "an audit log", audit.SCHEMA)
+    elif args.audit_db and not path.exists():
+        raise StoreUnusable(f"no audit log at {path}")
+    return path
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
@@ -561,6 +594,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
     demo = None if args.db else stores_read(args)
     db = Path(args.db) if args.db else demo[1] if demo else store.default_db()
+    if args.db:
+        store.require_existing(db)
     if args.compare:
         found = [store.get_run(db, run_id) for run_id in args.compare]
         missing = [str(i) for i, run in zip(args.compare, found, strict=True) if run is None]
@@ -966,6 +1001,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         # what `cat` and `git` exit with when the reader leaves (killed by SIGPIPE), not 1, which
         # `status` says for a pool with problems
         return EXIT_READER_GONE
-    except AuditUnreadable as exc:
+    except (AuditUnreadable, StoreUnusable) as exc:
         print(f"poolconsole: {exc}", file=sys.stderr)
         return EXIT_CONFIG

@@ -367,7 +367,9 @@ class Store:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise StoreProblem(f"cannot create the folder of the history store {path}: {exc.strerror}") from None
+            blocking = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
+            why = f"{blocking} is a file, not a folder" if blocking else exc.strerror
+            raise StoreProblem(f"cannot create the folder of the history store {path}: {why}") from None
         self._lock_fd = _take_lock(path)
         try:
             self._db = self._open()

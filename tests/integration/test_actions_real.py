@@ -130,7 +130,7 @@ def serving(url: object) -> str:
 def test_rollover_then_broken_profile_rolls_back(rig: dict[str, Any]) -> None:
     assert rig["f32"] in serving(rig["url"])
     without_yes = cli(rig, "rollover", "llama", "f16", "--no-smoke")
-    assert without_yes.returncode == 1 and "--yes" in without_yes.stderr and rig["f32"] in serving(rig["url"])
+    assert without_yes.returncode == 2 and "--yes" in without_yes.stderr and rig["f32"] in serving(rig["url"])
     ok = cli(rig, "rollover", "llama", "f16", "--no-smoke", "--yes")
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert "rollover llama: ok" in ok.stdout and rig["f16"] in serving(rig["url"])

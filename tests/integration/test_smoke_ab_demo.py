@@ -154,7 +154,7 @@ async def test_without_yes_nothing_runs(
 ) -> None:
     pool, config = demo
     code, doc, said = await smoke_ab(capsys, tmp_path, config, PLAIN)
-    assert code == 1 and doc is None
-    assert "add --yes to confirm" in said and f"rollover to {PLAIN}" in said  # the plan is shown first
+    assert code == 2 and doc is None  # no terminal to ask: refused as a usage error, not a failed run
+    assert "add --yes" in said and f"rollover to {PLAIN}" in said  # the plan is shown first
     assert not pool.sim_hosts["spark"].commands
     assert not (tmp_path / "smoke.db").exists()

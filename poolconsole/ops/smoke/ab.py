@@ -300,8 +300,8 @@ def cli(config: PoolConfig, options: Any, args: Any) -> int:
             say(f"  3. the same workloads on {args.ab}")
     if not args.yes:
         if not sys.stdin.isatty():
-            err("add --yes to confirm")
-            return 1
+            err("not confirmed: add --yes (there is no terminal to ask); nothing changed")
+            return 2
         if input("proceed? [y/N] ").strip().lower() not in ("y", "yes"):
             err("not confirmed: nothing changed")
             return 1

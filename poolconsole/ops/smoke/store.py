@@ -7,14 +7,15 @@ import datetime as dt
 import json
 import sqlite3
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from platformdirs import user_data_path
 
-from poolconsole.ops.sqlite import open_db
+from poolconsole.ops.sqlite import StoreUnusable, require, transaction
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -47,8 +48,25 @@ def default_db() -> Path:
     return user_data_path("poolconsole") / "smoke.sqlite3"
 
 
-def connect(path: Path) -> sqlite3.Connection:
-    return open_db(path, SCHEMA)
+WHAT = "a smoke-run store"
+
+
+@contextmanager
+def connect(path: Path) -> Iterator[sqlite3.Connection]:
+    """One transaction on the store; a file that cannot be used raises StoreUnusable naming it."""
+    with transaction(path, SCHEMA, WHAT) as db:
+        yield db
+
+
+def require_writable(path: Path) -> None:
+    """Raises StoreUnusable now where a run could not be stored at `path`, before its checks run."""
+    require(path, WHAT, SCHEMA)
+
+
+def require_existing(path: Path) -> None:
+    """A store named on the command line must be there to be read: a missing one is a typo, not 'no runs'."""
+    if not path.exists():
+        raise StoreUnusable(f"no smoke-run store at {path}")
 
 
 def _get(d: dict[str, Any] | None, key: str) -> float | None:
