@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -92,6 +93,9 @@ async def test_runs_list_the_profile_really_active_after_a_rollover(
     assert "kind" not in changed and "version" not in changed and "host" not in changed  # only what differs
 
     capsys.readouterr()
+    assert cli.main(["runs", "--db", str(db), "--compare", str(before["run_id"]), str(after["run_id"])]) == 0
+    timed = [line for line in capsys.readouterr().out.splitlines() if " ttft_p50: " in line]
+    assert timed and all(re.search(r"ttft_p50: [\d.]+ ms -> [\d.]+ ms", line) for line in timed), timed  # not 0.1147..
     assert cli.main(["runs", "--db", str(db)]) == 0
     assert f"{PROMOTED} (from audit log)" in capsys.readouterr().out
     assert cli.main(["runs", "--db", str(db), "--compare", "1", "99"]) == 2

@@ -136,6 +136,18 @@ def link_runs(path: Path, target: str, baseline: int, candidate: int) -> None:
             db.execute("INSERT OR REPLACE INTO conditions VALUES (?, ?, ?)", (run, target, json.dumps(doc)))
 
 
+def figure_words(figure: str, value: float | bool | None) -> str:
+    """A stored figure as the console and `smoke --compare` show it: times (stored in seconds) in ms, rates
+    in tok/s, the outcome as passed/FAILED, an unknown as n/a ('0.11472665650316571' had been printed raw)."""
+    if value is None:
+        return "n/a"
+    if figure == "passed":
+        return "passed" if value else "FAILED"
+    if figure.startswith(("ttft", "itl")):
+        return f"{value * 1000.0:.4g} ms"
+    return f"{value:.4g} tok/s"
+
+
 @dataclass(frozen=True)
 class Change:
     target: str
@@ -154,11 +166,10 @@ class Change:
     def words(self) -> str:
         """One line in the table's units: 'qwen3-30b-a3b chat_stream c=4 ttft_p95: 120 ms -> 180 ms (+50.0%)'
         (seconds were shown bare, '0.07964 -> 0.1353', beside the table's milliseconds)."""
-        timed = self.figure.startswith(("ttft", "itl"))
-        unit, scale = (" ms", 1000.0) if timed else (" tok/s", 1.0)
         return (
             f"{self.target} {self.check} c={self.concurrency} {self.figure}: "
-            f"{self.baseline * scale:.4g}{unit} -> {self.now * scale:.4g}{unit} ({self.change_pct:+.1f}%)"
+            f"{figure_words(self.figure, self.baseline)} -> {figure_words(self.figure, self.now)} "
+            f"({self.change_pct:+.1f}%)"
         )
 
     def to_json(self) -> dict[str, Any]:
