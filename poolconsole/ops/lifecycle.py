@@ -139,8 +139,15 @@ def _acquire(engine: Engine) -> None:
 
 async def _refused(ctx: ActionContext, action: str, engine: Engine, why: ActionRefused, to: str | None) -> None:
     """A refusal is audited too, with why and no command (nothing ran): the audit log is every action an
-    operator started, and a refused rollover (does not fit, busy, a variable not set) left no trace."""
-    await _audit(ctx, Outcome(action, engine.name, "refused", str(why)), None, to)
+    operator started, and a refused rollover (does not fit, busy, a variable not set) left no trace. A refused
+    rollover names the profile it would have left ('None -> bf16-tp4' had been written while it was known)."""
+    active = await _active_profile(ctx, engine) if to is not None else None
+    await _audit(ctx, Outcome(action, engine.name, "refused", str(why)), active, to)
+
+
+async def _active_profile(ctx: ActionContext, engine: Engine) -> str | None:
+    """The profile the engine runs: the last rollover the audit log promoted, else hosts.toml's `profile`."""
+    return await asyncio.to_thread(audit.active_profile, ctx.audit_path, engine.name) or engine.profile
 
 
 async def restart(ctx: ActionContext, engine: Engine) -> Outcome:
@@ -271,7 +278,7 @@ async def _rollover(
         raise ActionRefused("read-only mode: rollover refused")
     new = check_rollover(engine, to)
     assert engine.control is not None and engine.control.profile_file is not None
-    current_name = await asyncio.to_thread(audit.active_profile, ctx.audit_path, engine.name) or engine.profile
+    current_name = await _active_profile(ctx, engine)
     old = find_profile(engine, current_name) if current_name else None
     new_file = _profile_file(engine, new)
     old_file = _profile_file(engine, old) if old is not None else None

@@ -142,6 +142,9 @@ async def test_a_profile_that_does_not_fit_is_refused_and_the_refusal_audited(
     assert not pool.sim_hosts["tp4"].commands
     [entry] = audit.entries(tmp_path / "audit.db")
     assert (entry.action, entry.outcome, entry.profile_to) == ("rollover", "refused", "bf16-tp4")
+    engine = next(e for e in config.engines if e.name == ENGINE)
+    assert engine.profile and entry.profile_from == engine.profile  # the profile it stays on, not None
+    assert f"{engine.profile} -> bf16-tp4" in entry.text()
     assert entry.detail.startswith("profile bf16-tp4 does not fit on tp4")
 
 
