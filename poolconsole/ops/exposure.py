@@ -502,16 +502,41 @@ async def audit(config: PoolConfig, completion: bool = True) -> list[EngineExpos
     return out
 
 
+def not_checked(results: list[EngineExposure]) -> list[str]:
+    """The engines the audit could not check (unreachable, no answer to the key probe): not 'ok'."""
+    return [r.name for r in results if r.verdict == "not checked"]
+
+
+def summary(results: list[EngineExposure]) -> str:
+    """The audit's verdict in one line, as `exposure` prints it and the exposure screen heads it. 'nothing
+    exposed (8 checked)' had been said of eight engines none of which could be reached."""
+    exposed = [r.name for r in results if r.exposed]
+    unchecked = not_checked(results)
+    head = f"EXPOSED: {', '.join(exposed)} ({len(exposed)} of {len(results)})" if exposed else ""
+    if unchecked:
+        missed = f"NOT CHECKED: {', '.join(unchecked)} ({len(unchecked)} of {len(results)} could not be reached)"
+        return f"{head}; {missed}" if head else missed
+    return head or f"nothing exposed ({len(results)} checked)"
+
+
+def exit_code(results: list[EngineExposure]) -> int:
+    """0 only when every engine was checked and none is exposed; 1 when one is exposed or any could not be
+    checked (a cron job must notice an audit that saw nothing)."""
+    return 1 if any(r.exposed for r in results) or not_checked(results) else 0
+
+
 def document(results: list[EngineExposure], completion: bool) -> dict[str, Any]:
     return {
         "exposed": any(r.exposed for r in results),
+        "not_checked": not_checked(results),
         "completion_probe": completion,
         "engines": [r.to_json() for r in results],
     }
 
 
 def cli(config: PoolConfig, args: argparse.Namespace) -> int:
-    """Exit 0 nothing exposed, 1 something exposed (each with the fix), 2 no engine to check."""
+    """Exit 0 every engine checked and nothing exposed, 1 something exposed (each with the fix) or not checked,
+    2 no engine to check."""
     if not config.engines:
         print("poolconsole exposure: the config has no [[engines]] to check", file=sys.stderr)
         return 2
@@ -528,6 +553,5 @@ def cli(config: PoolConfig, args: argparse.Namespace) -> int:
                 print(f"  {'!!' if f.exposed else '--'} {f.found}\n     fix: {f.fix}")
             for why in r.unchecked:
                 print(f"  ?? {why}")
-        exposed = sum(r.exposed for r in results)
-        print(f"{exposed} of {len(results)} exposed" if exposed else f"nothing exposed ({len(results)} checked)")
-    return 1 if any(r.exposed for r in results) else 0
+        print(summary(results))
+    return exit_code(results)

@@ -18,7 +18,7 @@ from textual.widgets import DataTable, Header, Static
 
 from poolconsole.config.models import PoolConfig
 from poolconsole.model.units import NA
-from poolconsole.ops.exposure import EngineExposure
+from poolconsole.ops.exposure import EngineExposure, summary
 from poolconsole.ui.footer import KeysFooter
 from poolconsole.ui.tables import RowTable
 
@@ -112,12 +112,7 @@ class SecurityScreen(Screen[None]):
             listen = NA if r.listen is None else ", ".join(r.listen) or "-"
             cells = (r.name, r.kind, KEY_TEXT[r.unauthenticated], listen, r.verdict, str(len(r.findings)))
             table.add_row(*(Text(c) for c in cells), key=r.name)
-        exposed = [r.name for r in results if r.exposed]
         probe = "with" if self.completion else "without"
-        head = (
-            f"EXPOSED: {', '.join(exposed)} ({len(exposed)} of {len(results)})"
-            if exposed
-            else f"nothing exposed ({len(results)} checked)"
-        )
+        head = summary(results)
         self.query_one("#security-summary", Static).update(f"{head}; probed {probe} the one-token completion")
         self.query_one("#security-findings", Static).update("\n".join(finding_lines(results)) or "no findings")
