@@ -13,9 +13,11 @@ from poolconsole.model.snapshots import COUNTERS, EngineSnapshot, Histogram
 
 
 def counter_delta(before: float, after: float, reset: bool) -> float:
-    """Increase of a counter; after a restart (or any decrease) the new value is all increase since it."""
-    if reset or after < before:
-        return after
+    """Increase of a counter; after a restart (or any decrease) the new value is all increase since it.
+    Never negative: a counter below 0 is no count (the collector leaves such a value unknown; this holds for
+    whatever else feeds it, a recording included)."""
+    if reset or after < before or before < 0:
+        return max(0.0, after)
     return after - before
 
 
@@ -45,8 +47,9 @@ def add_histograms(a: Histogram | None, b: Histogram) -> Histogram:
 
 
 def quantile(q: float, hist: Histogram) -> float | None:
-    """Prometheus' histogram_quantile: linear interpolation inside the bucket holding the rank."""
-    if hist.count <= 0 or not hist.buckets:
+    """Prometheus' histogram_quantile: linear interpolation inside the bucket holding the rank. Unknown
+    when a bound is negative or NaN: a latency is never negative, and such bounds make up the answer."""
+    if hist.count <= 0 or not hist.buckets or not all(bound >= 0 for bound, _ in hist.buckets):
         return None
     rank = q * hist.count
     lower_bound, lower_count = 0.0, 0.0
@@ -75,7 +78,9 @@ class LatencyStats:
 def latency(hist: Histogram | None, window: str) -> LatencyStats | None:
     if hist is None or hist.count <= 0:
         return None
-    return LatencyStats(hist.sum / hist.count, quantile(0.5, hist), quantile(0.95, hist), hist.count, window)
+    mean = hist.sum / hist.count
+    known = math.isfinite(mean) and mean >= 0
+    return LatencyStats(mean if known else None, quantile(0.5, hist), quantile(0.95, hist), hist.count, window)
 
 
 @dataclass(frozen=True)

@@ -54,12 +54,47 @@ class MetricSpec:
         return frozenset(names)
 
 
-def _aggregate(values: list[float], how: Agg) -> float:
-    if how == "sum":
-        return math.fsum(values)
+def _shown(value: float) -> str:
+    """A sample value as a page spells it (NaN, +Inf, -Inf, -5)."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    return f"{value:g}"
+
+
+def _total(values: list[float]) -> float | str:
+    """The sum of one metric's samples, or why it has none: every metric read here (requests, KV usage,
+    token counts and rates, latency histograms) is a finite number that cannot be negative, so a sample that
+    is NaN, infinite or negative makes the metric unknown (a sum over the other samples would read as a
+    smaller number, complete), and so does a sum past the largest float."""
+    try:
+        total = math.fsum(values)
+    except OverflowError:
+        return f"its {len(values)} series add up past the largest number (values out of range)"
+    except ValueError:  # +Inf and -Inf among them
+        total = math.nan
+    if not math.isfinite(total):
+        bad = next(v for v in values if not math.isfinite(v))
+        return f"the engine reported {_shown(bad)}, not a finite value"
+    if values and (lowest := min(values)) < 0:
+        return f"the engine reported {_shown(lowest)}: this metric is never negative"
+    return total
+
+
+def _aggregate(values: list[float], how: Agg) -> float | str:
+    """The metric over its samples (sum, max or mean), or why it is unknown (see _total)."""
+    total = _total(values)
+    if isinstance(total, str) or how == "sum":
+        return total
     if how == "max":
         return max(values)
-    return math.fsum(values) / len(values)
+    return total / len(values)
+
+
+def _known(values: list[float], how: Agg) -> float | None:
+    got = _aggregate(values, how) if values else None
+    return None if isinstance(got, str) else got
 
 
 @dataclass(frozen=True, eq=False)
@@ -83,31 +118,48 @@ class Plan:
     def apply(self, values: list[float]) -> tuple[EngineMetrics, dict[str, str]]:
         fsum = math.fsum
         out: dict[str, float] = {}
+        missing = dict(self.missing)
         for name, idx, how in self.gauges:
-            out[name] = _aggregate([values[i] for i in idx], how)
+            got = _aggregate([values[i] for i in idx], how)
+            if isinstance(got, str):
+                missing[name] = got
+            else:
+                out[name] = got
         for name, idx in self.counters:
-            out[name] = fsum([values[i] for i in idx])
+            got = _total([values[i] for i in idx])
+            if isinstance(got, str):
+                missing[name] = got
+            else:
+                out[name] = got
         histograms: dict[str, Histogram] = {}
         for name, buckets, sums, counts in self.histograms:
+            every = [values[i] for _, idx in buckets for i in idx]
+            every += [values[i] for i in sums]
+            every += [values[i] for i in counts]
+            checked = _total(every)
+            if isinstance(checked, str):
+                missing[name] = checked
+                continue
             count = fsum([values[i] for i in counts])
             pairs = [
                 (bound, values[idx[0]] if len(idx) == 1 else fsum([values[i] for i in idx]) if idx else count)
                 for bound, idx in buckets
             ]
             histograms[name] = Histogram(tuple(pairs), fsum([values[i] for i in sums]), count)
-        if self.process_start:
-            out["process_start_time"] = max(values[i] for i in self.process_start)
+        starts = [values[i] for i in self.process_start if math.isfinite(values[i])]
+        if starts:
+            out["process_start_time"] = max(starts)
         ranks = tuple(
             RankMetrics(
                 rank,
-                fsum([values[i] for i in run]) if run else None,
-                fsum([values[i] for i in wait]) if wait else None,
-                max(values[i] for i in kv) if kv else None,
+                _known([values[i] for i in run], "sum"),
+                _known([values[i] for i in wait], "sum"),
+                _known([values[i] for i in kv], "max"),
             )
             for rank, run, wait, kv in self.ranks
         )
         metrics = EngineMetrics(MappingProxyType(out), MappingProxyType(histograms), ranks, self.models, self.series)
-        return metrics, dict(self.missing)
+        return metrics, missing
 
 
 def _first_present(index: Mapping[str, list[int]], aliases: tuple[str, ...]) -> list[int] | None:
@@ -119,7 +171,8 @@ def _first_present(index: Mapping[str, list[int]], aliases: tuple[str, ...]) -> 
 
 
 def build_plan(heads: list[Head], spec: MetricSpec, series: int | None = None) -> Plan:
-    """The plan for samples with these heads (all with finite values; skipped ones already removed).
+    """The plan for samples with these heads (skipped ones already removed; their values are checked when
+    the plan is applied).
     `series` is the number of the engine's own series on the page, when counted elsewhere."""
     index: dict[str, list[int]] = {}
     for i, (name, _) in enumerate(heads):
@@ -163,6 +216,11 @@ def build_plan(heads: list[Head], spec: MetricSpec, series: int | None = None) -
                     continue
             if not by_le:
                 continue
+            wrong = next((bound for bound in by_le if not bound >= 0), None)  # NaN compares false too
+            if wrong is not None:
+                # A latency is never negative: such bounds make every quantile a made-up number.
+                missing[name] = f'a bucket bound le="{_shown(wrong)}" on the page: not a latency histogram'
+                break
             by_le.setdefault(math.inf, [])  # no +Inf bucket: the count stands in for it
             buckets = tuple((bound, tuple(by_le[bound])) for bound in sorted(by_le))
             histograms.append(
@@ -212,10 +270,9 @@ def metrics_from_samples(samples: list[Sample], spec: MetricSpec) -> tuple[Engin
     """Normalize samples; returns the metrics and, per missing normalized name, why it is unknown."""
     if spec.skip is not None:
         samples = [s for s in samples if not spec.skip(s)]
-    valid = [s for s in samples if math.isfinite(s.value)]
     series = sum(1 for s in samples if s.name.startswith(spec.prefix)) if spec.prefix else len(samples)
-    plan = build_plan([(s.name, s.labels) for s in valid], spec, series)
-    return plan.apply([s.value for s in valid])
+    plan = build_plan([(s.name, s.labels) for s in samples], spec, series)
+    return plan.apply([s.value for s in samples])  # a NaN, infinite or negative sample: that metric is unknown
 
 
 def parse_metrics(

@@ -1,0 +1,147 @@
+"""Hostile metric input from an outside audit (issue 35, items 3-6), each failing input kept as it was
+found: negative, non-finite and overflowing values, runaway host JSON, cut pages, rows that named a path
+instead of the problem. Unknown is None with a reason, never a made-up number, never an internal error."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from poolconsole.collect.engines import specs
+from poolconsole.collect.engines.mapping import parse_metrics
+from poolconsole.collect.engines.page_memo import PageMemo
+from poolconsole.model.rates import counter_delta, latency, quantile
+from poolconsole.model.snapshots import EngineMetrics, EngineSnapshot, EngineState, Histogram
+from poolconsole.model.view import engine_view
+from poolconsole.sim.vllm_dp import dp_payload
+from tests.conftest import REAL
+
+VLLM = REAL / "vllm-0.32.0-cpu"
+PAGE = (VLLM / "metrics.load.txt").read_text()
+
+
+def with_values(page: str, series: str, value: str) -> str:
+    """The page with every sample of `series` (its lines up to the labels) given `value`."""
+    lines = [
+        line.rsplit(" ", 1)[0] + " " + value if line.startswith(series + "{") else line for line in page.split("\n")
+    ]
+    return "\n".join(lines)
+
+
+def read(page: str) -> tuple[EngineMetrics, dict[str, str]]:
+    """The careful read, checked against the fast path of an engine that has seen the clean page."""
+    metrics, missing, _ = parse_metrics(page, specs.VLLM)
+    memo = PageMemo()
+    parse_metrics(PAGE if 'engine="1"' not in page else dp_payload(PAGE, 2), specs.VLLM, memo)
+    fast, fast_missing, _ = parse_metrics(page, specs.VLLM, memo)
+    assert (fast, fast_missing) == (metrics, missing)
+    return metrics, missing
+
+
+def snapshot(metrics: EngineMetrics, missing: dict[str, str], at: float) -> EngineSnapshot:
+    from types import MappingProxyType
+
+    return EngineSnapshot(
+        "e", "vllm", "http://e", None, at, at, EngineState.OK, metrics=metrics, missing=MappingProxyType(missing)
+    )
+
+
+# -- item 3: negative values never reach the view ------------------------------------------------------
+
+
+def test_a_counter_gone_to_minus_5_is_unknown_not_a_negative_rate() -> None:
+    """The audit: a counter going to -5 became a rate of -4.99 tok/s."""
+    before = read(PAGE)
+    after = read(with_values(PAGE, "vllm:generation_tokens_total", "-5.0"))
+    assert after[0].get("generation_tokens_total") is None
+    assert "-5" in after[1]["generation_tokens_total"] and "never negative" in after[1]["generation_tokens_total"]
+    view = engine_view([snapshot(*before, 0.0), snapshot(*after, 1.0)])
+    assert view.generation_tokens_per_s is None and view.generation_tokens_total is None
+    assert "never negative" in view.unknown["generation_tokens_total"]
+    # whatever else feeds the rates (a recording made before this fix): a drop is a reset, never negative
+    assert counter_delta(334.0, -5.0, False) == 0.0
+    assert counter_delta(-5.0, 10.0, False) == 10.0
+
+
+@pytest.mark.parametrize(
+    ("series", "name"),
+    [
+        ("vllm:num_requests_running", "requests_running"),
+        ("vllm:num_requests_waiting", "requests_waiting"),
+        ("vllm:kv_cache_usage_perc", "kv_cache_usage"),
+    ],
+)
+def test_a_negative_gauge_is_unknown_with_its_reason(series: str, name: str) -> None:
+    """The audit: requests running -1 and KV usage -1 reached the view."""
+    metrics, missing = read(with_values(PAGE, series, "-1"))
+    assert metrics.get(name) is None
+    assert missing[name] == "the engine reported -1: this metric is never negative"
+    assert getattr(metrics.ranks[0], name) is None
+    assert engine_view([snapshot(metrics, missing, 0.0)]).unknown[name] == missing[name]
+
+
+def test_negative_histogram_bounds_make_the_latency_unknown() -> None:
+    """The audit: negative bucket bounds gave a TTFT p50 of -4.6e18."""
+    bucket = 'vllm:time_to_first_token_seconds_bucket{engine="0",le='
+    page = PAGE.replace(bucket + '"0.001"', bucket + '"-9.2e18"')
+    assert page != PAGE
+    metrics, missing = read(page)
+    assert "ttft" not in metrics.histograms
+    assert missing["ttft"] == 'a bucket bound le="-9.2e+18" on the page: not a latency histogram'
+    # and the quantile itself, whatever feeds it
+    hostile = Histogram(((-9.2e18, 10.0), (0.5, 20.0), (math.inf, 20.0)), 5.0, 20.0)
+    assert quantile(0.5, hostile) is None and quantile(0.95, hostile) is None
+    stats = latency(hostile, "window")
+    assert stats is not None and stats.p50 is None
+    assert quantile(0.5, Histogram(((math.nan, 10.0), (math.inf, 20.0)), 5.0, 20.0)) is None
+
+
+def test_a_negative_bucket_count_or_latency_sum_is_unknown() -> None:
+    metrics, missing = read(with_values(PAGE, "vllm:time_to_first_token_seconds_sum", "-3.5"))
+    assert "ttft" not in metrics.histograms and "-3.5" in missing["ttft"]
+    assert latency(Histogram(((1.0, 2.0), (math.inf, 2.0)), -3.5, 2.0), "window").mean is None  # type: ignore[union-attr]
+
+
+# -- item 4: overflow and non-finite numbers ---------------------------------------------------------------
+
+
+def test_two_data_parallel_ranks_at_1e308_are_unknown_not_an_internal_error() -> None:
+    """The audit: two DP ranks at 1e308 overflowed math.fsum and the row read "internal error"."""
+    page = with_values(dp_payload(PAGE, 2), "vllm:num_requests_running", "1e308")
+    metrics, missing = read(page)
+    assert metrics.get("requests_running") is None
+    assert missing["requests_running"] == "its 2 series add up past the largest number (values out of range)"
+    assert [r.requests_running for r in metrics.ranks] == [1e308, 1e308]  # each rank alone is a number
+    assert metrics.get("requests_waiting") == 16.0  # the rest of the page is read
+
+
+@pytest.mark.parametrize("value", ["NaN", "+Inf", "-Inf"])
+@pytest.mark.parametrize(
+    ("series", "name"),
+    [
+        ("vllm:num_requests_running", "requests_running"),
+        ("vllm:kv_cache_usage_perc", "kv_cache_usage"),
+        ("vllm:generation_tokens_total", "generation_tokens_total"),
+        ("vllm:time_to_first_token_seconds_count", "ttft"),
+    ],
+)
+def test_non_finite_gauges_counters_and_histograms_are_unknown(series: str, name: str, value: str) -> None:
+    metrics, missing = read(with_values(PAGE, series, value))
+    assert metrics.get(name) is None and name not in metrics.histograms
+    assert missing[name] == f"the engine reported {value}, not a finite value"
+
+
+def test_one_rank_at_nan_leaves_the_total_unknown_not_a_smaller_number() -> None:
+    rank_1 = 'vllm:num_requests_running{engine="1",model_name="tiny"} '
+    page = dp_payload(PAGE, 2).replace(rank_1 + "8.0", rank_1 + "NaN")
+    metrics, missing = read(page)
+    assert metrics.get("requests_running") is None and "NaN" in missing["requests_running"]
+    assert [r.requests_running for r in metrics.ranks] == [8.0, None]
+
+
+def test_an_inf_le_bound_is_a_histogram_bound_not_a_bad_value() -> None:
+    metrics, missing = read(PAGE)
+    ttft = metrics.histograms["ttft"]
+    assert math.isinf(ttft.buckets[-1][0]) and "ttft" not in missing
+    assert quantile(0.5, ttft) is not None
