@@ -620,8 +620,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
                 print(f"  {what}: only in run {r['only_in']}")
             else:
                 change = f" ({r['change_pct']:+.1f}%)" if r.get("change_pct") is not None else ""
-                a, b = store.figure_words(r["figure"], r["a"]), store.figure_words(r["figure"], r["b"])
-                print(f"  {what} {r['figure']}: {a} -> {b}{change}")
+                was, now = store.figure_words(r["figure"], r["a"]), store.figure_words(r["figure"], r["b"])
+                print(f"  {what} {r['figure']}: {was} -> {now}{change}")
         for d in diff["engine_disagrees"]:
             print(
                 f"  run {d['run']} {d['target']}: the engine reports {d['field']} {d['engine']}, "
