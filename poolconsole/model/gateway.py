@@ -18,6 +18,9 @@ class Route:
     host: str | None
     engine_state: EngineState | None
     """None: the engine is not polled yet (or not in the pool)."""
+    unlisted: tuple[str, ...] = ()
+    """With no engine: the answering engines that list no models (llama.cpp read through Prometheus has no
+    /v1/models), any of which may serve this route. Not drift: which engine serves it is unknown."""
 
 
 @dataclass(frozen=True)
@@ -52,9 +55,12 @@ def gateway_reports(state: PoolState) -> list[GatewayReport]:
     if not any(t.config.kind is EngineKind.LITELLM for t in state.engines.values()):
         return []  # no gateway: nothing to report (and at 1,000 engines, no walk over them all twice a refresh)
     served: dict[str, tuple[str, str | None]] = {}
+    unlisted: list[str] = []
     for track in state.engines.values():
         if track.config.kind is EngineKind.LITELLM or track.view is None:
             continue
+        if not track.view.models and track.view.state.answering:
+            unlisted.append(track.config.name)
         for model in track.view.models:
             served.setdefault(model, (track.config.name, track.config.host))
     hints = tuple(degrade_hints(state))
@@ -69,7 +75,8 @@ def gateway_reports(state: PoolState) -> list[GatewayReport]:
             routed.add(model)
             engine, host = served.get(model, (None, None))
             engine_state = state.engines[engine].view.state if engine and state.engines[engine].view else None  # type: ignore[union-attr]
-            routes.append(Route(track.config.name, model, engine, host, engine_state))
+            maybe = tuple(unlisted) if engine is None else ()
+            routes.append(Route(track.config.name, model, engine, host, engine_state, maybe))
         readiness = v.details.get("readiness", {}) if v else {}
         reports.append(
             GatewayReport(

@@ -338,7 +338,7 @@ def _unserved(state: PoolState) -> list[tuple[str, str, str | None]]:
     out = []
     for report in gateway_reports(state):
         for route in report.routes:
-            if route.engine is None:
+            if route.engine is None and not route.unlisted:  # unlisted: an engine may serve it, unknown which
                 out.append((report.gateway, route.model, served_before(state, route.model)))
     return out
 

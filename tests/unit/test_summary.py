@@ -8,6 +8,7 @@ from dataclasses import replace
 from poolconsole.config import PoolConfig, parse_config
 from poolconsole.model.alerts import Alerts
 from poolconsole.model.failure_modes import MODES, diagnose
+from poolconsole.model.gateway import gateway_reports
 from poolconsole.model.hosts import HostSnapshot, HostState
 from poolconsole.model.pool_state import PoolState
 from poolconsole.model.snapshots import EngineState
@@ -173,3 +174,21 @@ def test_the_oldest_data_counts_from_each_targets_last_answer_not_its_last_try()
     healthy.apply_host(HostSnapshot("ws48", "ws48", HostState.UNREACHABLE, "no route", fetched_at=now))
     line = summarise(healthy, alerts, now).lines[3]
     assert re.search(r"· oldest data (3[0-9]|40) s \(ws48\)$", line), line  # its last answer, not this try
+
+
+def test_a_route_an_engine_listing_no_models_may_serve_is_not_drift() -> None:
+    """llama.cpp read through Prometheus has no /v1/models: its engine answers and lists none. The routes
+    no other engine lists are unknown, not 'served by no engine' (a healthy pool had read as drifting)."""
+    config = uipool.config()
+    state, alerts = PoolState(config, uipool.clock), Alerts(config.alerts)
+    for host in uipool.host_snapshots(config):
+        state.apply_host(host)
+    snap = next(s for s in uipool.engine_snapshots(config) if "gemma-3-27b-it" in s.models)
+    for engine in uipool.engine_snapshots(config):
+        if engine.name == snap.name and engine.metrics is not None:  # as llama.cpp through Prometheus
+            engine = replace(engine, models=(), metrics=replace(engine.metrics, model_names=()))
+        state.apply_engine(engine)
+    summary = summarise(state, alerts)
+    assert "route" not in summary.verdict and "with no engine" not in summary.lines[3], summary.lines
+    [route] = [r for report in gateway_reports(state) for r in report.routes if r.model == "gemma-3-27b-it"]
+    assert route.engine is None and route.unlisted == (snap.name,)

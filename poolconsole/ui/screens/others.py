@@ -79,6 +79,11 @@ class GatewayScreen(Screen[None]):
                     drift.append(
                         f"down: gateway route {route.model!r}: its engine {before} is {state}, no other serves it"
                     )
+                elif route.unlisted:
+                    drift.append(
+                        f"unknown: gateway route {route.model!r}: no engine lists it, and "
+                        f"{', '.join(route.unlisted)} list no models (read through Prometheus?)"
+                    )
                 elif route.engine is None:
                     drift.append(f"drift: gateway route {route.model!r} is served by no engine")
             drift += [f"drift: {engine} serves {model!r}, which no gateway routes" for engine, model in r.unrouted]
