@@ -14,7 +14,7 @@ from poolconsole.ops.smoke.context import LengthError, context_verdict, parse_le
 from poolconsole.ops.smoke.workloads import WorkloadError, parse_workloads, verdict
 from poolconsole.sim.vllm_dp import dp_payload
 
-FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "real"  # verbatim copies (real/PROVENANCE.md)
 LLAMA = FIXTURES / "llamacpp-b1-0c1e570" / "metrics-after-requests.txt"
 VLLM = FIXTURES / "vllm-0.32.0-cpu" / "metrics.after.txt"
 
