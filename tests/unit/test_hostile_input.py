@@ -5,17 +5,21 @@ instead of the problem. Unknown is None with a reason, never a made-up number, n
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 
 from poolconsole.collect.engines import specs
 from poolconsole.collect.engines.mapping import parse_metrics
 from poolconsole.collect.engines.page_memo import PageMemo
+from poolconsole.collect.hosts import nvidia_smi
+from poolconsole.collect.hosts.systems import MAX_OUTPUT, MIB, parse_amd_smi, parse_macmon, parse_rocm_smi
+from poolconsole.collect.prom import ParseError
 from poolconsole.model.rates import counter_delta, latency, quantile
 from poolconsole.model.snapshots import EngineMetrics, EngineSnapshot, EngineState, Histogram
 from poolconsole.model.view import engine_view
 from poolconsole.sim.vllm_dp import dp_payload
-from tests.conftest import REAL
+from tests.conftest import FIXTURES, REAL
 
 VLLM = REAL / "vllm-0.32.0-cpu"
 PAGE = (VLLM / "metrics.load.txt").read_text()
@@ -145,3 +149,88 @@ def test_an_inf_le_bound_is_a_histogram_bound_not_a_bad_value() -> None:
     ttft = metrics.histograms["ttft"]
     assert math.isinf(ttft.buckets[-1][0]) and "ttft" not in missing
     assert quantile(0.5, ttft) is not None
+
+
+# -- item 4: host tools' output: linear, bounded, never an internal error ---------------------------------
+
+AMD_SMI = (FIXTURES / "amd-smi-metric-radeon890m.json").read_text()
+MACMON = next(
+    line
+    for line in (REAL / "issue-samples" / "macmon-pipe-json-apple-silicon-beszel-issue1796.txt").read_text().split("\n")
+    if line.startswith('{"all_power"')
+)
+HUGE = 3_000_000
+"""Characters of hostile output: milliseconds when read in linear time; trying a decode at every `{` (each
+failure costing up to the whole output) took 15.8 s on 245 KB, and would take most of an hour on this."""
+
+
+@pytest.mark.parametrize(
+    ("output", "why"),
+    [
+        ("{ " * (HUGE // 2), "no JSON in the output"),
+        ("{\n" * (HUGE // 2), "no JSON in the output"),
+        ("[0" * (HUGE // 2), "no JSON in the output"),
+        ('{"\n' * (HUGE // 3), "no JSON in the output"),
+        (("[" + "1," * 200) * (HUGE // 401), "JSON nested too deeply"),
+        ("[" * HUGE, "JSON nested too deeply"),
+    ],
+    ids=["brace-space", "brace-newline", "bracket-digit", "brace-quote", "wide-and-deep", "deep"],
+)
+def test_megabytes_of_hostile_tool_output_fail_the_poll_with_a_reason(output: str, why: str) -> None:
+    for parse, tool in ((parse_amd_smi, "amd-smi"), (parse_rocm_smi, "rocm-smi")):
+        with pytest.raises(ParseError) as failed:
+            parse(output)
+        assert str(failed.value) == f"{tool}: {why}"
+
+
+def test_the_document_is_still_found_after_noise_and_megabytes_of_warnings() -> None:
+    warnings = "[WARNING] amd-smi could not read a sensor\n{ not json either\n" * (HUGE // 60)
+    (gpu,) = parse_amd_smi(warnings + AMD_SMI)
+    assert gpu.memory_total_bytes == (65536 + 12288) * MIB
+    # rocm-smi's CSV before its JSON names the vendor "[AMD/ATI]": not a document
+    (card,) = parse_rocm_smi((REAL / "issue-samples" / "rocm-smi-json-csv-rx7900xt-marimo-issue9237.txt").read_text())
+    assert card.name == "Radeon RX 7900 XT"
+
+
+def test_output_over_the_cap_fails_the_poll_with_the_reason() -> None:
+    over = " " * (MAX_OUTPUT + 1) + AMD_SMI
+    with pytest.raises(ParseError, match=r"^amd-smi: 4\.0 MiB of output, more than the 4 MiB read here$"):
+        parse_amd_smi(over)
+    with pytest.raises(ParseError, match=r"^macmon: 4\.0 MiB of output"):
+        parse_macmon(over + MACMON)
+
+
+def test_deep_macmon_json_fails_the_poll_with_a_reason() -> None:
+    with pytest.raises(ParseError, match=r"^macmon: JSON nested too deeply$"):
+        parse_macmon('{"a":' * 100_000)
+
+
+def test_macmon_infinity_and_nan_are_unknown_not_an_overflow_or_a_value() -> None:
+    """The audit: macmon's Infinity raised OverflowError, its NaN reached utilization_pct."""
+    hostile = re.sub(r'"ram_usage":\d+', '"ram_usage":Infinity', MACMON)
+    hostile = re.sub(r'"gpu_usage":\[(\d+),[^\]]*\]', r'"gpu_usage":[\1,NaN]', hostile)
+    hostile = re.sub(r'"swap_total":\d+', '"swap_total":1' + "0" * 5000, hostile)  # past int() and float
+    assert hostile.count("Infinity") == hostile.count("NaN") == 1
+    memory, gpu = parse_macmon(hostile)
+    assert memory.total_bytes == 17179869184  # what was a number still is
+    assert memory.available_bytes is None and gpu.memory_used_bytes is None
+    assert memory.swap_total_bytes is None
+    assert gpu.utilization_pct is None
+    _, gpu = parse_macmon(MACMON.replace('"gpu_usage":[198,0.004153179936110973]', '"gpu_usage":[198,1e307]'))
+    assert gpu.utilization_pct is None  # 1e307 x 100 is past the largest float
+
+
+def test_amd_smi_values_past_the_largest_float_are_unknown() -> None:
+    hostile = AMD_SMI.replace('"total_vram": {"value": 65536', '"total_vram": {"value": 1e308', 1)
+    hostile = hostile.replace('"edge": {"value": 28', '"edge": {"value": NaN', 1)
+    assert hostile.count("1e308") == 1 and hostile.count("NaN") == 1
+    (gpu,) = parse_amd_smi(hostile)
+    assert gpu.memory_total_bytes is None and gpu.temperature_c is None
+    assert gpu.memory_used_bytes is not None
+
+
+@pytest.mark.parametrize("reading", ["nan", "inf", "-inf", "1e999", "NaN W"])
+def test_nvidia_smi_readings_that_are_not_finite_are_unknown(reading: str) -> None:
+    assert nvidia_smi.number(reading) is None
+    assert nvidia_smi.mib(reading) is None
+    assert nvidia_smi.mib("1e307") is None  # a finite reading whose bytes are past the largest float

@@ -19,6 +19,7 @@ Parsers are pure (bytes in, a dict of the fields found out; a field the engine d
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from poolconsole.collect.prom import ParseError, parse_exposition
@@ -44,7 +45,7 @@ def _int(value: Any) -> int | None:
         return None
     try:
         number = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
     return int(number) if number.is_integer() else None
 
@@ -53,9 +54,10 @@ def _float(value: Any) -> float | None:
     if isinstance(value, bool) or value is None:
         return None
     try:
-        return float(value)
-    except (TypeError, ValueError):
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
         return None
+    return number if math.isfinite(number) else None  # NaN and Inf are unknown, never a value
 
 
 def _str(value: Any) -> str | None:
@@ -93,7 +95,7 @@ def parse_vllm_models(body: bytes | str) -> int | None:
     """`/v1/models`: the first model's max_model_len."""
     try:
         doc = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested too deeply
         raise ParseError("/v1/models: not valid JSON") from None
     data = doc.get("data") if isinstance(doc, dict) else None
     first = data[0] if isinstance(data, list) and data and isinstance(data[0], dict) else {}
@@ -104,7 +106,7 @@ def parse_sglang_server_info(body: bytes | str) -> dict[str, Any]:
     """SGLang's server args and scheduler figures (`/server_info`)."""
     try:
         doc = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested too deeply
         raise ParseError("/server_info: not valid JSON") from None
     if not isinstance(doc, dict):
         raise ParseError("/server_info: not a JSON object")
@@ -129,7 +131,7 @@ def parse_llamacpp_props(body: bytes | str) -> dict[str, Any]:
     and the speculative types (`none` without a draft)."""
     try:
         doc = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested too deeply
         raise ParseError("/props: not valid JSON") from None
     if not isinstance(doc, dict):
         raise ParseError("/props: not a JSON object")

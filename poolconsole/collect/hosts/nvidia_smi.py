@@ -7,6 +7,7 @@ memory; the NVML collector subtracts it so both sources mean the same thing.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -64,22 +65,24 @@ def value(text: str | None) -> str | None:
 
 
 def number(text: str | None) -> float | None:
+    """A reading; None for a sentinel, and for nan/inf (or 1e999): not finite is unknown, never a value."""
     raw = value(text)
     if raw is None:
         return None
     try:
-        return float(raw)  # the usual answer (nounits): no unit to cut
+        got = float(raw)  # the usual answer (nounits): no unit to cut
     except ValueError:
         raw = _UNIT.sub("", raw)
-    try:
-        return float(raw)
-    except ValueError:
-        return None
+        try:
+            got = float(raw)
+        except ValueError:
+            return None
+    return got if math.isfinite(got) else None
 
 
 def mib(text: str | None) -> int | None:
     n = number(text)
-    return None if n is None else int(n * MIB)
+    return None if n is None or not math.isfinite(n * MIB) else int(n * MIB)
 
 
 def _int(text: str | None) -> int | None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
@@ -36,28 +37,76 @@ def parse_meminfo(text: str) -> SystemMemory:
 
 
 def _num(value: Any) -> float | None:
-    """amd-smi: {"value": N, "unit": ...} or "N/A"; rocm-smi: numbers as strings."""
+    """amd-smi: {"value": N, "unit": ...} or "N/A"; rocm-smi: numbers as strings. A number that is not
+    finite (macmon's NaN and Infinity, 1e999) is unknown, never a value."""
     if isinstance(value, dict):
         value = value.get("value")
     if isinstance(value, bool) or value is None:
         return None
+    number: float | None = None
     if isinstance(value, int | float):
-        return float(value)
-    if isinstance(value, str):
+        try:
+            number = float(value)
+        except OverflowError:  # an integer past the largest float
+            return None
+    elif isinstance(value, str):
         match = re.match(r"^\s*(-?\d+(?:\.\d+)?)", value)
-        return float(match.group(1)) if match else None
-    return None
+        number = float(match.group(1)) if match else None
+    return _finite(number)
+
+
+def _finite(number: float | None) -> float | None:
+    return number if number is not None and math.isfinite(number) else None
+
+
+def _whole(number: float | None) -> int | None:
+    """A count of bytes from a reading (None stays None; a product or sum past the largest float too)."""
+    return int(number) if number is not None and math.isfinite(number) else None
+
+
+MAX_OUTPUT = 4 * MIB
+"""The most output a host tool's JSON is read from: amd-smi on eight GPUs prints well under 1 MiB. More
+fails the poll with the reason, rather than holding the console up."""
+MAX_TRIES = 32
+"""The candidate documents tried in one output, each tried in linear time: the search stays linear."""
+_OPENING = re.compile(r"^[ \t]*(?:(\{)\s*[\"}]|(\[)\s*[\]\[{\"0-9tfnNI-])", re.MULTILINE)
+"""A line that starts a JSON object or array ("[WARNING] ..." does not: no JSON value starts with W)."""
+
+
+def _integer(digits: str) -> int | float:
+    """A JSON integer; one too long for int() (which raises past 4300 digits) is read as a float (inf)."""
+    return int(digits) if len(digits) <= 300 else float(digits)
+
+
+_DECODER = json.JSONDecoder(parse_int=_integer)
+
+
+def _bounded(text: str, what: str) -> None:
+    if len(text) > MAX_OUTPUT:
+        cap = MAX_OUTPUT // MIB
+        raise ParseError(f"{what}: {len(text) / MIB:.1f} MiB of output, more than the {cap} MiB read here")
 
 
 def _load(text: str, what: str) -> Any:
-    """The first JSON document in the output (tools print warnings before it)."""
-    decoder = json.JSONDecoder()
-    for index, char in enumerate(text):
-        if char in "{[":
-            try:
-                return decoder.raw_decode(text, index)[0]
-            except ValueError:
-                continue
+    """The first JSON document in the output that starts a line (tools print warnings before it).
+    Linear in the output: it is capped (MAX_OUTPUT), candidates are found by one forward regex search, and
+    at most MAX_TRIES of them are decoded (each failed decode costs up to the whole output: trying every
+    `{` had made 245 KB of '{ ' take 16 s)."""
+    _bounded(text, what)
+    at = 0
+    for _ in range(MAX_TRIES):
+        found = _OPENING.search(text, at)
+        if found is None:
+            break
+        start = found.start(1) if found.group(1) else found.start(2)
+        at = start + 1
+        try:
+            return _DECODER.raw_decode(text, start)[0]  # what follows it is not read (a tool's last line may
+            # have no line break: the batch's exit marker follows on the same line)
+        except RecursionError:  # (ParseError is a ValueError: not caught below)
+            raise ParseError(f"{what}: JSON nested too deeply") from None
+        except ValueError:
+            continue
     raise ParseError(f"{what}: no JSON in the output")
 
 
@@ -88,8 +137,8 @@ def parse_rocm_smi(text: str) -> tuple[GpuReading, ...]:
                 index=int(key[4:]) if key[4:].isdigit() else None,
                 name=name if isinstance(name, str) else None,
                 uuid=card.get("Unique ID") if isinstance(card.get("Unique ID"), str) else None,
-                memory_total_bytes=int(total) if total is not None else None,
-                memory_used_bytes=int(used) if used is not None else None,
+                memory_total_bytes=_whole(total),
+                memory_used_bytes=_whole(used),
                 utilization_pct=pick("GPU use (%)"),
                 temperature_c=pick("Temperature (Sensor edge) (C)", "Temperature (Sensor junction) (C)"),
                 power_w=pick("Average Graphics Package Power (W)", "Current Socket Graphics Package Power (W)"),
@@ -119,7 +168,7 @@ def parse_amd_smi(text: str) -> tuple[GpuReading, ...]:
 
         def mib(key: str, mem: dict[str, Any] = mem) -> float | None:
             n = _num(mem.get(key))
-            return None if n is None else n * MIB
+            return None if n is None else _finite(n * MIB)
 
         # The pools reported at all; a sum is known only when each of them gave that value (a partial sum
         # would read as a smaller number, complete).
@@ -135,8 +184,8 @@ def parse_amd_smi(text: str) -> tuple[GpuReading, ...]:
                 index=int(index) if isinstance(index, int) else i,
                 name=None,
                 uuid=None,
-                memory_total_bytes=int(total) if total is not None else None,
-                memory_used_bytes=int(used) if used is not None else None,
+                memory_total_bytes=_whole(total),
+                memory_used_bytes=_whole(used),
                 utilization_pct=_num(usage.get("gfx_activity")),
                 temperature_c=_num(temp.get("edge"))
                 if _num(temp.get("edge")) is not None
@@ -174,9 +223,12 @@ def parse_macos(sysctl_text: str, vm_stat_text: str) -> SystemMemory:
 
 def parse_macmon(text: str) -> tuple[SystemMemory, GpuReading]:
     """One `macmon pipe -s 1` JSON line: memory in bytes, gpu_usage [MHz, fraction], powers in W."""
+    _bounded(text, "macmon")
     line = next((ln for ln in text.splitlines() if ln.strip().startswith("{")), "")
     try:
-        data = json.loads(line)
+        data = _DECODER.decode(line)
+    except RecursionError:
+        raise ParseError("macmon: JSON nested too deeply") from None
     except ValueError:
         raise ParseError("macmon: no JSON line in the output") from None
     if not isinstance(data, dict):
@@ -191,18 +243,18 @@ def parse_macmon(text: str) -> tuple[SystemMemory, GpuReading]:
     assert isinstance(temps, dict)
     gpu_temp = _num(temps.get("gpu_temp_avg"))
     memory = SystemMemory(
-        int(total) if total is not None else None,
-        int(total - used) if total is not None and used is not None else None,
-        int(swap) if swap is not None else None,
-        int(swap_total) if swap_total is not None else None,
+        _whole(total),
+        _whole(total - used) if total is not None and used is not None else None,
+        _whole(swap),
+        _whole(swap_total),
     )
     gpu = GpuReading(
         index=0,
         name="Apple GPU",
         uuid=None,
         memory_total_bytes=memory.total_bytes,
-        memory_used_bytes=int(used) if used is not None else None,
-        utilization_pct=util * 100 if util is not None else None,
+        memory_used_bytes=_whole(used),
+        utilization_pct=_finite(util * 100) if util is not None else None,
         temperature_c=gpu_temp if gpu_temp else None,  # macmon reports 0.0 when it cannot read it
         power_w=_num(data.get("gpu_power")),
         power_limit_w=None,
