@@ -19,6 +19,7 @@ from typing import Any
 
 from poolconsole import __version__
 from poolconsole.config import ConfigError, PoolConfig, load_config
+from poolconsole.config.example import EXAMPLE_DOMAIN, names_example_hosts
 from poolconsole.config.load import key_problems
 from poolconsole.model import units
 from poolconsole.ops.audit import AuditUnreadable
@@ -500,6 +501,13 @@ def cmd_record(args: argparse.Namespace) -> int:
     if _empty(config, args, "record"):
         return EXIT_CONFIG
     source = args.config or default_config_path()
+    if names_example_hosts(config):
+        print(
+            f"poolconsole record: {source} names the example pool's fictional hosts ({EXAMPLE_DOMAIN}): "
+            "nothing to record; point --config at your pool",
+            file=sys.stderr,
+        )
+        return EXIT_CONFIG
     path = history_path(config, args)
 
     def problem(message: str) -> None:
@@ -771,7 +779,10 @@ def cmd_console(args: argparse.Namespace) -> int:
     config = load_config(path)  # the history store: [store] path, else the user data dir (not for the demo)
     own = demo_stores_of(str(path), say=False)  # the demo's hosts.toml: its own stores, as `demo` has them
     history = (own[2] if own else store_path(config)) if config.store.record else None
-    return open_console(config, args.read_only, str(path), store=history, stores=own[:2] if own else None)
+    subtitle = str(path)
+    if names_example_hosts(config):  # fictional hosts, all down: nothing worth a row in the user's store
+        history, subtitle = None, f"{path}: the example pool's fictional hosts (nothing recorded)"
+    return open_console(config, args.read_only, subtitle, store=history, stores=own[:2] if own else None)
 
 
 class _OneLineFormatter(argparse.HelpFormatter):

@@ -17,7 +17,7 @@ import asyncssh
 import httpx
 
 from poolconsole.collect.tasks import reap
-from poolconsole.sim.demo_files import CONFIG_HEADER
+from poolconsole.sim.demo_files import CONFIG_HEADER, prune_ended
 from poolconsole.sim.demo_pool import EngineSpec, HostSpec, pool
 from poolconsole.sim.hosts import BROKEN_PROFILE, NO_SPEC_ENV, NO_SPEC_SUFFIX, SimHost
 from poolconsole.sim.logs import OOM_LINE, vllm_line
@@ -479,6 +479,7 @@ def demo_config_path() -> Path:
         # then draws over, before falling back to its own checked directory: that fallback is fine here
         warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR")
         runtime = user_runtime_path("poolconsole", ensure_exists=True)
+    prune_ended(runtime)
     return runtime / f"demo-{os.getpid()}.toml"
 
 
