@@ -154,8 +154,12 @@ async def read_local(timeout_s: float = TIMEOUT_S) -> tuple[TailnetStatus | None
         process = await asyncio.create_subprocess_exec(
             *COMMAND, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
         )
+    except FileNotFoundError:  # the errno's words ("No such file or directory") had been the note
+        return None, "tailscale is not installed on this machine (no `tailscale` command on PATH)"
+    except PermissionError:
+        return None, "tailscale on PATH cannot be run here (permission denied)"
     except OSError as exc:
-        return None, f"tailscale not run here: {exc.strerror or exc}"
+        return None, f"tailscale could not be run here: {exc.strerror or exc}"
     try:
         async with asyncio.timeout(timeout_s):
             out, err = await process.communicate()

@@ -153,3 +153,10 @@ async def test_tailnet_text_says_never_only_when_tailscale_does(
     assert code == 1 and set(rows) == set(HOSTS)
     assert rows["rig3090"].endswith("handshake never")  # Go's zero time in its capture
     assert rows["duo5090"].endswith("handshake unknown")  # no tailnet node: nothing said either way
+
+
+async def test_no_tailscale_command_here_is_said_in_words(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The note had been the errno's words alone: 'No such file or directory'."""
+    monkeypatch.setenv("PATH", str(tmp_path))  # an empty PATH: no tailscale
+    status, why = await read_local()
+    assert status is None and why == "tailscale is not installed on this machine (no `tailscale` command on PATH)"
