@@ -141,7 +141,13 @@ async def _read(response: aiohttp.ClientResponse, max_bytes: int) -> bytes:
         if declared > max_bytes:
             response.close()
             raise PollError("too_large", f"response body is larger than the {max_bytes}-byte cap")
-        return await response.read()  # the common case: one read of a declared, uncompressed length
+        body = await response.read()  # the common case: one read of a declared, uncompressed length
+        if len(body) < declared and response.status not in (204, 304):
+            # aiohttp raises first when the connection closes early; a body shorter than it said is a cut
+            # page whatever the library makes of it (issue 35: a cut page whose last line parsed had read ok)
+            response.close()
+            raise PollError("truncated", f"connection closed mid-response (received {len(body)} of {declared} bytes)")
+        return body
     chunks: list[bytes] = []
     size = 0
     encoded = " (decompressed)" if "content-encoding" in response.headers else ""

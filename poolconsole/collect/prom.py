@@ -66,6 +66,15 @@ def decode(body: bytes | str) -> str:
     return text
 
 
+def check_whole(text: str) -> None:
+    """ParseError when a page ends mid-line. Prometheus text ends every line, the last one included, with
+    a line feed: a page that does not was cut short in a way its HTTP framing did not tell (read to the
+    connection's close, or a proxy's cut buffer). Its last line may still parse (a value cut from 1234 to
+    12), and the samples missing after it read as a counter reset: a phantom restart and rate."""
+    if text and text[-1] != "\n":
+        raise ParseError("page cut mid-line: its last line has no line break (a truncated response)")
+
+
 @dataclass(frozen=True)
 class Exposition:
     samples: list[Sample]

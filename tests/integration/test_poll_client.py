@@ -136,6 +136,34 @@ async def test_cut_body_and_garbage_are_errors_with_kinds(client: PollClient) ->
     assert got.failure is Failure.PROTOCOL and "not a valid HTTP response" in (got.error or "")
 
 
+PAGE = (Path(__file__).parents[1] / "fixtures" / "real" / "vllm-0.32.0-cpu" / "metrics.load.txt").read_bytes()
+AT_A_LINE = PAGE[: PAGE.index(b"\n", len(PAGE) // 2) + 1]
+"""A real /metrics page cut after a whole line: its last line parses, so only the framing can tell."""
+
+
+def chunk(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(PAGE), AT_A_LINE),
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + chunk(AT_A_LINE),  # no last chunk
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s" % (len(PAGE), AT_A_LINE),  # mid-chunk
+    ],
+    ids=["content-length", "chunked-no-last-chunk", "chunked-mid-chunk"],
+)
+async def test_a_page_cut_where_its_last_line_parses_is_a_failed_poll(client: PollClient, answer: bytes) -> None:
+    """Issue 35: a cut /metrics page whose last line parses had read ok. A body shorter than its
+    Content-Length, or a chunked body that ends before its last chunk, is a truncated GET."""
+    async with serving(Server(lambda n: answer, close_after=True)) as url:
+        for _ in range(20):  # every time, not most times
+            got = await fetch(client, url + "/metrics", timeout_s=2, max_bytes=1 << 20)
+            assert got.failure is Failure.TRUNCATED and got.body == b"", got.error
+            assert (got.error or "").startswith("connection closed mid-response (Not enough data to satisfy")
+
+
 async def test_body_cap_holds_for_compressed_bodies_too(client: PollClient) -> None:
     bomb = gzip.compress(b"0" * 1_000_000)  # ~1 KB on the wire
     server = Server(

@@ -6,15 +6,22 @@ from __future__ import annotations
 
 import math
 import re
+import time
+from types import SimpleNamespace
+from urllib.parse import urlsplit
 
 import pytest
 
+from poolconsole.collect import poll_client
 from poolconsole.collect.engines import specs
 from poolconsole.collect.engines.mapping import parse_metrics
 from poolconsole.collect.engines.page_memo import PageMemo
+from poolconsole.collect.engines.poll import EnginePoller
 from poolconsole.collect.hosts import nvidia_smi
 from poolconsole.collect.hosts.systems import MAX_OUTPUT, MIB, parse_amd_smi, parse_macmon, parse_rocm_smi
+from poolconsole.collect.poll_client import PollClient, PollError, Response
 from poolconsole.collect.prom import ParseError
+from poolconsole.config.models import Engine, EngineKind
 from poolconsole.model.rates import counter_delta, latency, quantile
 from poolconsole.model.snapshots import EngineMetrics, EngineSnapshot, EngineState, Histogram
 from poolconsole.model.view import engine_view
@@ -234,3 +241,69 @@ def test_nvidia_smi_readings_that_are_not_finite_are_unknown(reading: str) -> No
     assert nvidia_smi.number(reading) is None
     assert nvidia_smi.mib(reading) is None
     assert nvidia_smi.mib("1e307") is None  # a finite reading whose bytes are past the largest float
+
+
+# -- item 5: a cut page is a failed poll -------------------------------------------------------------------
+
+
+class Pages(PollClient):
+    """A poll client answering from memory (no network): path -> body, or the PollError a GET raises."""
+
+    def __init__(self, routes: dict[str, bytes | PollError]) -> None:
+        super().__init__()
+        self.routes = routes
+
+    async def get(self, url: str, headers: dict[str, str] | None, max_bytes: int) -> Response:
+        answer = self.routes.get(urlsplit(url).path, b"")
+        if isinstance(answer, PollError):
+            raise answer
+        now = time.monotonic()
+        return Response(200 if answer else 404, {}, answer, now, now)
+
+
+def vllm_pages(metrics: bytes | PollError) -> Pages:
+    return Pages(
+        {
+            "/metrics": metrics,
+            "/v1/models": (VLLM / "v1_models.json").read_bytes(),
+            "/version": (VLLM / "version.json").read_bytes(),
+        }
+    )
+
+
+async def test_a_page_cut_mid_line_is_a_failed_poll_even_when_its_last_line_parses() -> None:
+    """The audit: a cut page whose last line parsed read ok on 26 % of polls, with phantom restarts and a
+    phantom rate. Here its HTTP framing does not tell (the page was read to the connection's close)."""
+    line = next(ln for ln in PAGE.split("\n") if ln.startswith("vllm:generation_tokens_total{"))
+    cut = PAGE[: PAGE.index(line) + len(line) - 3]  # "... 334.0" cut to "... 33"
+    assert parse_metrics(cut, specs.VLLM)[0].get("generation_tokens_total") == 33.0  # its last line parses
+    client = vllm_pages(PAGE.encode())
+    poller = EnginePoller(Engine(name="e", kind=EngineKind.VLLM, url="http://e"), client)
+    first = await poller.poll()
+    assert first.state is EngineState.OK, first.error
+    client.routes["/metrics"] = cut.encode()
+    second = await poller.poll()
+    assert second.state is EngineState.DEGRADED and second.metrics is None
+    assert second.error == "/metrics: page cut mid-line: its last line has no line break (a truncated response)"
+    view = engine_view([first, second])
+    assert view.counter_resets == 0 and view.generation_tokens_per_s is None  # no phantom restart, no rate
+
+
+async def test_a_body_the_client_library_calls_cut_is_a_failed_poll() -> None:
+    cut = PollError("truncated", "connection closed mid-response (received 9 of 100 bytes)")
+    snap = await EnginePoller(Engine(name="e", kind=EngineKind.VLLM, url="http://e"), vllm_pages(cut)).poll()
+    assert snap.state is EngineState.DEGRADED and snap.metrics is None
+    assert snap.error == "/metrics: connection closed mid-response (received 9 of 100 bytes)"
+
+
+async def test_a_body_shorter_than_its_content_length_is_cut() -> None:
+    body = PAGE.encode()[:500]
+
+    async def read() -> bytes:
+        return body
+
+    response = SimpleNamespace(content_length=len(PAGE), headers={}, status=200, read=read, close=lambda: None)
+    with pytest.raises(PollError) as cut:
+        await poll_client._read(response, 1 << 20)  # type: ignore[arg-type]
+    assert cut.value.kind == "truncated"
+    assert str(cut.value) == f"connection closed mid-response (received 500 of {len(PAGE)} bytes)"

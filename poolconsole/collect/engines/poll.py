@@ -20,7 +20,7 @@ from poolconsole.collect.engines.mapping import MetricSpec, parse_metrics
 from poolconsole.collect.engines.page_memo import PageMemo
 from poolconsole.collect.fetch import Failure, Fetched, fetch
 from poolconsole.collect.poll_client import PollClient
-from poolconsole.collect.prom import ParseError
+from poolconsole.collect.prom import ParseError, check_whole, decode
 from poolconsole.config.models import Engine, EngineKind, Settings
 from poolconsole.model.snapshots import (
     COUNTERS,
@@ -267,7 +267,9 @@ class EnginePoller:
                 poll.all_missing(f"/metrics failed: {fetched.failure}")
             return
         try:
-            metrics, missing, exposition = parse_metrics(fetched.body, spec, self.page)
+            page = decode(fetched.body)
+            check_whole(page)  # a cut page is a failed poll, not a page with fewer samples
+            metrics, missing, exposition = parse_metrics(page, spec, self.page)
         except ParseError as exc:
             poll.worse(EngineState.DEGRADED, f"/metrics: {exc}")
             poll.all_missing("/metrics body could not be parsed")
