@@ -268,6 +268,12 @@ def compare(gateway: list[dict[str, Any]], engines: list[dict[str, Any]]) -> lis
 
         engine_out = total("output_tokens")
         gw_out = group["gateway_output_tokens"]
+        per_request = gw_out / group["gateway_requests"] if group["gateway_requests"] else 0.0
+        # The gateway counts a request's tokens when it finishes, the engine as they come: the requests running
+        # at the day's last poll are ahead on the engine, those running at its first on the gateway (the demo's
+        # consistent pool had read as 6 mismatches after two minutes). Allowed: that many requests' worth.
+        ahead_engine = sum(r.get("running_at_end") or 0 for r in rows) * per_request
+        ahead_gateway = sum(r.get("running_at_start") or 0 for r in rows) * per_request
         label = "+".join(reached)
         doc: dict[str, Any] = {
             "date": date,
@@ -290,23 +296,24 @@ def compare(gateway: list[dict[str, Any]], engines: list[dict[str, Any]]) -> lis
         else:
             diff = engine_out - gw_out
             tolerance = max(MISMATCH_MIN_TOKENS, MISMATCH_SHARE * engine_out)
-            if diff > tolerance:
+            if diff > tolerance + ahead_engine:
                 doc.update(
                     bypassed_output_tokens=diff,
                     mismatch=True,
                     reason=f"{label}: engine {short(engine_out)} output tokens, gateway {short(gw_out)}: "
                     f"{short(diff)} bypassed the gateway",
                 )
-            elif -diff > tolerance:
+            elif -diff > tolerance + ahead_gateway:
                 doc.update(
                     mismatch=True,
                     reason=f"{label}: gateway {short(gw_out)} output tokens, engine only {short(engine_out)}: "
                     "the engine's counters missed polls, or the routes also reach engines outside the pool",
                 )
             else:
-                doc["bypassed_output_tokens"] = max(0, diff)
-                doc["reason"] = (
-                    f"{label}: engine {short(engine_out)} output tokens, gateway {short(gw_out)}: they agree"
+                edge = abs(diff) > tolerance  # within what the requests in flight at an edge explain
+                doc["bypassed_output_tokens"] = 0 if edge else max(0, diff)
+                doc["reason"] = f"{label}: engine {short(engine_out)} output tokens, gateway {short(gw_out)}: " + (
+                    "they agree but for the requests in flight at the window's edge" if edge else "they agree"
                 )
         out.append(doc)
     for (date, route), entry in sorted(unmatched.items()):

@@ -102,6 +102,10 @@ class Day:
     energy_kwh: float | None = None
     idle_energy_kwh: float | None = None
     restarts: int = 0
+    running_at_start: float | None = None
+    running_at_end: float | None = None
+    """Requests running at the day's first and last poll: a gateway counts a request when it finishes, the
+    engine its tokens as they come, so these are what the two can disagree on at the window's edges."""
     value: float | None = None
     """API-equivalent value of the output tokens (with a price in `[ledger]`)."""
     energy_cost: float | None = None
@@ -136,6 +140,8 @@ class _Acc:
     idle_energy_j: float = 0.0
     powered: bool = False
     restarts: int = 0
+    running_first: float | None = None
+    running_last: float | None = None
     reasons: dict[str, str] = field(default_factory=dict)
 
 
@@ -244,6 +250,9 @@ class Ledger:
             for model in v.get("models") or ():
                 acc.models[str(model)] = None
             acc.restarts += int(_number(v.get("counter_resets")) or 0)
+            if running is not None:
+                acc.running_first = running if acc.running_first is None else acc.running_first
+                acc.running_last = running
             unknown = _tree(v, "unknown")
             for name in COUNTERS.values():
                 if name in unknown:
@@ -305,7 +314,16 @@ class Ledger:
         """One entry per UTC day and engine, by date then engine."""
         out = []
         for (date, engine), acc in sorted(self._acc.items()):
-            day = Day(date, engine, acc.kind, acc.host, list(acc.models), restarts=acc.restarts)
+            day = Day(
+                date,
+                engine,
+                acc.kind,
+                acc.host,
+                list(acc.models),
+                restarts=acc.restarts,
+                running_at_start=acc.running_first,
+                running_at_end=acc.running_last,
+            )
             for field_name, counter in COUNTERS.items():
                 if counter in acc.counters:
                     setattr(day, field_name, round(acc.counters[counter]))
