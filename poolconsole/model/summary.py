@@ -48,16 +48,31 @@ SHORT = {
 """The row's "why" in a narrow column: what `brief` says, shorter still."""
 
 
+_SOURCE = re.compile(r"(/[^\s:;(]*|[A-Za-z][\w.-]*): +")
+"""What an error is said of, before its words: a path ("/metrics: ...") or a tool ("amd-smi: ...")."""
+
+
 def brief(error: str | None) -> str:
-    """An error in a few words ("connection refused", "timed out", "HTTP 503"); the full text stays in
-    the detail screen."""
+    """An error in a few words ("connection refused", "timed out", "HTTP 503", "body contains NUL bytes");
+    the full text stays in the detail screen. The words name the problem, not only where it was seen: a
+    path follows them ("page cut mid-line on /metrics"), a tool leads them ("rocm-smi: not found"), when
+    that still fits in BRIEF_MAX."""
     if not error:
         return "no reason given"
     for pattern, words in _BRIEF:
         found = re.search(pattern, error, re.IGNORECASE)
         if found:
             return found.expand(words)
-    first = re.split(r"[:;(]", error, maxsplit=1)[0].strip() or error.strip()
+    source, rest = None, error
+    while (said := _SOURCE.match(rest)) and (source is None or said.group(1) == source):
+        source, rest = said.group(1), rest[said.end() :]  # "amd-smi: amd-smi: ..." is said of amd-smi once
+    if not rest.strip():  # nothing said after it
+        source, rest = None, error
+    first = re.split(r":\s|:$|;|\s\(", rest, maxsplit=1)[0].strip() or rest.strip()
+    if source is not None:
+        sourced = f"{first} on {source}" if source.startswith("/") else f"{source}: {first}"
+        if len(sourced) <= BRIEF_MAX:
+            return sourced
     return first if len(first) <= BRIEF_MAX else first[: BRIEF_MAX - 1] + "…"
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import re
 import time
+from dataclasses import replace
 from types import SimpleNamespace
 from urllib.parse import urlsplit
 
@@ -22,11 +23,15 @@ from poolconsole.collect.hosts.systems import MAX_OUTPUT, MIB, parse_amd_smi, pa
 from poolconsole.collect.poll_client import PollClient, PollError, Response
 from poolconsole.collect.prom import ParseError
 from poolconsole.config.models import Engine, EngineKind
+from poolconsole.model.alerts import Alerts
+from poolconsole.model.pool_state import PoolState
 from poolconsole.model.rates import counter_delta, latency, quantile
 from poolconsole.model.snapshots import EngineMetrics, EngineSnapshot, EngineState, Histogram
+from poolconsole.model.summary import brief, short, summarise
 from poolconsole.model.view import engine_view
 from poolconsole.sim.vllm_dp import dp_payload
 from tests.conftest import FIXTURES, REAL
+from tests.helpers import uipool
 
 VLLM = REAL / "vllm-0.32.0-cpu"
 PAGE = (VLLM / "metrics.load.txt").read_text()
@@ -307,3 +312,33 @@ async def test_a_body_shorter_than_its_content_length_is_cut() -> None:
         await poll_client._read(response, 1 << 20)  # type: ignore[arg-type]
     assert cut.value.kind == "truncated"
     assert str(cut.value) == f"connection closed mid-response (received 500 of {len(PAGE)} bytes)"
+
+
+# -- item 6: a row names the problem, not the path ----------------------------------------------------------
+
+
+async def test_a_row_names_the_problem_not_the_path() -> None:
+    """The audit: the summary said "h-garbage (/metrics)" where the reason was "body contains NUL bytes"."""
+    polled = await EnginePoller(
+        Engine(name="h-garbage", kind=EngineKind.VLLM, url="http://e"), vllm_pages(b"vllm:x 1\x00\x01\x02\n")
+    ).poll()
+    assert polled.error == "/metrics: body contains NUL bytes: not Prometheus text"
+    config = uipool.config()
+    state, alerts = PoolState(config, uipool.clock), Alerts(config.alerts)
+    for host in uipool.host_snapshots(config):
+        state.apply_host(host)
+    snaps = uipool.engine_snapshots(config)
+    for snap in snaps:
+        state.apply_engine(snap)
+    name = snaps[0].name
+    state.apply_engine(
+        replace(snaps[0], fetched_at=uipool.T0 + 3, state=polled.state, error=polled.error, metrics=None)
+    )
+    summary = summarise(state, alerts)
+    assert summary.why()[name] == "body contains NUL bytes"
+    assert f"{name} degraded (body contains NUL bytes)" in summary.verdict
+    assert f"{name} (body contains NUL bytes)" in summary.lines[0]
+    # the path follows when it still fits; a tool said twice is said once
+    assert brief("/metrics: page cut mid-line: its last line has no line break") == "page cut mid-line on /metrics"
+    assert brief("amd-smi: amd-smi: no JSON in the output") == "amd-smi: no JSON in the output"
+    assert short("/v1/models: not valid JSON (Expecting value: line 1 column 1)") == "not valid JSON on /v1/models"

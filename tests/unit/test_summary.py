@@ -84,8 +84,8 @@ def test_the_healthy_pool_and_a_degraded_host() -> None:
         HostSnapshot("rig3090", "rig3090", HostState.DEGRADED, "rocm-smi: not found", fetched_at=uipool.T0 + 3)
     )
     degraded = summarise(state, alerts)
-    assert degraded.verdict == "1 problem: rig3090 degraded (rocm-smi)"
-    assert degraded.why() == {"rig3090": "rocm-smi"}  # its engines answer: not "host down"
+    assert degraded.verdict == "1 problem: rig3090 degraded (rocm-smi: not found)"  # the problem, not the tool
+    assert degraded.why() == {"rig3090": "rocm-smi: not found"}  # its engines answer: not "host down"
 
 
 def _healthy(config: PoolConfig | None = None) -> tuple[PoolState, Alerts]:
