@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
+from dataclasses import replace
 from pathlib import Path
 
 import asyncssh
@@ -18,7 +19,7 @@ import httpx
 
 from poolconsole.collect.tasks import reap
 from poolconsole.sim.demo_files import CONFIG_HEADER, prune_ended
-from poolconsole.sim.demo_pool import EngineSpec, HostSpec, pool
+from poolconsole.sim.demo_pool import EngineSpec, HostSpec, KvShape, pool
 from poolconsole.sim.hosts import BROKEN_PROFILE, NO_SPEC_ENV, NO_SPEC_SUFFIX, SimHost
 from poolconsole.sim.logs import OOM_LINE, vllm_line
 from poolconsole.sim.server import SimEngine
@@ -317,6 +318,11 @@ class SimPool:
                 lines.append(f'api_key_env = "{DEMO_KEY_ENV}"')
             if spec.gpus:
                 lines.append(f"gpus = [{', '.join(str(g) for g in spec.gpus)}]")
+            if spec.degrade_to is not None:
+                lines.append(f'degrade_to = "{spec.degrade_to}"')
+            if spec.tools and spec.kind in ("vllm", "sglang", "llamacpp"):
+                # the simulated engines answer tools with a tool call and response_format with JSON
+                lines += ["", "[engines.smoke]", "tools = true", "json_schema = true"]
             if spec.kind in ("vllm", "sglang", "llamacpp") and self.sim_hosts:
                 lines += [
                     "",
@@ -339,14 +345,23 @@ def demo_profiles(spec: EngineSpec) -> list[str]:
     model without its draft); on the 80B node two more: fp8-tp4, the demo's broken
     profile (it fits by memory, so the fit check passes, but the engine never loads it: /health answers
     503 until the rollover's timeout, and the rollover rolls back), and bf16-tp4, which does not fit in
-    4x24 GB (the fit check refuses it)."""
+    4x24 GB (the fit check refuses it). Each carries the model's KV figures (`spec.kv`), so `plan` and the
+    fit dialog estimate weights + KV cache."""
     gpus = max(1, len(spec.gpus))
     base = spec.weights_gib
+    shape = spec.kv
     out: list[str] = []
-    variants = [(spec.profile, base, "1.0"), (f"{spec.profile}-long", base, "0.9")]
+    variants: list[tuple[str, float, str, KvShape | None, int]] = [
+        (spec.profile, base, "1.0", shape, spec.context),
+        (f"{spec.profile}-long", base, "0.9", shape, spec.context),
+    ]
     if spec.name == "qwen3-next-80b":
-        variants += [(BROKEN_PROFILE, 74.5, "1.1"), ("bf16-tp4", 149.0, "1.0")]
-    for name, weights, speed in variants:
+        variants += [
+            # FP8 weights and an FP8 KV cache at half the context and sequences: it fits, 1.2 GiB to spare
+            (BROKEN_PROFILE, 74.5, "1.1", shape and replace(shape, kv_dtype="fp8", seqs=8), spec.context // 2),
+            ("bf16-tp4", 149.0, "1.0", shape and replace(shape, kv_dtype="bf16"), spec.context),
+        ]
+    for name, weights, speed, kv, context in variants:
         out += [
             "",
             "[[engines.profiles]]",
@@ -354,7 +369,7 @@ def demo_profiles(spec: EngineSpec) -> list[str]:
             'format = "demo"',
             f"weights_gib = {weights}",
             f"tp_size = {gpus}",
-            "gpu_memory_utilization = 0.92",
+            *_kv_lines(spec, kv, context),
             f'env = {{ POOL_SPEED = "{speed}" }}',
         ]
     if spec.load is not None and spec.load.spec_accept is not None:
@@ -366,10 +381,29 @@ def demo_profiles(spec: EngineSpec) -> list[str]:
             'format = "demo"',
             f"weights_gib = {base}",
             f"tp_size = {gpus}",
-            "gpu_memory_utilization = 0.92",
+            *_kv_lines(spec, shape, spec.context),
             f'env = {{ POOL_SPEED = "1.0", {NO_SPEC_ENV} = "off" }}',
         ]
     return out
+
+
+def _kv_lines(spec: EngineSpec, kv: KvShape | None, context: int) -> list[str]:
+    """A profile's memory keys: utilisation and overhead, and with the model's KV figures its context and
+    sequences (on llama.cpp -c is split over -np slots: max_model_len is one slot's, as the sim serves it)."""
+    llamacpp = spec.kind == "llamacpp"
+    # llama.cpp has no utilisation knob: leave the driver its margin, and it needs less runtime overhead
+    out = ["gpu_memory_utilization = 0.98", "overhead_gib = 1.0"] if llamacpp else ["gpu_memory_utilization = 0.92"]
+    if kv is None:
+        return out
+    return [
+        *out,
+        f"max_model_len = {context // kv.seqs if llamacpp else context}",
+        f"max_num_seqs = {kv.seqs}",
+        f'kv_dtype = "{kv.kv_dtype}"',
+        f"layers = {kv.layers}",
+        f"kv_heads = {kv.kv_heads}",
+        f"head_dim = {kv.head_dim}",
+    ]
 
 
 def write_atomically(path: Path, text: str) -> None:

@@ -28,6 +28,20 @@ class HostSpec:
 
 
 @dataclass(frozen=True)
+class KvShape:
+    """What the fit check's KV estimate needs from the model (ops/fit.py: per token, layers x kv_heads x head_dim
+    x 2 (K and V) x the bytes of kv_dtype), and how many sequences at full context its profile budgets for: the
+    estimate is max_model_len x max_num_seqs tokens (vLLM and SGLang batch more, shorter, sequences: they size
+    their KV cache to the memory left, which the sim's kv_tokens stand for)."""
+
+    layers: int
+    kv_heads: int
+    head_dim: int
+    kv_dtype: str
+    seqs: int
+
+
+@dataclass(frozen=True)
 class EngineSpec:
     name: str
     kind: str
@@ -43,6 +57,10 @@ class EngineSpec:
     context: int = 32768
     embedding_dims: dict[str, int] = field(default_factory=dict)
     tools: bool = True
+    """It answers `tools` with a tool call and `response_format` with JSON (the smoke test's tool_call and json)."""
+    kv: KvShape | None = None
+    degrade_to: str | None = None
+    """The smaller engine non-critical traffic goes to when this one queues (hosts.toml's degrade_to)."""
 
 
 def _nv(name: str, mib: int, limit: float, idle: float) -> GpuSpec:
@@ -100,6 +118,10 @@ ENGINES: tuple[EngineSpec, ...] = (
         gpus=(0, 1, 2, 3),
         version="0.11.2",
         context=65536,
+        # Qwen3-Next-80B-A3B: 48 layers, of which only the 12 gated-attention layers hold a KV cache (the other
+        # 36 are Gated DeltaNet, a fixed-size state per sequence): 12 x 2 KV heads x 256, as the example hosts.toml
+        kv=KvShape(12, 2, 256, "fp16", 16),
+        degrade_to="qwen3-30b-a3b",
     ),
     EngineSpec(
         "qwen3-30b-a3b",
@@ -114,6 +136,7 @@ ENGINES: tuple[EngineSpec, ...] = (
         gpus=(0,),
         version="0.11.2",
         context=32768,
+        kv=KvShape(48, 4, 128, "fp8", 4),  # Qwen3-30B-A3B: 48 layers, 4 KV heads x 128
     ),
     EngineSpec(
         "gemma3-27b-nvfp4",
@@ -128,6 +151,9 @@ ENGINES: tuple[EngineSpec, ...] = (
         gpus=(0, 1),
         version="0.5.23",
         context=32768,
+        # Gemma-3-27B: 62 layers, 16 KV heads x 128. Five in six are sliding-window layers (1024 tokens), which
+        # the estimate counts at full context: an upper bound
+        kv=KvShape(62, 16, 128, "fp8", 4),
     ),
     EngineSpec(
         "gpt-oss-120b-spark",
@@ -155,6 +181,8 @@ ENGINES: tuple[EngineSpec, ...] = (
         gpus=(0,),
         version="0.11.2",
         context=131072,
+        kv=KvShape(36, 8, 64, "fp8", 4),  # gpt-oss-120b: 36 layers, 8 KV heads x 64, as the example hosts.toml
+        degrade_to="qwen3-30b-a3b",
     ),
     EngineSpec(
         "deepseek-studio",
@@ -168,6 +196,12 @@ ENGINES: tuple[EngineSpec, ...] = (
         kv_gib=16.0,
         version="b1-0c1e570",
         context=32768,
+        # DeepSeek-V3: 61 layers of MLA, which caches one compressed latent per layer and token, no K and V per
+        # head: kv_lora_rank 512 + the RoPE key 64 = 576 values. The estimate counts K and V (x 2) per KV head,
+        # so 1 KV head x 288 gives those 576 (llama.cpp's MLA cache; the 128 heads x (192 + 128) of a cache
+        # without MLA would be 70x larger). Its -c 32768 over -np 2 slots: 16384 tokens each
+        kv=KvShape(61, 1, 288, "fp16", 2),
+        degrade_to="qwen3-30b-a3b",
     ),
     EngineSpec(
         "qwen2.5-coder-3090",
@@ -182,6 +216,9 @@ ENGINES: tuple[EngineSpec, ...] = (
         gpus=(0,),
         version="b1-0c1e570",
         context=32768,
+        # Qwen2.5-Coder-32B: 64 layers, 8 KV heads x 128; a q4_0 KV cache (-ctk q4_0 -ctv q4_0) so -c 32768
+        # over 4 slots fits the 24 GB card beside the embedding models
+        kv=KvShape(64, 8, 128, "q4_0", 4),
     ),
     EngineSpec(
         "embeddings",

@@ -77,7 +77,8 @@ def max_tokens(body: dict[str, Any], default: int = 64) -> int:
 
 
 def tool_call_for(body: dict[str, Any]) -> dict[str, Any] | None:
-    """A well-formed call of the first declared tool, arguments filled from its JSON schema."""
+    """A well-formed call of the first declared tool (or the one `tool_choice` names), its arguments a JSON string
+    that satisfies the tool's parameters schema (`value_for_schema`), in the OpenAI shape vLLM answers."""
     tools = body.get("tools")
     choice = body.get("tool_choice", "auto")
     if not isinstance(tools, list) or not tools or choice == "none":
@@ -87,17 +88,90 @@ def tool_call_for(body: dict[str, Any]) -> dict[str, Any] | None:
         wanted = choice.get("function", {}).get("name")
         tool = next((t for t in tools if t.get("function", {}).get("name") == wanted), tool)
     function = tool.get("function", {}) if isinstance(tool, dict) else {}
-    params = function.get("parameters", {}) if isinstance(function, dict) else {}
-    args: dict[str, Any] = {}
-    for key, spec in (params.get("properties") or {}).items():
-        kind = spec.get("type") if isinstance(spec, dict) else None
-        enum = spec.get("enum") if isinstance(spec, dict) else None
-        args[key] = enum[0] if enum else {"number": 21.5, "integer": 3, "boolean": True}.get(str(kind), "Paris")
+    args = value_for_schema(_dict(_dict(function).get("parameters")))
     return {
         "id": f"chatcmpl-tool-{uuid.uuid4().hex[:16]}",
         "type": "function",
-        "function": {"name": function.get("name", "tool"), "arguments": json.dumps(args)},
+        "function": {
+            "name": function.get("name", "tool"),
+            "arguments": json.dumps(args if isinstance(args, dict) else {}),
+        },
     }
+
+
+def json_content_for(body: dict[str, Any]) -> str | None:
+    """The answer's content under `response_format` (None: free text): for json_schema a value that satisfies
+    the schema (`value_for_schema`), for json_object an object, as an engine's guided decoding gives."""
+    fmt = body.get("response_format")
+    if not isinstance(fmt, dict):
+        return None
+    if fmt.get("type") == "json_schema":
+        schema = _dict(_dict(fmt.get("json_schema")).get("schema"))
+        return json.dumps(value_for_schema(schema or {"type": "object"}))
+    if fmt.get("type") == "json_object":
+        return json.dumps({"answer": "Paris"})
+    return None
+
+
+_DEFAULTS: dict[str, Any] = {"string": "Paris", "integer": 3, "number": 21.5, "boolean": True, "null": None}
+
+
+def value_for_schema(schema: dict[str, Any], depth: int = 0) -> Any:
+    """A minimal value that satisfies a JSON schema: an object's required properties (all of them where it names
+    none), type-appropriate leaves within their bounds, the first of an enum, a const, the first branch of
+    anyOf/oneOf. Patterns and $refs are not followed (the simulated model answers plain values there)."""
+    if "const" in schema:
+        return schema["const"]
+    if isinstance(schema.get("enum"), list) and schema["enum"]:
+        return schema["enum"][0]
+    for key in ("anyOf", "oneOf", "allOf"):
+        branches = [b for b in schema.get(key) or [] if isinstance(b, dict) and b.get("type") != "null"]
+        if branches:
+            return value_for_schema(branches[0], depth + 1)
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "null")
+    if kind is None:
+        kind = "object" if "properties" in schema else "array" if "items" in schema else "string"
+    if kind == "object":
+        props = _dict(schema.get("properties"))
+        required = schema.get("required")
+        names = [n for n in required if isinstance(n, str)] if isinstance(required, list) else list(props)
+        if depth > 8:
+            return {}
+        return {n: value_for_schema(_dict(props.get(n)), depth + 1) for n in names}
+    if kind == "array":
+        items = _dict(schema.get("items"))
+        wanted = schema.get("minItems", 1) if schema.get("maxItems", 1) else 0
+        return [value_for_schema(items, depth + 1) for _ in range(int(wanted) if depth <= 8 else 0)]
+    if kind in ("integer", "number"):
+        return _number(schema, kind)
+    if kind == "string":
+        text = str(_DEFAULTS["string"])
+        low, high = int(schema.get("minLength", 0)), schema.get("maxLength")
+        text = text.ljust(low, "s")
+        return text[: int(high)] if isinstance(high, int) else text
+    return _DEFAULTS.get(str(kind), "Paris")
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _number(schema: dict[str, Any], kind: str) -> int | float:
+    value: float = _DEFAULTS[kind]
+    low, high = schema.get("minimum"), schema.get("maximum")
+    ex_low, ex_high = schema.get("exclusiveMinimum"), schema.get("exclusiveMaximum")
+    step = 1 if kind == "integer" else 0.5
+    if isinstance(low, int | float) and value < low:
+        value = low
+    if isinstance(ex_low, int | float) and value <= ex_low:
+        value = ex_low + step
+    if isinstance(high, int | float) and value > high:
+        value = high
+    if isinstance(ex_high, int | float) and value >= ex_high:
+        value = ex_high - step
+    return math.ceil(value) if kind == "integer" else float(value)
 
 
 class Style:
@@ -124,6 +198,19 @@ class Style:
         if self.kind != "vllm":
             out["system_fingerprint"] = self.fingerprint
         return out
+
+    def tool_call_start(self, call: dict[str, Any]) -> dict[str, Any]:
+        """The delta that opens a streamed tool call: its id, type and name (vLLM 0.32's capture: no arguments
+        key and a null content; the OpenAI form, llama.cpp's and SGLang's, starts the arguments empty)."""
+        opened: dict[str, Any] = {"id": call["id"], "type": "function", "index": 0}
+        if self.kind == "vllm":
+            return {"content": None, "tool_calls": [{**opened, "function": {"name": call["function"]["name"]}}]}
+        return {"tool_calls": [{**opened, "function": {"name": call["function"]["name"], "arguments": ""}}]}
+
+    def tool_call_delta(self, function: dict[str, Any]) -> dict[str, Any]:
+        """A later delta of a streamed tool call: a fragment of its arguments."""
+        delta: dict[str, Any] = {"tool_calls": [{"index": 0, "function": function}]}
+        return {"content": None, **delta} if self.kind == "vllm" else delta
 
     def usage_chunk(self, cid: str, model: str, created: int, prompt: int, completion: int) -> dict[str, Any]:
         return {

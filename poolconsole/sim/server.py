@@ -23,6 +23,7 @@ from poolconsole.sim.openai_api import (
     Style,
     draft_acceptance,
     embedding,
+    json_content_for,
     max_tokens,
     prompt_tokens,
     sse,
@@ -495,46 +496,32 @@ class SimEngine:
         model = str(body.get("model") or self.spec.models[0])
         req, n_out = await self._admit(body)
         tool = tool_call_for(body) if self.spec.tools else None
+        structured = json_content_for(body) if self.spec.tools and tool is None else None
         text = words(f"{self.spec.name}-{req.arrived}", n_out)
+        finish = "length"
+        if tool is not None:  # the arguments, a few characters a token
+            args = tool["function"]["arguments"]
+            text = [args[i : i + 6] for i in range(0, len(args), 6)]
+            n_out, finish = len(text), "tool_calls"
+        elif structured is not None:  # guided decoding: the JSON, whole, then a stop
+            text = [structured[i : i + 4] for i in range(0, len(structured), 4)]
+            n_out, finish = len(text), "stop"
         try:
             if not body.get("stream"):
                 await self._generate(req, n_out, None)
-                return web.json_response(self.style.completion(model, "".join(text), req.prompt, n_out, "length", tool))
+                return web.json_response(self.style.completion(model, "".join(text), req.prompt, n_out, finish, tool))
             response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
             await response.prepare(request)
             cid, created = f"chatcmpl-{uuid.uuid4().hex[:16]}", int(time.time())
             await response.write(sse(self.style.chunk(cid, model, created, {"role": "assistant", "content": ""})))
             if tool is not None:
-                args = tool["function"]["arguments"]
-                first = {
-                    "tool_calls": [
-                        {
-                            "id": tool["id"],
-                            "type": "function",
-                            "index": 0,
-                            "function": {"name": tool["function"]["name"], "arguments": ""},
-                        }
-                    ]
-                }
-                await response.write(sse(self.style.chunk(cid, model, created, first)))
-                pieces = [args[i : i + 6] for i in range(0, len(args), 6)]
-                await self._generate(
-                    req,
-                    len(pieces),
-                    response,
-                    pieces=[
-                        self.style.chunk(
-                            cid, model, created, {"tool_calls": [{"index": 0, "function": {"arguments": p}}]}
-                        )
-                        for p in pieces
-                    ],
-                )
-                finish = "tool_calls"
+                await response.write(sse(self.style.chunk(cid, model, created, self.style.tool_call_start(tool))))
+                pieces = [
+                    self.style.chunk(cid, model, created, self.style.tool_call_delta({"arguments": p})) for p in text
+                ]
             else:
-                await self._generate(
-                    req, n_out, response, pieces=[self.style.chunk(cid, model, created, {"content": w}) for w in text]
-                )
-                finish = "length"
+                pieces = [self.style.chunk(cid, model, created, {"content": w}) for w in text]
+            await self._generate(req, n_out, response, pieces=pieces)
             await response.write(sse(self.style.chunk(cid, model, created, {}, finish)))
             if (body.get("stream_options") or {}).get("include_usage"):
                 await response.write(sse(self.style.usage_chunk(cid, model, created, req.prompt, n_out)))

@@ -232,11 +232,12 @@ async def test_smoke_cli_on_the_demo_pool(sim: SimPool, tmp_path: Path) -> None:
 async def test_smoke_exit_codes(sim: SimPool, tmp_path: Path) -> None:
     import asyncio
 
-    # an impossible SLO on one engine: exit 1 (the [engines.smoke] table goes right after its engine)
+    # an impossible SLO on one engine: exit 1 (into the engine's own [engines.smoke] table, which the demo writes)
     text = sim.config_toml()
     start = text.index('name = "qwen3-next-80b"')
-    end = text.index("\n\n", start)
-    text = text[:end] + "\n[engines.smoke]\nslo_min_tokens_per_s = 100000" + text[end:]
+    end = text.index("[engines.smoke]\n", start) + len("[engines.smoke]\n")
+    assert end < text.index("[[engines]]", start)
+    text = text[:end] + "slo_min_tokens_per_s = 100000\n" + text[end:]
     config = tmp_path / "pool.toml"
     config.write_text(text)
     proc = await asyncio.to_thread(run_cli, config, tmp_path / "db.sqlite3", "qwen3-next-80b", "--json")
