@@ -59,11 +59,25 @@ class StreamResult:
 
     @property
     def decode_tps(self) -> float | None:
-        """(output tokens - 1) / (last token time - first token time): the decode speed."""
-        if len(self.token_times) < 2:
+        """(output tokens - 1) / (last token time - first token time): the decode speed. Where every token
+        arrived in one read (a fast engine's tokens coalesced into one TCP segment, or a client busy elsewhere
+        on a loaded machine) there is no span to time, and the engine's own figure is taken where it gives
+        one (llama.cpp's `timings.predicted_per_second` in its last event); else it is unknown."""
+        if self.output_tokens < 2:
             return None
-        span = self.token_times[-1] - self.token_times[0]
-        return (self.output_tokens - 1) / span if span > 0 else None
+        span = self.token_times[-1] - self.token_times[0] if len(self.token_times) >= 2 else 0.0
+        if span > 0:
+            return (self.output_tokens - 1) / span
+        return self.engine_decode_tps
+
+    @property
+    def engine_decode_tps(self) -> float | None:
+        """The decode speed the engine measured itself, from its last event (llama.cpp's timings)."""
+        timings = (self.last_event or {}).get("timings")
+        value = timings.get("predicted_per_second") if isinstance(timings, dict) else None
+        if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value > 0:
+            return float(value)
+        return None
 
 
 async def stream_chat(
