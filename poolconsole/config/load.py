@@ -43,6 +43,25 @@ class ConfigError(Exception):
         return "\n".join(lines)
 
 
+MAX_DEPTH = 32
+"""Tables and arrays nested deeper than this are refused before anything walks them (the deepest key hosts.toml
+has, an env reference in a profile, is 7 down): the checks below recurse."""
+
+
+def _too_deep(data: Any) -> tuple[str | int, ...] | None:
+    """The key path of the first value nested deeper than MAX_DEPTH, if any (walked without recursion)."""
+    stack: list[tuple[tuple[str | int, ...], Any]] = [((), data)]
+    while stack:
+        loc, node = stack.pop()
+        if len(loc) > MAX_DEPTH:
+            return loc
+        if isinstance(node, dict):
+            stack += [((*loc, key), value) for key, value in node.items()]
+        elif isinstance(node, list):
+            stack += [((*loc, index), value) for index, value in enumerate(node)]
+    return None
+
+
 class _LineIndex:
     """Finds the line of a key path like ('engines', 2, 'kind') in TOML text.
 
@@ -50,7 +69,8 @@ class _LineIndex:
     it is good for the hand-written shape of hosts.toml, and returns None where it cannot tell.
     """
 
-    HEADER = re.compile(r"^\s*(\[\[?)\s*([A-Za-z0-9_.\-\"' ]+?)\s*\]\]?\s*(#.*)?$")
+    HEADER = re.compile(r"^\s*(\[\[?)\s*([A-Za-z0-9_.\-\"' ]++)\s*+\]\]?\s*(#.*)?$")
+    """The name taken whole (no backtracking over a long one), its trailing spaces stripped after."""
     KEY = re.compile(r"^\s*([A-Za-z0-9_\-]+|\"[^\"]*\")\s*=")
 
     def __init__(self, text: str) -> None:
@@ -62,8 +82,10 @@ class _LineIndex:
         for number, line in enumerate(text.splitlines(), start=1):
             header = self.HEADER.match(line)
             if header:
-                name = header.group(2).replace('"', "").replace("'", "")
+                name = header.group(2).rstrip(" ").replace('"', "").replace("'", "")
                 names = name.split(".")
+                if len(names) > MAX_DEPTH:
+                    continue  # refused as too deep (or a quoted name full of dots): not worth a line
                 parts: tuple[str | int, ...] = ()
                 for depth, part in enumerate(names, start=1):  # [engines.control] is in the last [[engines]]
                     parts = (*parts, part)
@@ -96,10 +118,10 @@ def _loc_text(loc: tuple[str | int, ...], data: dict[str, Any]) -> str:
     node: Any = data
     for part in loc:
         if isinstance(part, int):
-            name = node[part].get("name") if isinstance(node, list) and part < len(node) else None
+            node = node[part] if isinstance(node, list) and 0 <= part < len(node) else None
+            name = node.get("name") if isinstance(node, dict) else None  # gpus = [0, "a"]: the 1 is no table
             label = f"[{part}]" if not isinstance(name, str) else f"[{part}:{name}]"
             out[-1] = out[-1] + label if out else label
-            node = node[part] if isinstance(node, list) and part < len(node) else None
         else:
             out.append(str(part))
             node = node.get(part) if isinstance(node, dict) else None
@@ -236,7 +258,13 @@ def parse_config(text: str, source: str = "<config>") -> PoolConfig:
     except tomllib.TOMLDecodeError as exc:
         match = re.search(r"line (\d+)", str(exc))
         raise ConfigError(source, [Problem("(syntax)", str(exc), int(match.group(1)) if match else None)]) from None
+    except RecursionError:  # tomllib reads nested arrays and inline tables recursively
+        raise ConfigError(source, [Problem("(syntax)", "arrays or inline tables nested too deeply to read")]) from None
     index = _LineIndex(text)
+    deep = _too_deep(data)
+    if deep is not None:
+        message = f"nested more than {MAX_DEPTH} tables or arrays deep"
+        raise ConfigError(source, [Problem(_loc_text(deep, data), message, index.line(deep))])
     problems: list[Problem] = []
     secret_locs = set()
     secrets = _secret_problems(data)

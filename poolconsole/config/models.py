@@ -248,7 +248,10 @@ class SmokeSettings(Strict):
     @classmethod
     def _regex(cls, value: str | None) -> str | None:
         if value is not None:
-            re.compile(value)
+            try:
+                re.compile(value)
+            except re.error as exc:  # not a ValueError: pydantic would let it through as a traceback
+                raise ValueError(f"not a regular expression: {exc}") from None
         return value
 
 
@@ -422,6 +425,10 @@ def _check_selector(value: str | None, example: str, names_from: str) -> str | N
 def _check_url(value: str) -> str:
     if not re.match(r"^https?://[^\s/?#]+(/[^\s?#]*)?$", value):
         raise ValueError("must be an http:// or https:// base URL without query or fragment")
+    try:
+        _ = urlsplit(value).port  # what a poll reads: raises for a port out of range, or "http://[x"
+    except ValueError as exc:
+        raise ValueError(f"is not a URL a poll can use: {exc}") from None
     return value.rstrip("/")
 
 
