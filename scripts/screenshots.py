@@ -1,11 +1,18 @@
 """Render every console screen from the live demo pool to SVG and PNG in screenshots/.
 
-Run by hand: `.venv/bin/pip install cairosvg && .venv/bin/python scripts/screenshots.py`.
+Run by hand: `.venv/bin/python scripts/screenshots.py`. The PNGs are drawn by headless Chromium with Fira Code,
+the font the SVGs name (Debian: `apt-get install chromium fonts-firacode`): rasterized by cairosvg with another
+font, the block glyphs had another width, and the tok/s trend was drawn over the TTFT column. Look at every PNG
+before committing it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
+import re
+import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -65,15 +72,48 @@ async def main() -> None:
                 app.set_theme("pool-dark")
         finally:
             await pool.stop()
-    try:
-        import cairosvg
-    except ImportError:
-        print("cairosvg is not installed: SVG only")
-        return
     for svg in sorted(OUT.glob("*.svg")):
-        cairosvg.svg2png(url=str(svg), write_to=str(svg.with_suffix(".png")), output_width=1600)
+        to_png(svg)
         print(svg.with_suffix(".png").relative_to(ROOT))
 
 
+def to_png(svg: Path) -> None:
+    """The SVG at its own size, through headless Chromium (no network: the SVG's web-font URLs are not
+    fetched; Fira Code is found installed, by its local() name)."""
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        raise SystemExit("no chromium on PATH (Debian: apt-get install chromium fonts-firacode)")
+    found = re.search(r'viewBox="0 0 ([\d.]+) ([\d.]+)"', svg.read_text())
+    if found is None:
+        raise SystemExit(f"{svg}: no viewBox")
+    width, height = (math.ceil(float(v)) for v in found.groups())
+    with tempfile.TemporaryDirectory() as profile:
+        subprocess.run(
+            [
+                chromium,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--hide-scrollbars",
+                f"--user-data-dir={profile}",
+                f"--window-size={width},{height}",
+                f"--screenshot={svg.with_suffix('.png')}",
+                svg.resolve().as_uri(),
+            ],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+
+
 if __name__ == "__main__":
-    asyncio.run(main())
+    if sys.argv[1:] == ["--png-only"]:  # the PNGs again from the SVGs as they are
+        for svg in sorted(OUT.glob("*.svg")):
+            to_png(svg)
+    else:
+        asyncio.run(main())
