@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from poolconsole.collect.engines import jsonparse, specs
 from poolconsole.collect.engines.mapping import parse_metrics
+from poolconsole.collect.hosts import nvidia_smi, systems
 from poolconsole.collect.prom import ParseError
 from tests.conftest import REAL
 
@@ -33,6 +34,10 @@ PARSERS: list[Callable[[bytes], Any]] = [
     jsonparse.parse_litellm_liveliness,
     jsonparse.parse_litellm_readiness,
     jsonparse.parse_litellm_health,
+    lambda b: systems.parse_amd_smi(b.decode("utf-8", "replace")),
+    lambda b: systems.parse_rocm_smi(b.decode("utf-8", "replace")),
+    lambda b: systems.parse_macmon(b.decode("utf-8", "replace")),
+    lambda b: nvidia_smi.parse_query_gpu(b.decode("utf-8", "replace"), nvidia_smi.FULL_FIELDS),
 ]
 
 
@@ -50,7 +55,7 @@ def mutated() -> st.SearchStrategy[bytes]:
         st.builds(mutate, real, st.integers(0, 10_000), st.binary(max_size=40), st.integers(0, 10_000)),
         st.text(max_size=500).map(lambda t: t.encode()),
         st.recursive(
-            st.none() | st.booleans() | st.integers() | st.text(max_size=10),
+            st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=10),
             lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=8), c, max_size=4),
             max_leaves=20,
         ).map(lambda v: __import__("json").dumps(v).encode()),

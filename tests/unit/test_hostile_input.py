@@ -12,6 +12,8 @@ from types import SimpleNamespace
 from urllib.parse import urlsplit
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from poolconsole.collect import poll_client
 from poolconsole.collect.engines import specs
@@ -342,3 +344,61 @@ async def test_a_row_names_the_problem_not_the_path() -> None:
     assert brief("/metrics: page cut mid-line: its last line has no line break") == "page cut mid-line on /metrics"
     assert brief("amd-smi: amd-smi: no JSON in the output") == "amd-smi: no JSON in the output"
     assert short("/v1/models: not valid JSON (Expecting value: line 1 column 1)") == "not valid JSON on /v1/models"
+
+
+# -- all of them at once: no hostile value reaches the model -------------------------------------------------
+
+HOSTILE = ["-5", "-1", "-0", "1e308", "-1e308", "NaN", "+Inf", "-Inf", "5e-324", "1e-320"]
+DP_PAGE = dp_payload(PAGE, 2)
+SAMPLE_LINES = [i for i, line in enumerate(DP_PAGE.split("\n")) if line.startswith("vllm:")]
+
+
+def assert_sane(metrics: EngineMetrics) -> None:
+    for name, value in metrics.values.items():
+        assert math.isfinite(value) and (value >= 0 or name == "process_start_time"), (name, value)
+    for name, hist in metrics.histograms.items():
+        assert all(bound >= 0 for bound, _ in hist.buckets), name
+        assert all(math.isfinite(c) and c >= 0 for _, c in hist.buckets), name
+        assert math.isfinite(hist.sum) and hist.sum >= 0 and math.isfinite(hist.count) and hist.count >= 0, name
+        assert all(q is None or q >= 0 for q in (quantile(0.5, hist), quantile(0.95, hist)))
+    for rank in metrics.ranks:
+        for known in (rank.requests_running, rank.requests_waiting, rank.kv_cache_usage):
+            assert known is None or (math.isfinite(known) and known >= 0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(SAMPLE_LINES), st.sampled_from(HOSTILE), st.booleans()),
+        min_size=1,
+        max_size=12,
+    )
+)
+def test_no_hostile_value_or_bound_reaches_the_model(changes: list[tuple[int, str, bool]]) -> None:
+    lines = DP_PAGE.split("\n")
+    for at, value, in_le in changes:
+        line = lines[at]
+        if in_le and 'le="' in line:
+            lines[at] = re.sub(r'le="[^"]*"', f'le="{value}"', line)
+        else:
+            lines[at] = line.rsplit(" ", 1)[0] + " " + value
+    page = "\n".join(lines)
+    memo = PageMemo()
+    parse_metrics(DP_PAGE, specs.VLLM, memo)
+    for metrics, _, _ in (parse_metrics(page, specs.VLLM), parse_metrics(page, specs.VLLM, memo)):
+        assert_sane(metrics)
+
+
+async def test_the_last_resort_handler_keeps_a_failure_as_data(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What had contained all of the above, untested: an exception no parser foresaw is a degraded poll
+    with its words, never an exception out of the poller."""
+    from poolconsole.collect.engines import poll as engine_poll
+
+    def unforeseen(*_: object, **__: object) -> None:
+        raise OverflowError("int too large to convert to float")
+
+    monkeypatch.setattr(engine_poll, "parse_metrics", unforeseen)
+    snap = await EnginePoller(Engine(name="e", kind=EngineKind.VLLM, url="http://e"), vllm_pages(PAGE.encode())).poll()
+    assert snap.state is EngineState.DEGRADED and snap.metrics is None
+    assert snap.error == "internal error while reading this engine: OverflowError: int too large to convert to float"
+    assert snap.missing["requests_running"] == "engine degraded"
