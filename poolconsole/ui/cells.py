@@ -109,13 +109,22 @@ def gpu_bars(host: HostSnapshot | None, gpus: list[int] | None, c: Colors, width
         text.append(BAR[min(len(BAR) - 1, max(1, round(frac * (len(BAR) - 1))))], style=level(frac, c))
     used = [g.memory_used_bytes for g in chosen if g.memory_used_bytes is not None]
     total = [g.memory_total_bytes for g in chosen if g.memory_total_bytes]
-    if len(used) == len(total) == len(chosen):
-        figure = f" {sum(used) / 2**30:.0f}/{sum(total) / 2**30:.0f}G"
-    else:  # a card did not report: a sum over the others would read as a smaller number, complete
-        figure = f" {NA}"
-    if width is None or len(text) + len(figure) <= width:  # whole or not at all: "83/5" would be a lie
-        text.append(figure, style=c.dim)
-    return text
+    # a card did not report: a sum over the others would read as a smaller number, complete
+    complete = len(used) == len(total) == len(chosen)
+    figure = f"{sum(used) / 2**30:.0f}/{sum(total) / 2**30:.0f}G" if complete else NA
+    return with_figure(text, figure, width, c)
+
+
+def with_figure(bars: Text, figure: str, width: int | None, c: Colors) -> Text:
+    """A memory cell: its bars (one per card), then its used/total figure, both when they fit `width`. The
+    figure comes first: too narrow for both, the figure alone (four cards' bars said nothing of how much);
+    too narrow for the figure, the bars alone (whole or not at all: "83/5" would be a lie)."""
+    if width is None or len(bars) + 1 + len(figure) <= width:
+        bars.append(f" {figure}", style=c.dim)
+        return bars
+    if len(figure) <= width:
+        return Text(figure, style=c.dim)
+    return bars
 
 
 EIGHTHS = " ▏▎▍▌▋▊▉█"
@@ -172,10 +181,8 @@ def engine_memory(
         else:
             text.append(BAR[min(len(BAR) - 1, max(1, round(frac * (len(BAR) - 1))))], style=level(frac, c))
     total = sum(g.memory_total_bytes or 0 for g in chosen[: 1 if unified else None])
-    figure = f" {own_total / 2**30:.0f}/{total / 2**30:.0f}G" if own_total is not None and total else f" {NA}"
-    if not unified and (width is None or len(text) + len(figure) <= width):
-        text.append(figure, style=c.dim)
-    return text
+    figure = f"{own_total / 2**30:.0f}/{total / 2**30:.0f}G" if own_total is not None and total else NA
+    return text if unified else with_figure(text, figure, width, c)
 
 
 COLLAPSED = "▸ "
@@ -336,20 +343,21 @@ SPECS: tuple[ColumnSpec, ...] = (
     ColumnSpec("host", "Host", 7, 9, fold=6, ellipsis=True),
     ColumnSpec("engine", "Engine", 16, 20, fold=12, ellipsis=True),
     ColumnSpec("kind", "Kind", 8, 19, fold=2),
-    ColumnSpec("model", "Model", 8, 36, fold=1, ellipsis=True),
+    ColumnSpec("model", "Model", 15, 36, fold=3, ellipsis=True),
     ColumnSpec("vram", "GPU mem", 9, 18, fold=4),
     ColumnSpec("kv", "KV", 4, 4, fold=10),
     ColumnSpec("queue", "Run/Wait", 8, 8, fold=11),
     ColumnSpec("tps", "tok/s", 5, 6, fold=9),
-    ColumnSpec("spark", "tok/s trend", 6, 6, fold=3, grow=True, short="trend"),
+    ColumnSpec("spark", "tok/s trend", 6, 6, fold=1, grow=True, short="trend"),
     ColumnSpec("ttft", "TTFT p50", 5, 8, fold=5, short="TTFT"),
     ColumnSpec("state", "State", 11, 11),
     ColumnSpec("age", "Age", 5, 5, fold=7),
     ColumnSpec("why", "Why", 12, 24, fold=8, ellipsis=True),
 )
-"""Every column of the overview, at its narrowest and widest. 13 columns at their narrowest take 117
-cells, so at 120 every one shows. Narrower, they fold away in this order: Model, Kind, the trend, GPU mem,
-TTFT, Host, Age, Why, tok/s, KV, Run/Wait, Engine; State never folds."""
+"""Every column of the overview, at its narrowest and widest. The model's narrowest is what reads a name
+("qwen3-next-80b-…", not "qwen3-3…"). 13 columns at their narrowest take 124 cells; narrower, they fold
+away in this order: the tok/s trend (the tok/s figure stays), Kind, Model, GPU mem, TTFT, Host, Age, Why,
+tok/s, KV, Run/Wait, Engine; State never folds. At 120 only the trend is folded."""
 WIDEN = ("engine", "vram", "model", "kind", "why", "ttft", "tps", "host")
 """Where spare width goes first (each column up to its widest): the engine's name whole, the GPU figures,
 the model with the profile it runs (what a rollover changes), then Kind, so a version shows whole; what is

@@ -73,6 +73,18 @@ def events_lines(height: int) -> int:
     return 3 if height < 30 else 5 if height < 45 else 7
 
 
+ROWS_KEPT = 16
+"""Lines of rows the table keeps on a short terminal (a host line over each engine: about 8 engines). The
+events pane gives way first (hidden while it would leave fewer), then the summary folds to its verdict and
+one line of figures. At 120x40 neither happens; at 80x24 both do."""
+CHROME = 4
+"""The overview's lines that are not the summary, the events pane or the table's rows: the header, the
+table's header, the status line and the keys."""
+FOLDED = ("engines", "generation", "running", "waiting", "hosts", "alerts")
+"""The figures a folded summary keeps, most wanted first (as many as fit its one line), each a part of
+summarise()'s lines up to its ": " (the names after it are the verdict's)."""
+
+
 def _plain(value: Text | str) -> str:
     return value.plain if isinstance(value, Text) else value
 
@@ -138,18 +150,49 @@ def pack(line: str, width: int) -> list[str]:
     return out
 
 
-def summary_text(summary: Summary, width: int, c: cells.Colors) -> Text:
+def folded_figures(lines: Iterable[str], width: int) -> str:
+    """The one line of figures a folded summary shows: the FOLDED parts of summarise()'s lines (each up to
+    its ": "), most wanted first, each whole, as many as fit `width`."""
+    parts: dict[str, str] = {}
+    for line in lines:
+        for part in line.split(" · "):
+            word = part.split(" ", 1)[0]
+            if word in FOLDED and word not in parts:
+                parts[word] = part.split(": ", 1)[0]
+    out = ""
+    for word in FOLDED:
+        figure = parts.get(word)
+        if figure is None:
+            continue
+        joined = f"{out} · {figure}" if out else figure
+        if len(joined) <= width:
+            out = joined
+    return out
+
+
+def summary_text(summary: Summary, width: int, c: cells.Colors, folded: bool = False) -> Text:
     """The verdict on one line (cut with "…" past the width: the most severe problems come first), in
-    the colour of its worst problem, then the totals packed to the width."""
+    the colour of its worst problem, then the totals packed to the width; `folded` (a short terminal),
+    one line of the main figures instead of the totals."""
     verdict = summary.verdict if len(summary.verdict) <= width else summary.verdict[: max(0, width - 1)] + "…"
     critical = any(p.severity == "critical" for p in summary.problems)
     colour = c.ok if summary.healthy else c.bad if critical else c.warn
     text = Text()
     text.append(verdict, style=f"bold {colour}")
+    if folded:
+        figures = folded_figures(summary.lines, width)
+        if figures:
+            text.append("\n" + figures)
+        return text
     for line in summary.lines:
         for packed in pack(line, width):
             text.append("\n" + packed)  # in the widget's own (muted) colour
     return text
+
+
+def summary_lines(summary: Summary, width: int) -> int:
+    """How many lines the whole summary takes at `width`: its verdict and its totals packed."""
+    return 1 + sum(len(pack(line, width)) for line in summary.lines)
 
 
 def _view_number(state: PoolState, key: str, column: str) -> float | None:
@@ -189,7 +232,10 @@ class OverviewScreen(Screen[None]):
         """The alerts the summary counts and the rows' "why" names (None: the app's)."""
         self.events = events
         """The timeline the events pane shows, newest first (None: no pane)."""
-        self.show_events = True
+        self.show_events: bool | None = None
+        """The events pane as `e` left it (None: shown while the table keeps ROWS_KEPT lines of rows with it)."""
+        self.folded = False
+        """Whether the summary is folded to its verdict and one line of figures (a short terminal)."""
         self._events_drawn: tuple[int, int, int, str] | None = None
         self._box_lines: dict[str, int] = {}
         """Lines each `height: auto` box (summary, events) took when last drawn."""
@@ -207,7 +253,7 @@ class OverviewScreen(Screen[None]):
         self.attention: bool | None = None
         """Rows that need attention first: None follows the pool (on while anything is wrong)."""
         self.summary: Summary | None = None
-        self._summary_drawn: tuple[str, int] | None = None
+        self._summary_drawn: tuple[str, int, bool] | None = None
         self.collapsed: set[str] = set()
         """The group lines whose rows are folded away (`c`, Enter or a click on the line; `C` all of them)."""
         self.problems_only = False
@@ -541,16 +587,43 @@ class OverviewScreen(Screen[None]):
     def selected(self) -> str | None:
         return self.query_one(PoolGrid).cursor_key
 
+    def _summary_width(self) -> int:
+        box = self.query_one("#summary", Static)
+        return max(20, box.content_size.width or self.app.size.width - 2)
+
+    def _room(self) -> tuple[bool, bool]:
+        """(whether the events pane fits, whether the whole summary does) on this terminal: each only while
+        the table keeps ROWS_KEPT lines of rows with it; the events pane gives way first. The pane as `e`
+        left it, when it was pressed."""
+        height = self.app.size.height
+        width = self._summary_width()
+        chrome = CHROME
+        hint = self.query("#hint")
+        if hint:
+            words = str(getattr(self.app, "hint", "") or "")
+            chrome += len(Text(words).wrap(self.app.console, width))
+        box = self.query_one("#filter", Input)
+        if box.display:
+            chrome += 3  # its tall border
+        summary = summary_lines(self.summary, width) if self.summary is not None else 1
+        pane = events_lines(height) if self.events is not None else 0
+        left = height - chrome - summary
+        events = left - pane >= ROWS_KEPT if self.show_events is None else self.show_events
+        whole = left - (pane if events else 0) >= ROWS_KEPT
+        return events, whole
+
     def _draw_summary(self) -> None:
         box = self.query_one("#summary", Static)
         if self.summary is None:
             return
-        width = max(20, box.content_size.width or self.app.size.width - 2)
-        drawn = (self.summary.verdict + "\n".join(self.summary.lines), width)
+        width = self._summary_width()
+        self.folded = not self._room()[1]
+        drawn = (self.summary.verdict + "\n".join(self.summary.lines), width, self.folded)
         if drawn == self._summary_drawn:
             return
         self._summary_drawn = drawn
-        text = summary_text(self.summary, width, cells.Colors.from_theme(self.app.theme_variables))
+        c = cells.Colors.from_theme(self.app.theme_variables)
+        text = summary_text(self.summary, width, c, self.folded)
         box.update(text, layout=self._height_changed(box, text))
 
     def _draw_events(self) -> None:
@@ -558,8 +631,10 @@ class OverviewScreen(Screen[None]):
         log, the width or the theme changed."""
         pane = self.query_one("#events", Static)
         log = self.events
-        pane.display = log is not None and self.show_events
-        if log is None or not self.show_events:
+        visible = log is not None and self._room()[0]
+        if pane.display != visible:
+            pane.display = visible
+        if log is None or not visible:
             return
         lines = events_lines(self.app.size.height)
         width = max(20, pane.content_size.width or self.app.size.width - 2)
@@ -592,9 +667,11 @@ class OverviewScreen(Screen[None]):
         return changed
 
     def toggle_events(self) -> None:
-        """Show or hide the events pane (the table takes its lines)."""
-        self.show_events = not self.show_events
+        """Show or hide the events pane (the table takes its lines); shown on a short terminal too when asked
+        for (the summary folds for it)."""
+        self.show_events = not self._room()[0]
         self._events_drawn = None
+        self._draw_summary()
         self._draw_events()
 
     def on_resize(self) -> None:
@@ -602,6 +679,7 @@ class OverviewScreen(Screen[None]):
         self._events_drawn = None
         if getattr(self, "ready", False):
             self.call_after_refresh(self._draw_summary)
+            self.call_after_refresh(self._draw_events)  # hidden or shown again for the new height
             self.call_after_refresh(self._status_line)  # cut again to the new width
 
     def on_pool_grid_columns_changed(self, event: PoolGrid.ColumnsChanged) -> None:
@@ -651,6 +729,8 @@ class OverviewScreen(Screen[None]):
         box.display = True
         box.disabled = False
         box.focus()
+        self._draw_summary()  # its lines: the events pane and the summary's totals may give way
+        self._draw_events()
 
     def on_input_changed(self, event: Input.Changed) -> None:
         self.filter_text = event.value.strip()
