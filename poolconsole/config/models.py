@@ -109,6 +109,45 @@ class AlertSettings(Strict):
     tps_collapse_for_s: Annotated[float, Field(ge=0)] = 15.0
     """The tok/s collapse fires once the mean of the last 15 polls has stayed under the line this long; it
     clears `hysteresis` (a fraction of the recent best) above the line."""
+    stall_s: Annotated[float, Field(gt=0)] = 30.0
+    """Stalled (the wedge `/health` hides): the engine answers, requests are running or waiting, and its
+    generation counter has not grown for this long. It clears once the counter moves again or nothing is
+    running or waiting."""
+
+
+class Notify(Strict):
+    """Where the watcher (`poolconsole watch`) sends the alerts it evaluates (`[[notify]]`, a list)."""
+
+    kind: Literal["webhook", "alertmanager", "ntfy"]
+    """webhook: a JSON POST in Alertmanager's webhook format (version "4"); alertmanager: its
+    `/api/v2/alerts` API (grouping, silences and routing are then Alertmanager's); ntfy: a topic URL, the
+    summary as the body with Title, Priority and Tags headers."""
+    url: str
+    """The receiver: the webhook's URL, Alertmanager's base URL (without /api/v2), or the ntfy topic URL."""
+    min_severity: Literal["info", "warning", "critical"] = "warning"
+    """Alerts below this severity are not sent here (critical: down, stalled, restart loop)."""
+    token_env: str | None = None
+    """Environment variable holding a bearer token, sent only in the Authorization header and read at each
+    send (never written to the file, a log or the audit)."""
+    repeat_s: Annotated[float, Field(gt=0)] = 14400.0
+    """While an alert stays firing it is sent again this often (Alertmanager's default repeat_interval, 4
+    h); an alertmanager receiver is re-sent every min(60 s, repeat_s), as Prometheus does, and repeats as
+    its own route says."""
+    timeout_s: Annotated[float, Field(gt=0, le=120)] = 10.0
+    """Timeout of one send; a failed send is retried with backoff until it goes through."""
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("must be an http:// or https:// URL")
+        return value
+
+    @field_validator("token_env")
+    @classmethod
+    def _env(cls, value: str | None) -> str | None:
+        return _check_env(value)
 
 
 class StoreSettings(Strict):
@@ -561,6 +600,8 @@ class PoolConfig(Strict):
     """Key remapping: action id = key, e.g. `filter = "f"` (`poolconsole schema` lists the ids)."""
     prometheus: PrometheusSource | None = None
     """The query API that engines and hosts with `read = "prometheus"` are read from."""
+    notify: list[Notify] = []
+    """Where `poolconsole watch` sends alerts (`[[notify]]`): webhook, alertmanager or ntfy receivers."""
     hosts: list[Host] = []
     engines: list[Engine] = []
 

@@ -27,6 +27,17 @@ the overview's verdict called a healthy pool '1 problem'."""
 record is read once a minute while the engine stays up)."""
 
 
+CRITICAL_RULES = frozenset({"down", "restart_loop", "stalled"})
+"""The rules that page at once: a target that does not answer, one that serves nothing, one that keeps dying."""
+
+
+def severity(rule: str) -> str:
+    """critical, warning or info: a log's findings are the cause of a down or a restart (info), the rest warn."""
+    if rule in CRITICAL_RULES:
+        return "critical"
+    return "info" if rule.startswith("log:") else "warning"
+
+
 @dataclass(frozen=True)
 class AlertEvent:
     at: float
@@ -75,6 +86,8 @@ class Alerts:
     """engine -> (start, end or None while it runs) of the console's latest restart or rollover of it."""
     serving_since: dict[str, float] = field(default_factory=dict)
     """engine -> since when its polls have said ok, without a break."""
+    generated: dict[str, tuple[float, float]] = field(default_factory=dict)
+    """engine -> (its generation counter, since when it has had that value) for the stalled rule."""
     """(target, rule) -> since when its condition has held, while it waits out the rule's hold."""
 
     def _held(
@@ -126,6 +139,7 @@ class Alerts:
             said = self._held(key, value, rule.fire, rule.describe(value), levels, now)
             events.append(self._set(view.name, rule.name, on, said, now, rule.cleared(value), rule.hold))
         events.append(self._collapse(view, now))
+        events.append(self._stalled(view, now))
         new = bool(view.counter_resets) if restarted is None else restarted
         events.append(self._restart_loop(view.name, now, new))
         events += self._served_past_findings(view, now)
@@ -220,6 +234,29 @@ class Alerts:
             f"tok/s recovered to {mean:.0f}",
             self.settings.tps_collapse_for_s,
         )
+
+    def _stalled(self, view: EngineView, now: float) -> AlertEvent | None:
+        """The wedge `/health` hides: the engine answers, requests are running or waiting, and its generation
+        counter has not moved for `stall_s`. Any change counts as progress (a restart's reset too). Unknown
+        (down, no counter, no request counts) leaves the alert as it is: a down engine is `down`'s."""
+        total = view.generation_tokens_total
+        if view.state != EngineState.OK or total is None:
+            return None
+        seen = self.generated.get(view.name)
+        if seen is None or seen[0] != total:
+            self.generated[view.name] = seen = (total, now)
+        busy_known = view.requests_running is not None or view.requests_waiting is not None
+        if not busy_known:
+            return None
+        running, waiting = view.requests_running or 0, view.requests_waiting or 0
+        still = now - seen[1]
+        stalled = (running + waiting) > 0 and still >= self.settings.stall_s
+        said = (
+            f"stalled: {running:.0f} running and {waiting:.0f} waiting, no token generated for {still:.0f} s "
+            "(it answers /health and serves nothing)"
+        )
+        back = "generating again" if running + waiting > 0 else "no requests running or waiting"
+        return self._set(view.name, "stalled", stalled, said, now, back)
 
     def host(self, snap: HostSnapshot, now: float) -> list[AlertEvent]:
         events: list[AlertEvent | None] = []

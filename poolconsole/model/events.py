@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from poolconsole.model.alerts import AlertEvent
+from poolconsole.model.alerts import CRITICAL_RULES, AlertEvent
 from poolconsole.model.failure_modes import Diagnosis
 from poolconsole.model.pool_state import PoolState
 
@@ -25,7 +25,7 @@ WARNING = "warning"
 INFO = "info"
 OK = "ok"
 
-_SEVERE_RULES = frozenset({"down", "restart_loop"})
+_SEVERE_RULES = CRITICAL_RULES
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ WORDS = {
     "tps_collapse": "with tok/s collapsed",
     "restart_loop": "in a restart loop",
     "swap": "swapping on unified memory",
+    "stalled": "stalled (answering, generating nothing)",
 }
 SHOWN = 3
 """Targets named per line; the rest are counted."""

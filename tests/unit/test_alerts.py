@@ -12,8 +12,8 @@ from poolconsole.model.view import EngineView
 
 def view(**kw: object) -> EngineView:
     base = EngineView(
-        "e", "vllm", "h", "http://x", "ok", None, ["m"], 1.0, 0.0, 0.5, 0.0, 0.0, 100.0, 0.0, 0.1, None, None, 0.0, 1
-    )
+        "e", "vllm", "h", "http://x", "ok", None, ["m"], 1.0, 0.0, 0.5, 0.0, None, 100.0, 0.0, 0.1, None, None, 0.0, 1
+    )  # the generation counter unknown: a counter standing still with a request running is `stalled` (test_stalled)
     return replace(base, **kw)  # type: ignore[arg-type]
 
 
