@@ -31,6 +31,8 @@ MAX_LINE_CHARS = 4096
 READ_TIMEOUT_S = 30.0
 EXIT_MARK = "poolconsole-log-exit:"
 SINCE = re.compile(r"^(\d{1,7})\s*(s|m|min|h|d)$")
+CONTROL = re.compile(r"\x1b\[[0-9;?]*+[A-Za-z]|[\x00-\x08\x0b-\x1f\x7f]")
+"""A terminal escape or a control character (tab kept)."""
 UNITS = {"s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
 
 
@@ -149,10 +151,10 @@ def follow_command(plan: LogPlan) -> str:
 
 def clean(line: str) -> str:
     """A line as it may be shown: cut to MAX_LINE_CHARS, control characters (terminal escapes) dropped,
-    secrets redacted."""
+    secrets redacted. Linear in the line (a caller's prompt can be in it): about a millisecond for the longest,
+    which times a read's hundreds of lines is still too long for the event loop, so reads clean in a thread."""
     line = line[:MAX_LINE_CHARS].rstrip("\r")
-    line = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]|[\x00-\x08\x0b-\x1f\x7f]", "", line)
-    return redact(line)
+    return redact(CONTROL.sub("", line))
 
 
 def parse_read(stdout: str, max_bytes: int) -> tuple[list[str], int | None, bool]:
@@ -171,6 +173,22 @@ def parse_read(stdout: str, max_bytes: int) -> tuple[list[str], int | None, bool
     if lines and lines[-1] == "":
         lines = lines[:-1]  # the log's own last newline (printf's newline keeps an unterminated line whole)
     return [clean(line) for line in lines], status, truncated
+
+
+def _parse_and_diagnose(stdout: str, max_bytes: int) -> tuple[list[str], int | None, bool, list[Finding]]:
+    """parse_read, and the failure modes its lines show: the CPU part of a read, for a thread."""
+    lines, status, truncated = parse_read(stdout, max_bytes)
+    return lines, status, truncated, diagnose(lines)
+
+
+def _seen(raws: list[str]) -> list[tuple[str, Finding | None]]:
+    """Each followed line cleaned, with the failure mode it shows: for a thread, like a read's."""
+    out: list[tuple[str, Finding | None]] = []
+    for raw in raws:
+        line = clean(raw)
+        found = diagnose([line])
+        out.append((line, found[0] if found else None))
+    return out
 
 
 @dataclass(frozen=True)
@@ -219,16 +237,14 @@ async def read_logs(
         result = await conn.run(command, timeout_s)
     except SSHFailure as exc:
         return LogRead(engine.name, host, plan.source, redact(command), (), (), error=exc.message, note=note)
-    got, status, truncated = parse_read(result.stdout, max_bytes)
+    got, status, truncated, findings = await asyncio.to_thread(_parse_and_diagnose, result.stdout, max_bytes)
     error = None
     if status is None:
         error = f"{plan.source}: no exit status came back (stderr: {clean(result.stderr.strip())[:300]})"
     elif status != 0:
         last = next((line for line in reversed(got) if line.strip()), "no output")
         error = f"{plan.source} exited {status}: {last[:300]}"
-    return LogRead(
-        engine.name, host, plan.source, redact(command), tuple(got), tuple(diagnose(got)), truncated, error, note
-    )
+    return LogRead(engine.name, host, plan.source, redact(command), tuple(got), tuple(findings), truncated, error, note)
 
 
 async def follow_logs(
@@ -247,12 +263,13 @@ async def follow_logs(
     pending = ""
     number = 0
 
-    def emit(raw: str) -> None:
+    async def emit(raws: list[str]) -> None:
         nonlocal number
-        number += 1
-        line = clean(raw)
-        seen = diagnose([line])
-        on_line(line, replace(seen[0], line_no=number) if seen else None)
+        if not raws:
+            return
+        for line, seen in await asyncio.to_thread(_seen, raws):
+            number += 1
+            on_line(line, replace(seen, line_no=number) if seen is not None else None)
 
     try:
         while True:
@@ -261,13 +278,12 @@ async def follow_logs(
                 break
             pending += chunk
             *complete, pending = pending.split("\n")
-            for raw in complete:
-                emit(raw)
             if len(pending) > MAX_LINE_CHARS:
-                emit(pending)
+                complete.append(pending)
                 pending = ""
+            await emit(complete)
         if pending:
-            emit(pending)
+            await emit([pending])
     finally:
         process.close()
         with contextlib.suppress(Exception):
