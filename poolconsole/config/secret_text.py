@@ -1,6 +1,7 @@
 """What a secret looks like inside text: an assignment (`HF_TOKEN=...`), a flag (`--api-key X`), a Bearer
-token. model.redaction scrubs these from what is shown, logged and stored; config.load refuses them written
-into hosts.toml (a profile's args or an env value).
+token, an `Authorization:` header, a secret-named field (`token: ...`, `"api_key": "..."`). model.redaction
+scrubs these from what is shown, logged and stored; config.load refuses the first three written into hosts.toml
+(a profile's args or an env value).
 
 Every pattern here runs on text anyone can write (a caller's prompt in an engine's log), so each is linear in
 its input: a name is taken whole and possessively (`*+`, no giving back), it may start only where a run of
@@ -26,6 +27,21 @@ SECRET_FLAG = re.compile(
 """`--flag value` / `--flag=value` where the flag has one of the words after its first dash. Group 1 is the
 whole word the flag ends (`x-api-key`, not only `-api-key`): the scrub keeps it and the separator."""
 BEARER = re.compile(r"(Bearer\s++)\S+", re.I)
+AUTHORIZATION = re.compile(
+    r"""(\bAuthorization["']?[ \t]*+[:=][ \t]*+["']?(?:[A-Za-z][A-Za-z0-9_-]*+[ \t]++(?=[^\s"',]))?)[^\s"',]++""",
+    re.I,
+)
+"""An `Authorization:` header's credentials after its scheme (`Basic dXNl...`, `Token ...`), or the whole value
+where it has no scheme."""
+SECRET_FIELD = re.compile(
+    rf"""(?<![A-Za-z0-9_-])([A-Za-z0-9_-]*+{ENDS_IN_WORD}(?:["'][ \t]*+:[ \t]*+|[ \t]*+(?::[ \t]++|=[ \t]*+)))"""
+    r"""('[^']*+'|"[^"]*+"|[^\s,;}\]]++)""",
+    re.I,
+)
+"""A field named for a secret in YAML, JSON, a Python dict or TOML (`token: abc`, `{"api_key":"sk-..."}`,
+`password = "x"`): only names that end in one of the words, so `max_tokens: 512` stays readable, and a colon
+needs a quoted name before it or a space after it (YAML's rule), so `nodekey:abc` is no field. The value is
+a quoted string or a word up to a comma or a closing bracket: the rest of a one-line JSON document stays."""
 REFERENCE = re.compile(r"^['\"]?(\$\{?[A-Za-z_][A-Za-z0-9_]*\}?|<redacted>)['\"]?$")
 """A value that names a variable (`$HF_TOKEN`, `${HF_TOKEN}`) rather than holding a secret."""
 

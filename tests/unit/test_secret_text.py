@@ -1,6 +1,7 @@
 """The secret patterns (config.secret_text) on text anyone can write, a caller's prompt in an engine's log:
 linear in it (issue 35 item 1: '-' * 4096 took 1.1 s to clean, 'a-' * 10768 7.3 s in the config check,
-and they ran on the event loop), and matching what the backtracking forms matched.
+and they ran on the event loop), matching what the backtracking forms matched, and scrubbing what those
+missed (item 7: `Authorization: Basic ...`, `token: abc`).
 
 No test here measures time. The long inputs are sized so the linear patterns take milliseconds and the old
 quadratic ones hours: a regression hangs the test until pytest-timeout fails it."""
@@ -42,6 +43,12 @@ def test_a_secret_after_a_long_run_is_still_found() -> None:
     assert redact("key" * LONG + "=v") == "key" * LONG + "=<redacted>"
     assert secret_in("a-" * LONG + " --api-key sk-1") == "--api-key"
     assert secret_in("x" * LONG + "_TOKEN=hf_1") == "x" * LONG + "_TOKEN"
+
+
+def test_long_lines_of_the_new_shapes_are_linear_too() -> None:
+    for text in ("token:" * LONG, '{"token":' * LONG, "Authorization:" * (LONG // 4), "a: " * LONG, "Bearer " * LONG):
+        redact(text)  # the value is the rest of the line: one match
+    assert redact("x" * LONG + "_token: " + "v" * LONG) == "x" * LONG + "_token: <redacted>"
 
 
 def test_a_log_read_of_long_hostile_lines_is_cleaned_line_by_line() -> None:
@@ -180,6 +187,33 @@ def test_the_linear_patterns_match_what_the_backtracking_ones_did(text: str) -> 
 def test_bearer_tokens_are_scrubbed_wherever_they_stand() -> None:
     assert redact("retry with Bearer sk-live-123 in 5 s") == "retry with Bearer <redacted> in 5 s"
     assert redact("bearer\tabc.def") == "bearer\t<redacted>"
+    assert redact("curl -H 'Authorization: Bearer abc' x") == "curl -H 'Authorization: Bearer <redacted> x"  # its quote
+
+
+def test_an_authorization_headers_credentials_are_scrubbed_whatever_the_scheme() -> None:
+    assert redact("Authorization: Basic dXNlcjpodW50ZXIy") == "Authorization: Basic <redacted>"
+    assert (
+        redact('curl -H "authorization: basic dXNl==" http://x') == 'curl -H "authorization: basic <redacted>" http://x'
+    )
+    assert redact("{'Authorization': 'Token abc', 'Host': 'x'}") == "{'Authorization': 'Token <redacted>', 'Host': 'x'}"
+    assert redact("Proxy-Authorization: sk-raw-key") == "Proxy-Authorization: <redacted>"
+    assert redact("Authorization: Basic") == "Authorization: <redacted>"  # the scheme alone: said as the value
+
+
+def test_a_secret_named_field_is_scrubbed_in_yaml_json_and_python_reprs() -> None:
+    assert redact("token: abc") == "token: <redacted>"
+    assert redact("  hf_token: 'hf abc'  # comment") == "  hf_token: <redacted>  # comment"
+    assert redact('{"api_key": "sk-1", "n": 2}') == '{"api_key": <redacted>, "n": 2}'
+    assert redact("args: {'api_key': 'sk-1'}") == "args: {'api_key': <redacted>}"
+    assert redact("x-api-key: sk-1") == "x-api-key: <redacted>"
+    assert redact('password = "a b"') == "password = <redacted>"
+    assert redact('{"client_secret":"abc","n":2}') == '{"client_secret":<redacted>,"n":2}'  # the rest stays
+
+
+def test_fields_that_only_look_like_secrets_stay_readable() -> None:
+    look_alikes = ("max_tokens: 512", "keys: 3", "token:", "token: ", "tokens per s: 4", '"nodekey:1a2b": {')
+    for text in look_alikes:
+        assert redact(text) == text
 
 
 def test_the_values_given_are_scrubbed_whatever_surrounds_them() -> None:
