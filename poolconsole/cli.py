@@ -541,6 +541,52 @@ def cmd_record(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_watch(args: argparse.Namespace) -> int:
+    """The headless runtime as a service (issue 37): polls, records, evaluates the alert rules and delivers
+    them to the [[notify]] receivers; with --listen also serves /metrics. Until SIGINT, SIGTERM or SIGHUP."""
+    from poolconsole.runtime.exporter import ListenError, parse_listen
+    from poolconsole.runtime.store import StoreProblem
+    from poolconsole.runtime.watch import Watching, watch
+
+    try:
+        listen = parse_listen(args.listen) if args.listen else None
+    except ListenError as exc:
+        print(f"poolconsole watch: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    config = _load(args.config)
+    if _empty(config, args, "watch"):
+        return EXIT_CONFIG
+    source = args.config or default_config_path()
+    path = history_path(config, args)
+
+    def problem(message: str) -> None:
+        print(f"poolconsole watch: {message}", file=sys.stderr, flush=True)
+
+    def ready(w: Watching) -> None:
+        nobody = f"nobody: {source} has no [[notify]] (alerts are only recorded)"
+        kept = f" ({w.still_firing} alert(s) still firing from the last run, not paged again)" if w.still_firing else ""
+        lines = [
+            f"watching {w.engines} engine(s) and {w.hosts} host(s) of {source} every "
+            f"{config.settings.poll_interval_s:g} s",
+            f"recording into {w.store}; notifications' state in {w.state}{kept}",
+            f"notifying {'; '.join(w.receivers) if w.receivers else nobody}",
+        ]
+        if w.metrics:
+            lines.append(f"serving {w.metrics}")
+        print("\n".join(lines) + "\nSIGINT, SIGTERM or SIGHUP stops", flush=True)
+
+    async def run() -> None:
+        await watch(config, path, asyncio.Event(), listen=listen, ready=ready, on_problem=problem)
+
+    try:
+        asyncio.run(run())
+    except (StoreProblem, ListenError) as exc:
+        print(f"poolconsole watch: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    print("stopped", flush=True)
+    return EXIT_OK
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     """The history store's rows, one per poll (or 1-minute rollup) per target, as JSON lines or CSV."""
     import math
@@ -922,6 +968,12 @@ def build_parser() -> argparse.ArgumentParser:
     record.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS)
     record.add_argument("--store", metavar="PATH", help="history store (default: [store] path, else user data dir)")
     record.set_defaults(func=cmd_record)
+
+    watch_cmd = sub.add_parser("watch", help="poll, record and page: alerts to webhook, Alertmanager or ntfy")
+    watch_cmd.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS)
+    watch_cmd.add_argument("--store", metavar="PATH", help="history store (default: [store] path, else user data dir)")
+    watch_cmd.add_argument("--listen", metavar="HOST:PORT", help="also serve the exporter's /metrics here")
+    watch_cmd.set_defaults(func=cmd_watch)
 
     export_cmd = sub.add_parser("export", help="the history store's rows as JSON lines or CSV")
     export_cmd.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS)

@@ -22,7 +22,7 @@ from poolconsole.model.units import NA, gib, num
 
 CRITICAL = "critical"
 WARNING = "warning"
-SEVERITY = {"down": CRITICAL, "restart_loop": CRITICAL, "swap": WARNING, "tps_collapse": WARNING}
+SEVERITY = {"down": CRITICAL, "restart_loop": CRITICAL, "stalled": CRITICAL, "swap": WARNING, "tps_collapse": WARNING}
 """Each alert rule's severity; a rule not named here is a warning."""
 
 _BRIEF: tuple[tuple[str, str], ...] = (

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, PlatformCollector, ProcessCollector
 from prometheus_client.aiohttp import make_aiohttp_handler
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from poolconsole.config.models import PoolConfig
 from poolconsole.model.hosts import HostState
@@ -212,19 +213,33 @@ class Exporter:
     """The LivePool and the HTTP server on one event loop: `await start()` binds first (a busy port fails
     before any poll begins), then starts the pool; `await stop()` ends both."""
 
-    def __init__(self, config: PoolConfig, host: str, port: int, *, settle_gc: bool = True) -> None:
+    def __init__(
+        self,
+        config: PoolConfig,
+        host: str,
+        port: int,
+        *,
+        settle_gc: bool = True,
+        live: LivePool | None = None,
+        collectors: Sequence[Collector] = (),
+    ) -> None:
+        """`live`: a runtime to serve (the watcher's), started here; `collectors`: more families on /metrics."""
         self.config = config
         self.host = host
         self.port = port
         self.settle_gc = settle_gc
         self.live: LivePool | None = None
+        self._given = live
+        self._collectors = collectors
         self.collector: PoolCollector | None = None
         self._runner: web.AppRunner | None = None
 
     async def start(self) -> str:
         """Listen and start polling; the address served, as host:port (the real port when 0 was asked)."""
-        live = LivePool(self.config)
+        live = self._given or LivePool(self.config)
         registry, self.collector = registry_for(live.state)
+        for extra in self._collectors:
+            registry.register(extra)
         app = web.Application()
         app.router.add_get("/metrics", make_aiohttp_handler(registry))
         app.router.add_get("/", self._index)

@@ -8,12 +8,31 @@ from dataclasses import replace
 
 from poolconsole.config.models import AlertSettings
 from poolconsole.model.alerts import Alerts, severity
+from poolconsole.model.snapshots import EngineState
 from poolconsole.model.view import EngineView
 
 
 def view(**kw: object) -> EngineView:
     base = EngineView(
-        "e", "vllm", "h", "http://x", "ok", None, ["m"], 1.0, 0.0, 0.5, 0.0, 0.0, 100.0, 0.0, 0.1, None, None, 0.0, 1
+        "e",
+        "vllm",
+        "h",
+        "http://x",
+        EngineState.OK,
+        None,
+        ["m"],
+        1.0,
+        0.0,
+        0.5,
+        0.0,
+        0.0,
+        100.0,
+        0.0,
+        0.1,
+        None,
+        None,
+        0.0,
+        1,
     )
     return replace(base, **{"requests_running": 3.0, "requests_waiting": 1.0, **kw})  # type: ignore[arg-type]
 
