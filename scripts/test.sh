@@ -11,7 +11,7 @@ PY="${PYTHON:-python3}"
 
 if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
   need=()
-  for pkg in openssh-server openssh-client supervisor tmux iproute2 cmake g++ podman runc busybox-static prometheus; do
+  for pkg in openssh-server openssh-client supervisor tmux iproute2 cmake g++ podman runc busybox-static prometheus prometheus-alertmanager; do
     dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
   done
   if ((${#need[@]})); then
