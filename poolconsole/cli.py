@@ -587,6 +587,14 @@ def cmd_watch(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_prometheus_rules(args: argparse.Namespace) -> int:
+    """The watcher's pager rules (down, stalled) as a Prometheus rule file on stdout."""
+    from poolconsole.ops.prometheus_rules import render
+
+    sys.stdout.write(render(_load(args.config)))
+    return EXIT_OK
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     """The history store's rows, one per poll (or 1-minute rollup) per target, as JSON lines or CSV."""
     import math
@@ -974,6 +982,10 @@ def build_parser() -> argparse.ArgumentParser:
     watch_cmd.add_argument("--store", metavar="PATH", help="history store (default: [store] path, else user data dir)")
     watch_cmd.add_argument("--listen", metavar="HOST:PORT", help="also serve the exporter's /metrics here")
     watch_cmd.set_defaults(func=cmd_watch)
+
+    prom_rules = sub.add_parser("prometheus-rules", help="the pager rules (down, stalled) as a Prometheus rule file")
+    prom_rules.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS)
+    prom_rules.set_defaults(func=cmd_prometheus_rules)
 
     export_cmd = sub.add_parser("export", help="the history store's rows as JSON lines or CSV")
     export_cmd.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS)
