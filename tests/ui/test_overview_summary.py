@@ -1,7 +1,8 @@
 """The overview as an operator reads it at 80x24, 120x40 and 200x50: a verdict in words that names what is
 wrong (a down node with its reason), totals that add up to the rows, the rows that need attention first
-with their "why", and columns that fit: every one at 120, folding in the stated order (never State) at 80,
-the extra width to the trend at 200, no cell drawn into its neighbour, a version never cut."""
+with their "why", and columns that fit: every one but the trend at 120 (the model reads), folding in the
+stated order (never State) at 80, the extra width to the trend at 200, no cell drawn into its neighbour, a
+version never cut."""
 
 from __future__ import annotations
 
