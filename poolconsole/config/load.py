@@ -120,10 +120,11 @@ def _loc_text(loc: tuple[str | int, ...], data: dict[str, Any]) -> str:
         if isinstance(part, int):
             node = node[part] if isinstance(node, list) and 0 <= part < len(node) else None
             name = node.get("name") if isinstance(node, dict) else None  # gpus = [0, "a"]: the 1 is no table
-            label = f"[{part}]" if not isinstance(name, str) else f"[{part}:{name}]"
+            shown = isinstance(name, str) and name.isprintable() and len(name) <= 64  # no escapes to the terminal
+            label = f"[{part}:{name}]" if shown else f"[{part}]"
             out[-1] = out[-1] + label if out else label
         else:
-            out.append(str(part))
+            out.append(part if part.isprintable() else repr(part))  # a key of escapes is said, not obeyed
             node = node.get(part) if isinstance(node, dict) else None
     return ".".join(out) or "(top level)"
 

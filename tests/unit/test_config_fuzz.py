@@ -99,11 +99,13 @@ scalars = st.one_of(
     st.sampled_from([2**63, -(2**63) - 1, 10**40, -1, 0, 65536]),
     st.floats(),
     text,
-    st.sampled_from([*WORDS, "a\x00b", "-" * 300, "a-" * 200, "--api-key sk-1", '{instance=~"("}']),
+    st.sampled_from([*WORDS, "a\x00b", "\x1b[2J", "-" * 300, "a-" * 200, "--api-key sk-1", '{instance=~"("}']),
 )
 values = st.recursive(
     scalars,
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.sampled_from(KEYS) | text, inner, max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.sampled_from([*KEYS, "\x1b[2J"]) | text, inner, max_size=3)
+    ),
     max_leaves=12,
 )
 
@@ -138,7 +140,7 @@ def loads_or_config_error(text: str, source: str = "<fuzz>") -> None:
     except ConfigError as exc:
         assert exc.source == source and exc.problems
         assert all(p.path for p in exc.problems), exc.render()  # each names its key, "(syntax)" or "(top level)"
-        exc.render()
+        assert "\x1b" not in exc.render()  # what the file holds never drives the terminal that shows it
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -180,6 +182,8 @@ HOSTILE = {
     "arrays 5000 deep": ("x = " + "[" * 5000 + "]" * 5000 + "\n", "(syntax)"),
     "inline tables 3000 deep": ("x = " + "{a = " * 3000 + "1" + "}" * 3000 + "\n", "(syntax)"),
     "a NUL in a name": (TEXT.replace('name = "tp4"', 'name = "tp\\u00004"', 1), "name"),
+    "an escape in a name": (TEXT.replace('name = "tp4"', 'name = "\\u001b[2J"', 1), "hosts[0].name"),
+    "an escape as a key": (TEXT.replace("ssh_concurrency", '"\\u001b]0;title\\u0007"', 1), "'\\x1b]0;title\\x07'"),
     "a raw NUL": (TEXT + "\x00", "(syntax)"),
     "a regex that is none": (ENGINE + '[engines.smoke]\nprobe_expect = "("\n', "probe_expect"),
     "a port out of range": (TEXT.replace(":8000", ":99999", 1), "url"),
@@ -194,6 +198,7 @@ def test_hand_made_hostile_files_are_a_config_error_naming_the_key(case: str) ->
         parse_config(text, "hosts.toml")
     assert raised.value.source == "hosts.toml"
     assert any(key in p.path for p in raised.value.problems), raised.value.render()
+    assert "\x1b" not in raised.value.render()
 
 
 def test_non_utf8_bytes_are_a_config_error_naming_the_file(tmp_path: Path) -> None:
