@@ -346,63 +346,57 @@ def cmd_tailnet(args: argparse.Namespace) -> int:
 
 
 def cmd_action(args: argparse.Namespace) -> int:
-    """restart / rollover from the command line; --yes is the confirmation a script gives."""
-    from poolconsole.collect.ssh import SSHPool
-    from poolconsole.ops import lifecycle
-    from poolconsole.ops.fit import live_memory
-    from poolconsole.ops.planning import poll_hosts, read_kv
-    from poolconsole.ops.smoke.runner import smoke_gate
+    """restart / rollover from the command line: the workflow's plan printed, confirmed (--yes, or a yes at the
+    terminal), run, and its outcome said; the console runs the same plan (poolconsole.workflows)."""
+    from poolconsole.ops import audit, lifecycle
+    from poolconsole.workflows import restart, rollover
+    from poolconsole.workflows.plan import Plan, Refusal
+    from poolconsole.workflows.workspace import Workspace
 
     config = _load(args.config)
-    engine = next((e for e in config.engines if e.name == args.engine), None)
-    if engine is None:
-        print(f"poolconsole {args.command}: no engine named {args.engine} in the config", file=sys.stderr)
-        return EXIT_CONFIG
-    if args.command == "rollover" and args.profile not in {p.name for p in engine.profiles}:
-        known = ", ".join(p.name for p in engine.profiles) or "none"
-        print(f"poolconsole rollover: {engine.name} has no profile {args.profile!r} (known: {known})", file=sys.stderr)
-        return EXIT_CONFIG
-    host = config.host(engine.host)
-    if host is None:
-        print(f"poolconsole: engine {engine.name} names no [[hosts]] entry to run commands on", file=sys.stderr)
-        return EXIT_CONFIG
-    try:
-        commands = lifecycle.plan_restart(engine)
-        if args.command == "rollover":
-            lifecycle.check_rollover(engine, args.profile)
-    except lifecycle.ActionRefused as exc:
-        print(f"refused: {exc}", file=sys.stderr)
+    demo = demo_stores_of(args.config)
+    chosen = Path(args.audit_db) if args.audit_db else demo[0] if demo else audit.default_path()
+    ws = Workspace(config, chosen, read_only=args.read_only)
+
+    async def planned() -> Plan:
+        if args.command == "restart":
+            return restart.plan(ws, args.engine)
+        first = rollover.plan(ws, args.engine, args.profile, active=None)
+        if first.refused is not None:  # refused before the host is polled
+            return first
+        active = await rollover.active_profile(ws, args.engine)
+        live, kv = await rollover.measure(ws, args.engine)
+        return rollover.plan(
+            ws, args.engine, args.profile, active=active, live=live, kv=kv, force=args.force, smoke=not args.no_smoke
+        )
+
+    plan = asyncio.run(planned())
+    if plan.refused is not None:
+        if plan.refusal is Refusal.CONFIG:
+            print(f"poolconsole {args.command}: {plan.refused}", file=sys.stderr)
+            return EXIT_CONFIG
+        print(f"refused: {plan.refused}", file=sys.stderr)
         return EXIT_PROBLEM
-    if args.read_only:
-        print("refused: read-only mode", file=sys.stderr)
-        return EXIT_PROBLEM
-    print(f"{args.command} {engine.name} on {host.name} ({host.address}) will run:")
-    if args.command == "rollover" and engine.control and engine.control.profile_file:
-        print(f"    $ (write {engine.control.profile_file} atomically, profile {args.profile}'s values over stdin)")
-    for command in commands:
-        print(f"    $ {command}")
-    if args.command == "rollover":
-        smoke = "skipped (--no-smoke)" if args.no_smoke else "the smoke test"
-        print(f"  then: serving (health 200, model listed, one token), {smoke}, promote; any failure rolls back")
-    path = audit_read(args, demo_stores_of(args.config), writes=True)  # an action that could not be audited
+    print(f"{plan.action} {plan.engine} on {plan.where} will run:")
+    for line in plan.text():
+        print(f"  {line}")
+    if plan.blocked:
+        print(f"  note: {plan.blocked}")
+    audit_read(args, demo, writes=True)  # an action that could not be audited is not run
     refused = confirm(args.yes)
     if refused is not None:
         return refused
 
     async def run() -> lifecycle.Outcome:
-        pool = SSHPool([host], config.settings.ssh_timeout_s, 4)
-        ctx = lifecycle.ActionContext(config, pool[host.name], path, progress=lambda line: print(f"  {line}"))
         try:
-            if args.command == "restart":
-                return await lifecycle.restart(ctx, engine)
-            snapshots, kv = await asyncio.gather(poll_hosts(config, {host.name}), read_kv([engine], config))
-            live = live_memory(snapshots.get(host.name), engine, 0.0)
-            smoke = None if args.no_smoke else smoke_gate(config, engine.name)
-            return await lifecycle.rollover(
-                ctx, engine, args.profile, force=args.force, smoke=smoke, live=live, kv=kv[engine.name]
-            )
+            def say(line: str) -> None:
+                print(f"  {line}")
+
+            if plan.action == "restart":
+                return await restart.run(ws, plan, say)
+            return await rollover.run(ws, plan, say)
         finally:
-            await pool.close()
+            await ws.close()
 
     try:
         outcome = asyncio.run(run())

@@ -3,6 +3,7 @@ every failure as one sentence naming the file."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -59,6 +60,13 @@ def transaction(path: Path, schema: str, what: str) -> Iterator[sqlite3.Connecti
 
 def require(path: Path, what: str, schema: str) -> None:
     """Fails now, with the sentence, where `path` could not take a write: before work whose result would be
-    lost (a smoke run's checks run for minutes before they are stored)."""
-    with transaction(path, schema, what):
-        pass
+    lost (a smoke run's checks run for minutes before they are stored). A file there is opened (it must be
+    ours); where there is none, nothing is created: the nearest folder that exists must be one we can write."""
+    if path.exists():
+        with transaction(path, schema, what):
+            return
+    ancestor = next((p for p in path.parents if p.exists()), None)
+    if ancestor is None or not ancestor.is_dir():
+        raise unusable(path, what, NotADirectoryError(f"{ancestor} is not a folder"))
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise StoreUnusable(f"cannot create {what} at {path}: {ancestor} is not writable")

@@ -39,13 +39,12 @@ from poolconsole.ui.palette import Entry, PoolCommands
 from poolconsole.ui.screens.overview import OverviewScreen
 
 if TYPE_CHECKING:  # the other screens and the actions are imported where first used, not at start-up
-    from poolconsole.ops.fit import KvCapacity, LiveMemory
-    from poolconsole.ops.lifecycle import ActionContext
     from poolconsole.ops.smoke.checks import CheckResult
     from poolconsole.runtime.replay import Replay
-    from poolconsole.ui.fields import Line
     from poolconsole.ui.screens.action import ActionScreen
     from poolconsole.ui.screens.smoke import SmokeScreen
+    from poolconsole.workflows.plan import Plan
+    from poolconsole.workflows.workspace import Workspace
 
 REDRAW_S = 1.0  # the poll cadence: redrawing faster only burns CPU
 LEAVE_S = 5.0
@@ -544,60 +543,39 @@ class PoolApp(App[None]):
             self.notify("select an engine row first", severity="warning")
         return engine
 
-    def _action_context(self, engine: Engine, screen: ActionScreen) -> ActionContext:
-        from poolconsole.ops.lifecycle import ActionContext, ActionRefused
+    def _workspace(self) -> Workspace:
+        """What the workflows run in: this console's config, audit log, read-only flag and SSH connections."""
+        from poolconsole.workflows.workspace import Workspace
 
-        host = self.config.host(engine.host)
-        if host is None or self.ssh is None:
-            raise ActionRefused(f"{engine.name} has no [[hosts]] entry to run commands on")
-        conn = self.ssh.connections.get(host.name) or self.ssh.add(host)
-        return ActionContext(
-            self.config, conn, self.audit_path or audit.default_path(), screen.progress, self.read_only
-        )
+        return Workspace(self.config, self.audit_path or audit.default_path(), self.read_only, self.ssh)
 
-    def _in_flight(self, engine: Engine, *, drains: bool) -> list[str]:
-        """The confirmation's lines on what the engine serves now (its last poll) and what the action does with
-        it: its requests in flight, and the gateways' callers of the models it serves."""
-        from poolconsole.model.gateway import restart_effect
-        from poolconsole.ops.lifecycle import in_flight_words
-
-        track = self.state.engines.get(engine.name)
-        view = track.view if track is not None else None
-        running = view.requests_running if view is not None else None
-        waiting = view.requests_waiting if view is not None else None
-        return [in_flight_words(engine, running, waiting, drains=drains), *restart_effect(self.state, engine.name)]
-
-    def action_restart(self) -> None:
-        from poolconsole.ops.lifecycle import ActionRefused, plan_restart
+    def _confirm(self, plan: Plan) -> None:
+        """The plan in a confirmation; on yes, run in one generic worker with its progress screen."""
         from poolconsole.ui.screens.action import ActionScreen, ConfirmAction
 
-        engine = self._selected_engine()
-        if engine is None:
+        if plan.refused is not None:
+            self.notify(plan.refused, severity="error")
             return
-        try:
-            commands = plan_restart(engine)
-        except ActionRefused as exc:
-            self.notify(str(exc), severity="error")
-            return
-        lines = (
-            [*self._in_flight(engine, drains=False), f"host {engine.host}:"]
-            + [f"  $ {c}" for c in commands]
-            + ["then wait until the engine answers healthy (time-to-ready is reported)"]
-        )
 
         def go(yes: bool | None) -> None:
             if yes:
-                screen = ActionScreen(f"restart {engine.name}")
+                screen = ActionScreen(plan.title)
                 self._show_action(screen)
-                self._act(screen, engine, None)
+                self._act(screen, plan)
 
-        self.push_screen(ConfirmAction(f"Restart {engine.name}?", lines), go)
+        self.push_screen(ConfirmAction(plan.question, list(plan.lines), runnable=plan.blocked is None), go)
+
+    def action_restart(self) -> None:
+        from poolconsole.workflows import restart
+
+        engine = self._selected_engine()
+        if engine is not None:
+            self._confirm(restart.plan(self._workspace(), engine.name, self.state))
 
     @work(group="actions-ui", description="the action's dialog", exclusive=True, exit_on_error=False)
     async def action_rollover(self) -> None:
-        from poolconsole.ops.fit import Verdict, fit, live_memory
-        from poolconsole.ops.lifecycle import plan_restart
-        from poolconsole.ui.screens.action import ActionScreen, ConfirmAction, ProfilePicker
+        from poolconsole.ui.screens.action import ProfilePicker
+        from poolconsole.workflows import rollover
 
         engine = self._selected_engine()
         if engine is None:
@@ -605,90 +583,43 @@ class PoolApp(App[None]):
         if not engine.profiles or engine.control is None:
             self.notify(f"{engine.name} has no profiles or no [engines.control]", severity="error")
             return
-        path = self.audit_path or audit.default_path()
-        active = await asyncio.to_thread(audit.active_profile, path, engine.name) or engine.profile
-        from poolconsole.ops.capacity import engine_kv  # the rollover picker only: not at start-up
-
-        kv = await engine_kv(engine, self.config.settings)  # the engine's own KV figures, for the cliff
+        ws = self._workspace()
+        active = await rollover.active_profile(ws, engine.name)
+        live, kv = await rollover.measure(ws, engine.name, self.state)  # the engine's own KV figures, for the cliff
 
         def picked(name: str | None) -> None:
-            if name is None:
-                return
-            profile = next(p for p in engine.profiles if p.name == name)
-            host = self.state.hosts.get(engine.host or "")
-            live = live_memory(host.snapshot, engine, self.state.age_s(host.last_ok_at)) if host else None
-            report = fit(engine, profile, self.config.host(engine.host), live, kv, active=name == active)
-            target = engine.control.profile_file if engine.control else "?"
-            lines: list[Line] = [
-                *report.rows(),
-                *self._in_flight(engine, drains=True),
-                f"host {engine.host}:",
-                f"  $ (write {target} atomically, its values over stdin)",
-                *[f"  $ {c}" for c in plan_restart(engine)],
-                "then: serving (health, model listed, one token), smoke test, promote; on any failure roll back",
-            ]
-
-            def go(yes: bool | None) -> None:
-                if yes:
-                    screen = ActionScreen(f"rollover {engine.name} -> {name}{' (re-apply)' if name == active else ''}")
-                    self._show_action(screen)
-                    self._act(screen, engine, name, live, kv)
-
-            if report.verdict is Verdict.FITS:
-                question = (
-                    f"Re-apply {name} to {engine.name}? It is the active profile: its file is written again as "
-                    "hosts.toml says it now, and the engine restarts"
-                    if name == active
-                    else f"Switch {engine.name} from {active} to {name}?"
-                )
-                self.push_screen(ConfirmAction(question, lines), go)
-                return
-            why = {  # refused by the rollover itself: nothing to run from here
-                Verdict.DOES_NOT_FIT: "DOES NOT FIT",
-                Verdict.CANNOT_CHECK: "cannot check the fit (GPU memory unknown)",
-            }[report.verdict]
-            title = f"{engine.name}: {name} {why}; the console will not switch it (the CLI's --force overrides)"
-            self.push_screen(ConfirmAction(title, lines, runnable=False), go)
+            if name is not None:
+                self._confirm(rollover.plan(ws, engine.name, name, active=active, live=live, kv=kv, state=self.state))
 
         self.push_screen(ProfilePicker(engine.name, [p.name for p in engine.profiles], active), picked)
 
     @work(group="actions", description="the action", exit_on_error=False)
-    async def _act(
-        self,
-        screen: ActionScreen,
-        engine: Engine,
-        profile: str | None,
-        live: LiveMemory | None = None,
-        kv: KvCapacity | None = None,
-    ) -> None:
-        from poolconsole.ops.lifecycle import ActionRefused, restart, rollover
+    async def _act(self, screen: ActionScreen, plan: Plan) -> None:
+        from poolconsole.ops.lifecycle import ActionRefused
+        from poolconsole.workflows import restart, rollover
 
-        self.alerts.action_started(engine.name, self.state.clock())
+        self.alerts.action_started(plan.engine, self.state.clock())
         try:
-            ctx = self._action_context(engine, screen)
-            if profile is None:
-                outcome = await restart(ctx, engine)
+            ws = self._workspace()
+            if plan.action == "restart":
+                outcome = await restart.run(ws, plan, screen.progress)
             else:
-                from poolconsole.ops.smoke.runner import smoke_gate  # the openai SDK: imported when first used
-
-                smoke = smoke_gate(self.config, engine.name)
-                outcome = await rollover(ctx, engine, profile, smoke=smoke, live=live, kv=kv)
-                if outcome.outcome == "ok":
-                    self.state.engines[engine.name].active_profile = profile
+                outcome = await rollover.run(ws, plan, screen.progress)
+                if outcome.outcome == "ok" and plan.profile is not None:
+                    self.state.engines[plan.engine].active_profile = plan.profile
             screen.finish(outcome.outcome, outcome.detail)
-            self.events.action(self.state.clock(), outcome.action, engine.name, outcome.outcome, outcome.detail)
+            self.events.action(self.state.clock(), outcome.action, plan.engine, outcome.outcome, outcome.detail)
             self._changed()
             self.notify(
-                f"{outcome.action} {engine.name}: {outcome.outcome}",
+                f"{outcome.action} {plan.engine}: {outcome.outcome}",
                 severity="information" if outcome.outcome == "ok" else "error",
             )
         except ActionRefused as exc:
             screen.finish("refused", str(exc))
-            action = "rollover" if profile else "restart"
-            self.events.action(self.state.clock(), action, engine.name, "refused", str(exc))
+            self.events.action(self.state.clock(), plan.action, plan.engine, "refused", str(exc))
             self._changed()
         finally:
-            self.alerts.action_ended(engine.name, self.state.clock())
+            self.alerts.action_ended(plan.engine, self.state.clock())
 
     # -- Ollama residency -----------------------------------------------------------------------------
     def _selected_ollama(self) -> Engine | None:

@@ -212,8 +212,9 @@ def test_audit_takes_the_config_and_reads_the_log_its_actions_write(
     assert f"no actions recorded in {tmp_path / 'demo-78.audit.sqlite3'}" in out
     assert "demo-4242" not in out  # its own log is the one read: no pointer to another demo's
     other = tmp_path / "other.audit.sqlite3"
-    assert cli.main(["audit", "--config", str(config), "--db", str(other)]) == 0  # --db still wins
-    assert f"no actions recorded in {other}" in capsys.readouterr().out
+    # --db still wins; a missing file named on the command line is a typo, not an empty log (exit 2)
+    assert cli.main(["audit", "--config", str(config), "--db", str(other)]) == 2
+    assert f"no audit log at {other}" in capsys.readouterr().err
 
 
 def test_runs_takes_the_config_and_reads_the_store_its_smoke_runs_write(
@@ -235,8 +236,9 @@ def test_runs_takes_the_config_and_reads_the_store_its_smoke_runs_write(
     assert cli.main(["runs", "--config", str(fresh)]) == 0
     assert f"no smoke runs stored in {tmp_path / 'demo-78.smoke.sqlite3'}" in capsys.readouterr().out
     other = tmp_path / "other.smoke.sqlite3"
-    assert cli.main(["runs", "--config", str(config), "--db", str(other)]) == 0  # --db still wins
-    assert f"no smoke runs stored in {other}" in capsys.readouterr().out
+    # --db still wins; a missing file named on the command line is a typo, not 'no runs' (exit 2)
+    assert cli.main(["runs", "--config", str(config), "--db", str(other)]) == 2
+    assert f"no smoke-run store at {other}" in capsys.readouterr().err
 
 
 def test_audit_and_runs_name_a_config_they_cannot_use(

@@ -284,7 +284,8 @@ def test_the_cli_text_gives_each_engine_the_screens_verdict(
     assert exposure.cli(pool, args) == 1  # type: ignore[arg-type]
     lines = [line for line in capsys.readouterr().out.splitlines() if not line.startswith(" ")]
     assert [line.split()[0] for line in lines[:4]] == ["EXPOSED", "contained", "ok", "not"]
-    assert lines[3].startswith("not checked quiet") and lines[-1] == "1 of 4 exposed"
+    assert lines[3].startswith("not checked quiet")
+    assert lines[-1] == "EXPOSED: l (1 of 4); NOT CHECKED: quiet (1 of 4 could not be reached)"
 
 
 async def test_a_probe_that_gets_no_answer_says_so_and_how_long_it_waited() -> None:
