@@ -33,9 +33,10 @@ PROMETHEUS_KINDS = (EngineKind.VLLM, EngineKind.SGLANG, EngineKind.LLAMACPP)
 
 class Strict(BaseModel):
     """The models' common settings. Field docstrings: config/schema.py reads them. `defer_build`: a model's
-    validator is built when it first validates, not at import. The five whose instances are defaults
-    (Settings, AlertSettings, StoreSettings, LedgerSettings, SmokeSettings) are still built at import; the
-    others (Engine, Host, Profile, ...) are built once, inside PoolConfig's, when a hosts.toml is loaded:
+    validator is built when it first validates, not at import. The seven whose instances are defaults
+    (Settings, AlertSettings, StoreSettings, LedgerSettings, SmokeSettings, Remediation, EngineRemediation)
+    are still built at import; the others (Engine, Host, Profile, ...) are built once, inside PoolConfig's,
+    when a hosts.toml is loaded:
     import and load of the peers harness's 32-engine config 141 against 164 ms of CPU (means of eight on the
     2-core build machine)."""
 
@@ -348,6 +349,48 @@ class Control(Strict):
         return self
 
 
+class EngineRemediation(Strict):
+    """`[engines.remediation]`: this engine's own remediation policy, over `[remediation]`'s defaults (a key
+    left out takes the default). Acted on only by `poolconsole watch`, and only with `[remediation]`
+    enabled."""
+
+    on_stalled: Literal["notify", "restart"] | None = None
+    """When the stalled rule fires on this engine: notify only, or restart it (after `grace_s`)."""
+    on_down: Literal["notify", "restart"] | None = None
+    """When the down rule fires on this engine: notify only, or restart it (only with `[engines.control]`)."""
+    on_crash_loop: Literal["notify", "rollback"] | None = None
+    """When the restart_loop rule fires on this engine: notify only, or roll it back to the profile it ran
+    before the last rollover the audit log promoted (with `[engines.control]` and its `profile_file`). It
+    also lets a restart that did not bring the engine back climb to a rollback."""
+
+
+class Remediation(Strict):
+    """`[remediation]`: what `poolconsole watch` may do by itself when a rule fires on an engine (off by
+    default). It notifies first, acts after `grace_s` if the condition still holds, through the same
+    restart and rollover as an operator's (audited as automatic, with the rule), checks that the engine
+    serves, and climbs one rung when it does not: restart, then roll back, then "gave up: needs a person".
+    Never two engines of one host at once, never past the budget (the next case is a notification that it
+    is spent). The console never acts on it."""
+
+    enabled: bool = False
+    """Act at all; without it the watcher only notifies."""
+    max_actions_per_hour: Annotated[int, Field(ge=1, le=100)] = 3
+    """The budget: automatic actions on one engine in any hour (the watcher's restarts keep it)."""
+    cooldown_s: Annotated[float, Field(ge=0, le=86400)] = 300.0
+    """Seconds between two automatic actions on one engine (a climb to the next rung waits for it too)."""
+    grace_s: Annotated[float, Field(ge=0, le=86400)] = 60.0
+    """Seconds between the notification that it will act and the action; it acts only if the condition
+    still holds then."""
+    on_stalled: Literal["notify", "restart"] = "notify"
+    """Every engine's default when the stalled rule fires: notify only, or restart."""
+    on_down: Literal["notify", "restart"] = "notify"
+    """Every engine's default when the down rule fires: notify only, or restart (where the engine has
+    `[engines.control]`)."""
+    on_crash_loop: Literal["notify", "rollback"] = "notify"
+    """Every engine's default when the restart_loop rule fires: notify only, or roll back to the profile it
+    ran before the last rollover the audit log promoted."""
+
+
 class LogSource(Strict):
     """Where the engine's log is read over SSH (`[engines.logs]`), when not through `[engines.control]`
     (docker / podman / compose logs, journalctl for a systemd unit, supervisorctl tail). Names and paths are
@@ -554,6 +597,8 @@ class Engine(Strict):
     """Where `poolconsole logs` and the detail screen read the engine's log (default: through `control`)."""
     profiles: list[Profile] = []
     """Quantization profiles; `profile` names the active one."""
+    remediation: EngineRemediation = EngineRemediation()
+    """This engine's remediation policy over `[remediation]`'s defaults (`poolconsole watch` only)."""
 
     @field_validator("name")
     @classmethod
@@ -602,6 +647,8 @@ class PoolConfig(Strict):
     """The query API that engines and hosts with `read = "prometheus"` are read from."""
     notify: list[Notify] = []
     """Where `poolconsole watch` sends alerts (`[[notify]]`): webhook, alertmanager or ntfy receivers."""
+    remediation: Remediation = Remediation()
+    """What `poolconsole watch` may do by itself when a rule fires (`[remediation]`; off by default)."""
     hosts: list[Host] = []
     engines: list[Engine] = []
 
