@@ -58,6 +58,10 @@ class ActionContext:
     read_only: bool = False
     secrets: tuple[str, ...] = ()
     """Values to scrub from anything shown or recorded (the profiles' env values)."""
+    automatic: bool = False
+    """The watcher's remediation runs it by itself (audited so)."""
+    rule: str | None = None
+    """The alert rule that caused an automatic action."""
 
     def say(self, line: str) -> None:
         self.progress(control.redact(line, self.secrets))
@@ -206,6 +210,8 @@ def _record(ctx: ActionContext, outcome: Outcome, profile_from: str | None, prof
         profile_from,
         profile_to,
         ctx.secrets,
+        automatic=ctx.automatic,
+        rule=ctx.rule,
     )
 
 

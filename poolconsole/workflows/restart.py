@@ -49,11 +49,14 @@ def plan(ws: Workspace, name: str, state: PoolState | None = None) -> Plan:
     return Plan(ACTION, engine.name, f"Restart {engine.name}?", tuple(lines), where=f"{host.name} ({host.address})")
 
 
-async def run(ws: Workspace, plan: Plan, progress: lifecycle.Progress) -> lifecycle.Outcome:
-    """The planned restart; ActionRefused where it is refused now (busy, read-only, no control)."""
+async def run(ws: Workspace, plan: Plan, progress: lifecycle.Progress, *, rule: str | None = None) -> lifecycle.Outcome:
+    """The planned restart; ActionRefused where it is refused now (busy, read-only, no control). `rule`: the
+    watcher's remediation runs it by itself for that alert rule (audited as automatic, with the rule)."""
     engine = ws.engine(plan.engine)
     host = ws.host_of(engine) if engine is not None else None
     if engine is None or host is None or plan.refused is not None:
         raise lifecycle.ActionRefused(plan.refused or f"{plan.engine}: no engine or host to restart")
-    ctx = lifecycle.ActionContext(ws.config, ws.connection(host), ws.audit_path, progress, ws.read_only)
+    ctx = lifecycle.ActionContext(
+        ws.config, ws.connection(host), ws.audit_path, progress, ws.read_only, automatic=rule is not None, rule=rule
+    )
     return await lifecycle.restart(ctx, engine)

@@ -106,14 +106,17 @@ def plan(
     )  # fmt: skip
 
 
-async def run(ws: Workspace, plan: Plan, progress: lifecycle.Progress) -> lifecycle.Outcome:
-    """The planned rollover; ActionRefused where it is refused now (busy, does not fit without --force)."""
+async def run(ws: Workspace, plan: Plan, progress: lifecycle.Progress, *, rule: str | None = None) -> lifecycle.Outcome:
+    """The planned rollover; ActionRefused where it is refused now (busy, does not fit without --force).
+    `rule`: the watcher's remediation runs it by itself for that alert rule (audited as automatic, with it)."""
     engine = ws.engine(plan.engine)
     host = ws.host_of(engine) if engine is not None else None
     if engine is None or host is None or plan.refused is not None or plan.profile is None:
         raise lifecycle.ActionRefused(plan.refused or f"{plan.engine}: no engine, host or profile to roll over")
     from poolconsole.ops.smoke.runner import smoke_gate  # the openai SDK: imported when a rollover runs
 
-    ctx = lifecycle.ActionContext(ws.config, ws.connection(host), ws.audit_path, progress, ws.read_only)
+    ctx = lifecycle.ActionContext(
+        ws.config, ws.connection(host), ws.audit_path, progress, ws.read_only, automatic=rule is not None, rule=rule
+    )
     gate = smoke_gate(ws.config, engine.name) if plan.smoke else None
     return await lifecycle.rollover(ctx, engine, plan.profile, force=plan.force, smoke=gate, live=plan.live, kv=plan.kv)
