@@ -31,6 +31,11 @@ DEMO_KEY_ENV = "POOLCONSOLE_DEMO_KEY"
 """With keys on (`--scenario oom`): the environment variable the demo's hosts.toml names as api_key_env."""
 OOM_ENGINE = "qwen3-next-80b"
 """`--scenario oom`: the engine that runs out of GPU memory under load (TP=4 on 24 GB cards)."""
+WEDGE_ENGINE = "qwen3-30b-a3b"
+"""`--scenario wedge`: the engine that answers /health and /metrics with requests running and serves nothing
+until it is restarted (its host's `docker restart`, or SimPool.restart)."""
+SCENARIOS = ("normal", "overload", "node-down", "restart", "oom", "wedge")
+"""`poolconsole demo --scenario`'s choices."""
 KEYLESS_ENGINE = "embeddings"
 """With keys on: the one engine that answers without a key (Ollama has no keys)."""
 
@@ -60,6 +65,9 @@ class SimPool:
         """... and again this often after it (twice in 10 minutes is not yet a restart loop)."""
         self.oom_loading_s = 6.0
         """How long the restarted vLLM refuses connections while it loads."""
+        self.wedge_after_s = 15.0
+        """`--scenario wedge`: WEDGE_ENGINE serves normally this long, then wedges (once: a restart clears it
+        for good; tests shorten it)."""
         self._stats: dict[str, tuple[float, float, float]] = {}
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -97,6 +105,8 @@ class SimPool:
             self._tasks.append(asyncio.create_task(self._scenario()))
         if self.scenario == "oom":
             self._tasks.append(asyncio.create_task(self._oom()))
+        if self.scenario == "wedge":
+            self._tasks.append(asyncio.create_task(self._wedge()))
 
     def _through_gateway(self, gateway: SimEngine) -> None:
         """The team reaches each engine through the gateway: the gateway counts their requests (its
@@ -130,8 +140,8 @@ class SimPool:
         while True:
             now = time.monotonic()
             for engine in self.engines.values():
-                if engine.load is not None and engine.loading:
-                    engine.load.hold(now)
+                if engine.load is not None and (engine.loading or engine.wedged):
+                    engine.load.hold(now)  # a wedged engine's requests stay running and nothing is generated
                 elif engine.load is not None and engine.spec.host not in self.down_hosts:
                     engine.load.tick(now, arrivals)
                     if engine.spec.kind == "vllm" and engine.site is not None:
@@ -204,6 +214,24 @@ class SimPool:
         engine.restart(0.0)
         await asyncio.sleep(self.oom_loading_s)
         await engine.resume_listening()
+
+    async def _wedge(self) -> None:
+        await asyncio.sleep(self.wedge_after_s)
+        self.wedge(WEDGE_ENGINE)
+
+    def wedge(self, name: str) -> None:
+        """`name` wedges: /health 200, /metrics with its requests running and its generation counter still,
+        completions that hang; a restart (its host's `docker restart NAME`) clears it (SimEngine.wedge)."""
+        engine = self.engines[name]
+        engine.wedge()
+        engine.log.write(
+            vllm_line(
+                "INFO",
+                "shm_broadcast.py:466",
+                "No available shared memory broadcast block found in 60 second. This typically happens when some "
+                "processes are hanging or doing some time-consuming work (e.g. compilation)",
+            )
+        )
 
     async def _scenario(self) -> None:
         if self.scenario == "node-down":

@@ -232,6 +232,13 @@ class EngineLoad:
         self._admit(now)
         return req
 
+    def add_request(self, prompt: int, output: int, now: float) -> Req:
+        """A request the load model paces itself (as the team's), admitted now if it fits."""
+        req = Req(prompt, output, now)
+        self.waiting.append(req)
+        self._admit(now)
+        return req
+
     def _admit(self, now: float) -> None:
         while self.waiting and len(self.running) < self.profile.max_seqs:
             nxt = self.waiting[0]

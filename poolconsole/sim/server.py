@@ -107,6 +107,10 @@ class SimEngine:
         self.ollama: OllamaResidency | None = OllamaResidency(spec.embedding_dims) if spec.kind == "ollama" else None
         self.usage: GatewayUsage | None = GatewayUsage(time.time) if spec.kind == "litellm" else None
         """LiteLLM: its own accounting, served on /metrics/ (sim.litellm_metrics)."""
+        self.unwedged = asyncio.Event()
+        """Clear while the engine is wedged (`--scenario wedge`): it answers /health and /metrics with its
+        requests running, generates nothing and its completions hang, until it restarts."""
+        self.unwedged.set()
 
     # -- lifecycle ------------------------------------------------------------------------------------
     async def start(self, port: int = 0) -> None:
@@ -149,6 +153,18 @@ class SimEngine:
         if self.runner is not None:
             await self.runner.cleanup()
 
+    @property
+    def wedged(self) -> bool:
+        return not self.unwedged.is_set()
+
+    def wedge(self) -> None:
+        """The wedge `/health` hides (vllm-project/vllm#36451): the engine keeps answering `/health` and
+        `/metrics`, its requests stay running (one is admitted if none runs, so requests_running > 0), its
+        generation counter stops and its completions hang, until a restart clears it."""
+        if self.load is not None and not self.load.running:
+            self.load.add_request(16, 256, time.monotonic())
+        self.unwedged.clear()
+
     def restart(self, loading_s: float = 3.0) -> None:
         """A restart: counters reset, a new process start time, `loading_s` loading the model. Meanwhile
         the engine answers as its own server does: vLLM and SGLang have not called listen() yet (vLLM binds
@@ -157,6 +173,7 @@ class SimEngine:
         middleware_server_state)."""
         now = time.monotonic()
         self.restarts += 1
+        self.unwedged.set()  # a new process: the wedge is gone (its hung requests went with the old one)
         if self.load is not None:
             self.load.reset(now)
         self.wall_start = time.time()
@@ -580,6 +597,9 @@ class SimEngine:
         assert self.load is not None
         due = time.monotonic()
         for i in range(n):
+            if self.wedged:  # it hangs: no token until a restart, which cuts this connection
+                await self.unwedged.wait()
+                raise web.HTTPServiceUnavailable(text="the engine restarted while this request hung")
             speed = self.load.per_user_tps() * self.load.spec_gain(req)
             if i:
                 due += 1.0 / speed
