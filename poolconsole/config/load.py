@@ -38,6 +38,8 @@ class ConfigError(Exception):
         super().__init__(self.render())
 
     def render(self) -> str:
+        if len(self.problems) == 1 and self.problems[0].path == "(file)":  # unreadable: one sentence
+            return f"{self.source}: {self.problems[0].message}"
         lines = [f"{self.source}: {len(self.problems)} problem(s)"]
         lines += [f"  {p}" for p in self.problems]
         return "\n".join(lines)
@@ -305,6 +307,9 @@ def load_config(path: str | Path) -> PoolConfig:
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(str(path), [Problem("(file)", f"cannot read: {exc}")]) from None
+    except UnicodeDecodeError as exc:
+        why = f"cannot read the config: not UTF-8 text (byte {exc.start})"
+        raise ConfigError(str(path), [Problem("(file)", why)]) from None
+    except OSError as exc:  # the errno's words without the path repeated: "Is a directory", "No such file..."
+        raise ConfigError(str(path), [Problem("(file)", f"cannot read the config: {exc.strerror or exc}")]) from None
     return parse_config(text, str(path))
