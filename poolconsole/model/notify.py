@@ -10,7 +10,11 @@ Alertmanager and its receivers key on, and the three wire forms built from it. P
 
 Every alert carries `alertname` (the rule id as the console names it: down, stalled, kv_full, vram_gpu0,
 ...), `severity`, and `engine` and/or `host` where they apply; `annotations.summary` is the console's
-sentence."""
+sentence.
+
+An announcement (issue 38) is a one-off message of the watcher's remediation, not an alert that fires and
+resolves: alertname `remediation`, its `engine`, `host`, the `rule` that caused it, its `stage` (pending,
+acted, failed, gave_up, budget_spent) and `action`; `annotations.summary` is its sentence."""
 
 from __future__ import annotations
 
@@ -20,6 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from poolconsole.model import gpu_health
 from poolconsole.model.alerts import AlertEvent, severity
 
 SEVERITY_RANK = {"info": 0, "warning": 1, "critical": 2}
@@ -79,7 +84,8 @@ def summary(target: str, rule: str, message: str) -> str:
 
 def labels_for(rule: str, target: str, engines: Mapping[str, str | None], hosts: Iterable[str]) -> dict[str, str]:
     """`engines`: engine name -> the host it runs on (None if not said); `hosts`: the host names."""
-    labels = {"alertname": rule, "severity": severity(rule)}
+    per_gpu = gpu_health.split(rule)  # gpu_xid_gpu2: alertname gpu_xid, gpu 2
+    labels = {"alertname": per_gpu[0] if per_gpu else rule, "severity": severity(rule)}
     if target in engines:
         labels["engine"] = target
         host = engines[target]
@@ -91,6 +97,8 @@ def labels_for(rule: str, target: str, engines: Mapping[str, str | None], hosts:
         labels["target"] = target
     if rule.startswith("vram_gpu"):
         labels["gpu"] = rule.removeprefix("vram_gpu")
+    if per_gpu:
+        labels["gpu"] = per_gpu[1]
     return labels
 
 
@@ -124,8 +132,10 @@ ZERO_TIME = "0001-01-01T00:00:00Z"
 
 
 def webhook_body(rule: str, alerts: Sequence[Alert], external_url: str = "") -> dict[str, Any]:
-    """Alertmanager's webhook body (version 4) for one rule's alerts: firing if any fires."""
+    """Alertmanager's webhook body (version 4) for one rule's alerts: firing if any fires. The group is
+    named by their alertname (a per-GPU key, gpu_xid_gpu2, is alertname gpu_xid)."""
     common = {k: v for k, v in alerts[0].labels.items() if all(a.labels.get(k) == v for a in alerts)}
+    rule = common.get("alertname", rule)
     common_annotations = {
         k: v for k, v in alerts[0].annotations().items() if all(a.annotations().get(k) == v for a in alerts)
     }
@@ -183,3 +193,65 @@ def ntfy_message(rule: str, alerts: Sequence[Alert]) -> NtfyMessage:
         return NtfyMessage(title, "\n".join(lines), NTFY_PRIORITY.get(worst, 3), f"{NTFY_TAG[worst]},{rule},{worst}")
     names = ", ".join(sorted({a.target for a in resolved}))
     return NtfyMessage(f"[RESOLVED] {rule}: {names}", "\n".join(lines), 3, f"white_check_mark,{rule},resolved")
+
+
+@dataclass(frozen=True)
+class Announcement:
+    """A one-off message: what the remediation is about to do, did, or gave up on."""
+
+    target: str
+    labels: dict[str, str]
+    text: str
+    at: float
+
+    @property
+    def severity(self) -> str:
+        return self.labels.get("severity", "warning")
+
+
+def announcement_webhook(message: Announcement, external_url: str = "") -> dict[str, Any]:
+    """Alertmanager's webhook body (version 4) holding the one announcement, firing (it happened)."""
+    labels = dict(message.labels)
+    annotations = {"summary": message.text}
+    alert = Alert(labels.get("alertname", "remediation"), message.target, labels, message.text, message.at)
+    return {
+        "version": "4",
+        "status": "firing",
+        "receiver": RECEIVER,
+        "groupKey": f'{{}}:{{alertname="{alert.rule}"}}',
+        "truncatedAlerts": 0,
+        "groupLabels": {"alertname": alert.rule},
+        "commonLabels": labels,
+        "commonAnnotations": annotations,
+        "externalURL": external_url,
+        "alerts": [
+            {
+                "status": "firing",
+                "labels": labels,
+                "annotations": annotations,
+                "startsAt": rfc3339(message.at),
+                "endsAt": ZERO_TIME,
+                "generatorURL": external_url,
+                "fingerprint": fingerprint(alert),
+            }
+        ],
+    }
+
+
+def announcement_alertmanager(message: Announcement, resend_s: float) -> dict[str, Any]:
+    """The announcement as one alert of `POST /api/v2/alerts`, ending by itself 4 resends later."""
+    return {
+        "labels": dict(message.labels),
+        "annotations": {"summary": message.text},
+        "startsAt": rfc3339(message.at),
+        "endsAt": rfc3339(message.at + 4 * resend_s),
+    }
+
+
+def announcement_ntfy(message: Announcement) -> NtfyMessage:
+    """The announcement as an ntfy message: its sentence, its stage in the title."""
+    severity = message.severity
+    stage = message.labels.get("stage", "")
+    title = f"remediation: {message.target}" + (f" ({stage.replace('_', ' ')})" if stage else "")
+    tags = ",".join(t for t in (NTFY_TAG.get(severity, "warning"), "remediation", message.labels.get("action")) if t)
+    return NtfyMessage(title, message.text, NTFY_PRIORITY.get(severity, 3), tags)

@@ -14,6 +14,10 @@
   restarted watcher loads it and seeds the rules' active alerts with what still fired: it does not page
   again for what it sent, and the first poll of a target that recovered meanwhile clears its alert, which
   sends the resolve. Resolved alerts wait for their receivers, at most MAX_KEPT of them (the oldest go).
+- Announcements (`announce`, issue 38: what the remediation did or is about to do) are one-off messages, not
+  alerts that fire and resolve: each receiver that wants their severity gets each once, in order, through the
+  same sender, retried with backoff (a bounded queue in memory). The remediation's actions spent are kept in
+  the same state file (`remediation_actions`), so a restarted watcher keeps its budget.
 - A failed send is a pool event, a line for `on_problem`, and the counter behind
   `poolconsole_notifications_failed_total{kind}`. A token (`token_env`) is read from the environment at each
   send and goes only into the Authorization header: never into a message, the state file or argv."""
@@ -27,6 +31,7 @@ import json
 import os
 import sqlite3
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -39,8 +44,13 @@ from poolconsole.config.models import Notify, PoolConfig
 from poolconsole.model.alerts import AlertEvent, Alerts
 from poolconsole.model.events import OK, WARNING, Event, EventLog
 from poolconsole.model.notify import (
+    SEVERITY_RANK,
     Alert,
+    Announcement,
     alertmanager_alert,
+    announcement_alertmanager,
+    announcement_ntfy,
+    announcement_webhook,
     from_event,
     ntfy_message,
     wanted,
@@ -62,6 +72,8 @@ CREATE TABLE IF NOT EXISTS alerts (
     rule TEXT NOT NULL, target TEXT NOT NULL, labels TEXT NOT NULL, message TEXT NOT NULL,
     starts_at REAL NOT NULL, ends_at REAL, cleared TEXT, sent TEXT NOT NULL, resolved_sent TEXT NOT NULL,
     PRIMARY KEY (rule, target));
+CREATE TABLE IF NOT EXISTS remediation_actions (
+    engine TEXT NOT NULL, at REAL NOT NULL, action TEXT NOT NULL, rule TEXT NOT NULL);
 """
 
 
@@ -109,6 +121,17 @@ class NotifyState:
             self._db.executemany("DELETE FROM alerts WHERE rule = ? AND target = ?", list(gone))
             self._db.executemany("INSERT OR REPLACE INTO alerts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
 
+    def spend(self, engine: str, at: float, action: str, rule: str) -> None:
+        """One automatic action of the remediation (its budget and cooldown); older than a day are dropped."""
+        with self._db:
+            self._db.execute("DELETE FROM remediation_actions WHERE at < ?", (at - 86400.0,))
+            self._db.execute("INSERT INTO remediation_actions VALUES (?, ?, ?, ?)", (engine, at, action, rule))
+
+    def actions_since(self, since: float) -> list[tuple[str, float]]:
+        """(engine, when) of each automatic action since `since`."""
+        rows = self._db.execute("SELECT engine, at FROM remediation_actions WHERE at >= ? ORDER BY at", (since,))
+        return [(str(engine), float(at)) for engine, at in rows]
+
     def close(self) -> None:
         self._db.close()
 
@@ -144,6 +167,8 @@ class Receiver:
         self.streak = 0
         self.last_error: str | None = None
         self.wake = asyncio.Event()
+        self.queue: deque[Announcement] = deque(maxlen=MAX_KEPT)
+        """Announcements not yet delivered, oldest first."""
 
     def describe(self) -> str:
         token = f", bearer token from ${self.config.token_env}" if self.config.token_env else ""
@@ -246,6 +271,14 @@ class Notifier:
         if all(r.id in alert.resolved_sent for r in waiting):
             self._forget(alert)
 
+    def announce(self, target: str, text: str, labels: dict[str, str], at: float) -> None:
+        """A one-off message (the remediation's): queued for each receiver that wants its severity."""
+        message = Announcement(target, dict(labels), text, at)
+        for receiver in self.receivers:
+            if SEVERITY_RANK.get(message.severity, 1) >= SEVERITY_RANK.get(receiver.config.min_severity, 1):
+                receiver.queue.append(message)
+                receiver.wake.set()
+
     def _changed(self) -> None:
         self._dirty_event.set()
         for receiver in self.receivers:
@@ -331,14 +364,14 @@ class Notifier:
     async def _deliver(self, receiver: Receiver) -> None:
         while True:
             receiver.wake.clear()
-            if not self.due(receiver, self.clock()):
+            if not self.due(receiver, self.clock()) and not receiver.queue:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(receiver.wake.wait(), self._next_due(receiver, self.clock()))
                 continue
             await asyncio.sleep(self.gather_s)  # what this tick of polls raises goes out together
             now = self.clock()
             due = self.due(receiver, now)
-            if not due:
+            if not due and not receiver.queue:
                 continue
             error = None
             for rule, alerts in self._groups(receiver, due):
@@ -346,6 +379,11 @@ class Notifier:
                 if error is not None:
                     break
                 self._delivered(receiver, alerts, now)
+            while error is None and receiver.queue:
+                error = await self._post(receiver, *self._announcement(receiver, receiver.queue[0], now))
+                if error is None:
+                    receiver.queue.popleft()
+                    receiver.sent += 1
             if error is None:
                 if receiver.streak:
                     self._tell(f"notify {receiver.shown}: delivered again after {receiver.streak} failed send(s)", OK)
@@ -377,15 +415,23 @@ class Notifier:
             self.on_problem(message)
 
     # -- the wire -------------------------------------------------------------------------------------
+    def _announcement(self, receiver: Receiver, message: Announcement, now: float) -> tuple[str, bytes, dict[str, str]]:
+        config = receiver.config
+        if config.kind == "alertmanager":
+            url = config.url.rstrip("/") + "/api/v2/alerts"
+            body = json.dumps([announcement_alertmanager(message, receiver.resend_s)]).encode()
+            return url, body, {"Content-Type": "application/json"}
+        if config.kind == "webhook":
+            body = json.dumps(announcement_webhook(message, self.external_url)).encode()
+            return config.url, body, {"Content-Type": "application/json"}
+        ntfy = announcement_ntfy(message)
+        headers = {"Title": _header(ntfy.title), "Priority": str(ntfy.priority), "Tags": _header(ntfy.tags)}
+        return config.url, ntfy.body.encode(), headers
+
     async def _send(self, receiver: Receiver, rule: str, alerts: Sequence[Alert], now: float) -> str | None:
         """One notification; None when the receiver took it, else what went wrong in words (no token)."""
         config = receiver.config
         headers: dict[str, str] = {}
-        if config.token_env:
-            token = os.environ.get(config.token_env)
-            if not token:
-                return f"the environment variable {config.token_env} (its token_env) is not set"
-            headers["Authorization"] = f"Bearer {token}"
         if config.kind == "alertmanager":
             url = config.url.rstrip("/") + "/api/v2/alerts"
             body = json.dumps([alertmanager_alert(a, now, receiver.resend_s) for a in alerts]).encode()
@@ -401,6 +447,16 @@ class Notifier:
             headers.update(
                 {"Title": _header(message.title), "Priority": str(message.priority), "Tags": _header(message.tags)}
             )
+        return await self._post(receiver, url, body, headers)
+
+    async def _post(self, receiver: Receiver, url: str, body: bytes, headers: dict[str, str]) -> str | None:
+        """One POST under the receiver's timeout, its token (token_env) only in the Authorization header."""
+        config = receiver.config
+        if config.token_env:
+            token = os.environ.get(config.token_env)
+            if not token:
+                return f"the environment variable {config.token_env} (its token_env) is not set"
+            headers = {**headers, "Authorization": f"Bearer {token}"}
         assert self._session is not None
         timeout = aiohttp.ClientTimeout(total=config.timeout_s)
         try:

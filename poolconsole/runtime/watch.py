@@ -7,9 +7,10 @@ the polls, writes the notifications' state and closes the store."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from prometheus_client.core import CounterMetricFamily, Metric
 
@@ -52,6 +53,18 @@ class NotifyCollector:
         return (sent, failed)
 
 
+class Companion(Protocol):
+    """Something the watcher runs beside its notifier (the remediation of workflows/, which this layer may
+    not import): started after the notifier, stopped before the polls."""
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+Companions = Sequence[Callable[[LivePool, Notifier, NotifyState | None], Companion]]
+
+
 @dataclass(frozen=True)
 class Watching:
     """What a started watcher watches, where it records, where it notifies (no token, no URL secret)."""
@@ -77,6 +90,7 @@ async def watch(
     on_problem: Callable[[str], None] | None = None,
     gather_s: float | None = None,
     settle_gc: bool = True,
+    companions: Companions = (),
 ) -> Notifier:
     """Watch until `stop` (or a stop signal in the main thread). Raises StoreProblem when the store cannot
     be written (another process records it), ListenError when --listen cannot be served, both before any
@@ -100,6 +114,7 @@ async def watch(
     pool.subscribe(notifier.heard)
     pool.subscribe(told)
     exporter: Exporter | None = None
+    running: list[Companion] = []
     with stop_on_signals(stop):
         try:
             metrics = None
@@ -113,6 +128,10 @@ async def watch(
             else:
                 pool.start(settle_gc=settle_gc)
             await notifier.start()
+            for make in companions:
+                companion = make(pool, notifier, state)
+                await companion.start()
+                running.append(companion)
             if ready is not None:
                 receivers = tuple(r.describe() for r in notifier.receivers)
                 ready(
@@ -120,6 +139,8 @@ async def watch(
                 )
             await stop.wait()
         finally:
+            for companion in running:
+                await companion.stop()
             if exporter is not None:
                 await exporter.stop()  # the pool's loops with it
             else:
