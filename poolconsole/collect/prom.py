@@ -99,6 +99,9 @@ def _strict(text: str) -> list[Sample]:
 
 
 _FAST_SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?[ \t]+(\S+)(?:[ \t]+-?\d+)?$")
+_NAME = re.compile(r"[A-Za-z_:][A-Za-z0-9_:]*")
+_FAMILY_SAMPLES = {"summary": ("_count", "_sum", ""), "histogram": ("_count", "_sum", "_bucket")}
+"""The sample names of a family by its type, after its name (any other type: the name alone)."""
 _FAST_LABEL = re.compile(r'\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*(?:,|$)')
 
 
@@ -114,13 +117,14 @@ def _labels(raw: str) -> tuple[tuple[str, str], ...] | None:
     label sets poll after poll, so each is read once."""
     labels: list[tuple[str, str]] = []
     end = 0
-    for label in _FAST_LABEL.finditer(raw):
-        if label.start() != end:
+    while end < len(raw):
+        # Each label anchored where the last one ended: a search (finditer) retried the pattern from every
+        # position of a label set that is not one, quadratic (80 KB of `a=QwenQwen...` took over 10 s).
+        label = _FAST_LABEL.match(raw, end)
+        if label is None:
             return None
         labels.append((label.group(1), _unescape(label.group(2))))
         end = label.end()
-    if end != len(raw):
-        return None
     labels.sort()
     return tuple(labels)
 
@@ -160,8 +164,24 @@ def _fast(text: str) -> list[Sample] | None:
     library spends ~150 us per sample in its character-by-character label scanner, which made parsing
     most of a 72-engine console's CPU (benchmarks/collect_bench.py prints both side by side)."""
     samples: list[Sample] = []
+    family, counter = "", False
+    allowed: tuple[str, ...] = ("",)
+    """The family a HELP or TYPE line opened, whether it is a counter whose name lacks `_total`, and the sample
+    names it holds: prometheus_client names a counter's samples `<family>_total` (its OpenMetrics form), and a
+    sample of another name ends the family (it is a family of its own, untyped)."""
     for line in text.splitlines():
-        if not line or line[0] == "#":
+        if not line:
+            continue
+        if line[0] == "#":
+            parts = line.split(None, 3)
+            if len(parts) > 2 and parts[1] in ("HELP", "TYPE"):
+                if '"' in parts[2] or line != line.strip() or (parts[1] == "TYPE" and len(parts) < 4):
+                    return None  # a quoted name, spaces around the line, a TYPE without its type
+                if parts[2] != family:
+                    family, counter, allowed = parts[2], False, (parts[2],)
+                if parts[1] == "TYPE":
+                    counter = parts[3] == "counter" and not family.endswith("_total")
+                    allowed = tuple(family + end for end in _FAMILY_SAMPLES.get(parts[3], ("",)))
             continue
         head, _, raw_value = line.rpartition(" ")
         known = _head(head)
@@ -175,6 +195,12 @@ def _fast(text: str) -> list[Sample] | None:
             value = float(raw_value)
         except ValueError:
             return None
+        if family:
+            name = _NAME.match(line)
+            if name is None or name[0] not in allowed:
+                family, counter, allowed = "", False, ("",)
+            elif counter and known[0]:
+                known = (_normalise_name(family + "_total"), known[1])
         if known[0]:
             samples.append(Sample(known[0], known[1], value))
     return samples

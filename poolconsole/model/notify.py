@@ -190,7 +190,8 @@ def ntfy_message(rule: str, alerts: Sequence[Alert]) -> NtfyMessage:
         worst = max((a.severity for a in firing), key=lambda s: SEVERITY_RANK.get(s, 1))
         names = ", ".join(sorted({a.target for a in firing}))
         title = f"[FIRING:{len(firing)}] {rule}: {names}"
-        return NtfyMessage(title, "\n".join(lines), NTFY_PRIORITY.get(worst, 3), f"{NTFY_TAG[worst]},{rule},{worst}")
+        tag = NTFY_TAG.get(worst, "warning")  # a severity no table knows (a stored label) is paged, not a KeyError
+        return NtfyMessage(title, "\n".join(lines), NTFY_PRIORITY.get(worst, 3), f"{tag},{rule},{worst}")
     names = ", ".join(sorted({a.target for a in resolved}))
     return NtfyMessage(f"[RESOLVED] {rule}: {names}", "\n".join(lines), 3, f"white_check_mark,{rule},resolved")
 

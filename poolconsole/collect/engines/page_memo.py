@@ -71,7 +71,7 @@ class PageMemo:
             return None
         if heads != self.heads:
             if self.plan is not None:  # other series than last time (a new model, rank, label): review
-                self.plan = None
+                self.plan = self.heads = None  # (a page back in the old layout must not find old heads and no plan)
                 return None
             plan = self._plan(heads, spec)  # first fast read after a review: its counts are current
             if plan is None:

@@ -16,10 +16,11 @@ MIB = 1024 * 1024
 
 
 MEMINFO_LINE = re.compile(
-    r"^[ \t]*(MemTotal|MemAvailable|MemFree|Buffers|Cached|SwapTotal|SwapFree):[ \t]+(\d+)(?:[ \t]+kB)?[ \t]*\r?$",
+    r"^[ \t]*(MemTotal|MemAvailable|MemFree|Buffers|Cached|SwapTotal|SwapFree):[ \t]+(\d{1,20})(?:[ \t]+kB)?[ \t]*\r?$",
     re.MULTILINE,
 )
-"""The lines parse_meminfo reads, found in one pass (read every second from every host)."""
+"""The lines parse_meminfo reads, found in one pass (read every second from every host). A value of more than
+20 digits (past any memory, and past int()'s 4300 at worst: a ValueError) is no such line."""
 
 
 def parse_meminfo(text: str) -> SystemMemory:
@@ -134,7 +135,7 @@ def parse_rocm_smi(text: str) -> tuple[GpuReading, ...]:
         name = card.get("Card Series") or card.get("Card series") or card.get("Card SKU") or card.get("Device Name")
         gpus.append(
             GpuReading(
-                index=int(key[4:]) if key[4:].isdigit() else None,
+                index=int(key[4:]) if re.fullmatch(r"[0-9]{1,9}", key[4:]) else None,  # not isdigit(): "card²"
                 name=name if isinstance(name, str) else None,
                 uuid=card.get("Unique ID") if isinstance(card.get("Unique ID"), str) else None,
                 memory_total_bytes=_whole(total),
@@ -203,13 +204,13 @@ def parse_macos(sysctl_text: str, vm_stat_text: str) -> SystemMemory:
         total = int(sysctl_text.strip().splitlines()[0].split()[-1])
     except (ValueError, IndexError):
         raise ParseError("sysctl hw.memsize: not a number") from None
-    size_match = re.search(r"page size of (\d+) bytes", vm_stat_text)
+    size_match = re.search(r"page size of (\d{1,20}) bytes", vm_stat_text)  # (int() raises past 4300 digits)
     if size_match is None:
         raise ParseError("vm_stat: no page size in the header")
     page = int(size_match.group(1))
     pages: dict[str, int] = {}
     for line in vm_stat_text.splitlines():
-        match = re.match(r'^"?([^":]+)"?:\s+(\d+)\.?\s*$', line.strip())
+        match = re.match(r'^"?([^":]+)"?:\s+(\d{1,20})\.?\s*$', line.strip())
         if match:
             pages[match.group(1).strip().lower()] = int(match.group(2))
     free = pages.get("pages free", 0) + pages.get("pages speculative", 0)
