@@ -595,21 +595,25 @@ class PoolApp(App[None]):
 
     @work(group="actions", description="the action", exit_on_error=False)
     async def _act(self, screen: ActionScreen, plan: Plan) -> None:
+        """Any workflow's plan, run with its progress on `screen`; the outcome said on the screen, in the events
+        and in a toast."""
         from poolconsole.ops.lifecycle import ActionRefused
-        from poolconsole.workflows import restart, rollover
+        from poolconsole.workflows import ollama, restart, rollover
 
+        flows = {
+            "restart": restart.run,
+            "rollover": rollover.run,
+            ollama.UNLOAD: ollama.run,
+            ollama.PRELOAD: ollama.run,
+        }
         self.alerts.action_started(plan.engine, self.state.clock())
+        asked = self.state.clock()
         try:
-            ws = self._workspace()
-            if plan.action == "restart":
-                outcome = await restart.run(ws, plan, screen.progress)
-            else:
-                outcome = await rollover.run(ws, plan, screen.progress)
-                if outcome.outcome == "ok" and plan.profile is not None:
-                    self.state.engines[plan.engine].active_profile = plan.profile
+            outcome = await flows[plan.action](self._workspace(), plan, screen.progress)
             screen.finish(outcome.outcome, outcome.detail)
+            if outcome.outcome == "ok":
+                self._after(plan, asked)
             self.events.action(self.state.clock(), outcome.action, plan.engine, outcome.outcome, outcome.detail)
-            self._changed()
             self.notify(
                 f"{outcome.action} {plan.engine}: {outcome.outcome}",
                 severity="information" if outcome.outcome == "ok" else "error",
@@ -617,9 +621,19 @@ class PoolApp(App[None]):
         except ActionRefused as exc:
             screen.finish("refused", str(exc))
             self.events.action(self.state.clock(), plan.action, plan.engine, "refused", str(exc))
-            self._changed()
         finally:
             self.alerts.action_ended(plan.engine, self.state.clock())
+            self._changed()
+
+    def _after(self, plan: Plan, asked: float) -> None:
+        """What a successful action changes in the pool's state before the next poll shows it."""
+        track = self.state.engines[plan.engine]
+        if plan.action == "rollover" and plan.profile is not None:
+            track.active_profile = plan.profile
+        elif plan.model is not None:
+            if plan.keep_alive is None:  # unloaded here: its leaving is said as such
+                track.unloaded_here[plan.model] = asked
+            self.runtime.poll_now()  # the next /api/ps shows it on screen
 
     # -- Ollama residency -----------------------------------------------------------------------------
     def _selected_ollama(self) -> Engine | None:
@@ -630,8 +644,8 @@ class PoolApp(App[None]):
         return engine
 
     def action_ollama_unload(self) -> None:
-        from poolconsole.ops import ollama as ollama_ops  # httpx: loaded when first used
-        from poolconsole.ui.screens.action import ConfirmAction, ProfilePicker
+        from poolconsole.ui.screens.action import ProfilePicker
+        from poolconsole.workflows import ollama  # httpx: loaded when first used
 
         engine = self._selected_ollama()
         if engine is None:
@@ -643,22 +657,14 @@ class PoolApp(App[None]):
             return
 
         def picked(model: str | None) -> None:
-            if model is None:
-                return
-            lines = [
-                f"  $ {ollama_ops.plan(engine, model, 0)}",
-                "then watch /api/ps until it no longer lists the model (its memory is free)",
-            ]
-            self.push_screen(
-                ConfirmAction(f"Unload {model} from {engine.name}?", lines),
-                lambda yes: self._start_ollama(engine, model, None) if yes else None,
-            )
+            if model is not None:
+                self._confirm(ollama.plan_unload(self._workspace(), engine.name, model))
 
         self.push_screen(ProfilePicker(engine.name, loaded, None, f"Unload which model of {engine.name}?"), picked)
 
     def action_ollama_preload(self) -> None:
-        from poolconsole.ops import ollama as ollama_ops  # httpx: loaded when first used
-        from poolconsole.ui.screens.action import ConfirmAction, ProfilePicker
+        from poolconsole.ui.screens.action import ProfilePicker
+        from poolconsole.workflows import ollama  # httpx: loaded when first used
 
         engine = self._selected_ollama()
         if engine is None:
@@ -678,55 +684,13 @@ class PoolApp(App[None]):
             question = f"Keep {model} loaded how long? (server's OLLAMA_KEEP_ALIVE: {default}; -1: until unloaded)"
 
             def chosen(keep_alive: str | None) -> None:
-                if keep_alive is None:
-                    return
-                value = ollama_ops.keep_alive_value(keep_alive)
-                lines = [
-                    f"  $ {ollama_ops.plan(engine, model, value)}",
-                    "an embedding model, which Ollama does not let generate, loads through /api/embed instead:",
-                    f"  $ {ollama_ops.embed_plan(engine, model, value)}",
-                    "then watch /api/ps until it lists the model",
-                ]
-                self.push_screen(
-                    ConfirmAction(f"Preload {model} on {engine.name} for {keep_alive}?", lines),
-                    lambda yes: self._start_ollama(engine, model, keep_alive) if yes else None,
-                )
+                if keep_alive is not None:
+                    self._confirm(ollama.plan_preload(self._workspace(), engine.name, model, keep_alive))
 
             self.push_screen(ProfilePicker(engine.name, list(PRELOAD_KEEP_ALIVES), None, question), chosen)
 
         question = f"Preload which model on {engine.name}? (a resident one: its keep-alive is set anew)"
         self.push_screen(ProfilePicker(engine.name, on_disk, None, question, marks=resident), keep)
-
-    def _start_ollama(self, engine: Engine, model: str, keep_alive: str | None) -> None:
-        from poolconsole.ui.screens.action import ActionScreen
-
-        verb = "unload" if keep_alive is None else "preload"
-        screen = ActionScreen(f"{verb} {model} on {engine.name}")
-        self._show_action(screen)
-        self._ollama(screen, engine, model, keep_alive)
-
-    @work(group="actions", description="the action", exit_on_error=False)
-    async def _ollama(self, screen: ActionScreen, engine: Engine, model: str, keep_alive: str | None) -> None:
-        from poolconsole.ops import ollama as ollama_ops  # httpx: loaded when first used
-        from poolconsole.ops.lifecycle import ActionRefused
-
-        ctx = ollama_ops.OllamaContext(self.audit_path or audit.default_path(), screen.progress, self.read_only)
-        action = "ollama unload" if keep_alive is None else "ollama preload"
-        try:
-            if keep_alive is None:
-                asked = self.state.clock()
-                outcome = await ollama_ops.unload(ctx, engine, model)
-                if outcome.outcome == "ok":
-                    self.state.engines[engine.name].unloaded_here[model] = asked
-            else:
-                outcome = await ollama_ops.preload(ctx, engine, model, keep_alive)
-            screen.finish(outcome.outcome, outcome.detail)
-            self.events.action(self.state.clock(), action, engine.name, outcome.outcome, outcome.detail)
-            self.runtime.poll_now()  # the next /api/ps shows it on screen
-        except ActionRefused as exc:
-            screen.finish("refused", str(exc))
-            self.events.action(self.state.clock(), action, engine.name, "refused", str(exc))
-        self._changed()
 
     def action_ledger(self) -> None:
         """The ledger of the history store: the one recorded into, or the recording played back (on its

@@ -42,6 +42,10 @@ class Plan:
     force: bool = False
     smoke: bool = True
     """A rollover's smoke gate (off with --no-smoke)."""
+    model: str | None = None
+    """An Ollama action's model."""
+    keep_alive: str | None = None
+    """An Ollama preload's keep-alive, as the operator chose it ("30m", "-1")."""
     blocked: str | None = None
     """Runnable, but the action will refuse it (a rollover that does not fit, without --force): the console
     shows it without a way to run it; a command runs it, so that the refusal is audited."""
@@ -53,6 +57,9 @@ class Plan:
     @property
     def title(self) -> str:
         """The progress screen's title: "rollover qwen3-next-80b -> awq-tp4 (re-apply)"."""
+        if self.model is not None:
+            verb = self.action.removeprefix("ollama ")
+            return f"{verb} {self.model} on {self.engine}"
         if self.profile is None:
             return f"{self.action} {self.engine}"
         again = " (re-apply)" if self.profile == self.active else ""
