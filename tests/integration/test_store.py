@@ -138,14 +138,17 @@ def test_kill_9_of_record_loses_at_most_the_last_second(demo: Path, tmp_path: Pa
     try:
         wait_for_rows(path, proc, 3 * len(targets(config)))
         staleness = []
+        late = 0.0  # how late this process's own sleeps woke: the machine's load, allowed on top of SLACK_S
         with Reader(path) as reader:
             for _ in range(12):
                 now = time.time()
                 written = reader.written_at()
                 assert written is not None
                 staleness.append(now - written)
+                asleep = time.monotonic()
                 time.sleep(0.37)  # not a divisor of the commit period: the samples walk through its phase
-        assert max(staleness) <= 1.0 + SLACK_S, staleness
+                late = max(late, time.monotonic() - asleep - 0.37)
+        assert max(staleness) <= 1.0 + SLACK_S + late, (staleness, late)
         killed_at = time.time()
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(10)
@@ -162,7 +165,7 @@ def test_kill_9_of_record_loses_at_most_the_last_second(demo: Path, tmp_path: Pa
             last[(row.kind, row.name)] = max(row.at, last.get((row.kind, row.name), 0.0))
     assert set(last) == targets(config)
     lost = {target: round(killed_at - at, 2) for target, at in last.items()}
-    assert all(s <= 1.0 + interval + SLACK_S for s in lost.values()), lost
+    assert all(s <= 1.0 + interval + SLACK_S + late for s in lost.values()), (lost, late)
 
 
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
