@@ -14,11 +14,8 @@ entries are kept.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import ipaddress
-import json
-import sys
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -534,24 +531,18 @@ def document(results: list[EngineExposure], completion: bool) -> dict[str, Any]:
     }
 
 
-def cli(config: PoolConfig, args: argparse.Namespace) -> int:
-    """Exit 0 every engine checked and nothing exposed, 1 something exposed (each with the fix) or not checked,
-    2 no engine to check."""
-    if not config.engines:
-        print("poolconsole exposure: the config has no [[engines]] to check", file=sys.stderr)
-        return 2
-    completion = not args.no_completion
-    results = asyncio.run(audit(config, completion))
-    if args.json:
-        print(json.dumps(document(results, completion), indent=2))
-    else:
-        for r in results:
-            state = {True: "answers without a key", False: "requires a key", None: "key not checked"}[r.unauthenticated]
-            listen = ", ".join(r.listen) if r.listen else "listen n/a"
-            print(f"{r.verdict:11s} {r.name} ({r.kind}, {r.url}): {state}; {listen}")
-            for f in r.findings:
-                print(f"  {'!!' if f.exposed else '--'} {f.found}\n     fix: {f.fix}")
-            for why in r.unchecked:
-                print(f"  ?? {why}")
-        print(summary(results))
-    return exit_code(results)
+
+def text_lines(results: list[EngineExposure]) -> list[str]:
+    """The audit as `exposure` prints it: each engine's verdict, its findings with their fixes, what was not
+    checked, and the summary."""
+    lines = []
+    for r in results:
+        state = {True: "answers without a key", False: "requires a key", None: "key not checked"}[r.unauthenticated]
+        listen = ", ".join(r.listen) if r.listen else "listen n/a"
+        lines.append(f"{r.verdict:11s} {r.name} ({r.kind}, {r.url}): {state}; {listen}")
+        for f in r.findings:
+            lines.append(f"  {'!!' if f.exposed else '--'} {f.found}\n     fix: {f.fix}")
+        for why in r.unchecked:
+            lines.append(f"  ?? {why}")
+    lines.append(summary(results))
+    return lines

@@ -9,10 +9,8 @@ file_sd JSON files, which Prometheus re-reads when they change."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -149,17 +147,11 @@ def write_files(files: dict[Path, str]) -> None:
             path.chmod(0o600)
 
 
-def cmd_prometheus_config(args: argparse.Namespace, config: PoolConfig) -> int:
-    """Print the YAML (stdout), write the file_sd and credentials files, and say on stderr what was written."""
-    file_sd = Path(args.file_sd) if args.file_sd else None
-    written = render(config, file_sd, Path(args.credentials_dir))
-    write_files(written.files)
-    sys.stdout.write(written.yaml)
-    for path in written.files:
-        print(f"wrote {path}", file=sys.stderr)
-    for job in jobs_for(config, Path(args.credentials_dir))[0]:
-        if job.comment and job.name.split("-")[0] in ("sglang", "llamacpp"):
-            print(f"reminder: {job.comment}", file=sys.stderr)
-    for note in written.notes:
-        print(f"note: {note}", file=sys.stderr)
-    return 0
+
+def reminders(config: PoolConfig, credentials_dir: Path) -> list[str]:
+    """What the operator must still do on the engines themselves (SGLang's and llama.cpp's metrics flags)."""
+    return [
+        job.comment
+        for job in jobs_for(config, credentials_dir)[0]
+        if job.comment and job.name.split("-")[0] in ("sglang", "llamacpp")
+    ]

@@ -8,10 +8,7 @@ traffic is relayed through a DERP server rather than a direct path (slower: ever
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import json
-import sys
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -169,24 +166,22 @@ async def survey(config: PoolConfig) -> list[HostTailnet]:
     return out
 
 
-def cli(config: PoolConfig, args: argparse.Namespace) -> int:
-    """Exit 0 every host on the tailnet and direct (or idle), 1 a host flagged, 2 no host configured."""
-    if not config.hosts:
-        print("poolconsole tailnet: the config has no [[hosts]]", file=sys.stderr)
-        return 2
-    results = asyncio.run(survey(config))
-    if args.json:
-        print(json.dumps({"hosts": [r.to_json() for r in results], "flagged": any(r.flags for r in results)}, indent=2))
-    else:
-        for r in results:
-            via = (
-                f" via DERP {r.relay}"
-                if r.path == "relayed"
-                else (f" {r.direct_endpoint}" if r.direct_endpoint else "")
-            )
-            print(f"{r.host:16s} {r.path}{via}  tailnet {r.tailnet_address or 'n/a'}  handshake {r.handshake}")
-            for f in r.flags:
-                print(f"  !! {f}")
-            for n in r.notes:
-                print(f"  -- {n}")
+
+def document(results: list[HostTailnet]) -> dict[str, Any]:
+    return {"hosts": [r.to_json() for r in results], "flagged": any(r.flags for r in results)}
+
+
+def text_lines(results: list[HostTailnet]) -> list[str]:
+    """Each host as `tailnet` prints it: its path, tailnet address and handshake, then its flags and notes."""
+    lines = []
+    for r in results:
+        via = f" via DERP {r.relay}" if r.path == "relayed" else (f" {r.direct_endpoint}" if r.direct_endpoint else "")
+        lines.append(f"{r.host:16s} {r.path}{via}  tailnet {r.tailnet_address or 'n/a'}  handshake {r.handshake}")
+        lines += [f"  !! {f}" for f in r.flags]
+        lines += [f"  -- {n}" for n in r.notes]
+    return lines
+
+
+def exit_code(results: list[HostTailnet]) -> int:
+    """0 every host on the tailnet and direct (or idle), 1 a host flagged."""
     return 1 if any(r.flags for r in results) else 0

@@ -4,8 +4,10 @@ Keys are remappable with a `[keys]` table in hosts.toml (action id = key)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from textual.binding import Binding
+if TYPE_CHECKING:
+    from textual.binding import Binding
 
 
 @dataclass(frozen=True)
@@ -351,6 +353,8 @@ rest from there (the help screen and the palette keep the registry's order)."""
 
 def bindings() -> list[Binding]:
     """Every action's key binding; --read-only disables the mutating ones through App.check_action."""
+    from textual.binding import Binding  # imported here: `check-config` reads the registry without Textual
+
     ordered = sorted(ACTIONS, key=lambda a: a.id != FOOTER_FIRST)  # stable: the rest keep their order
     return [
         Binding(a.key, a.action, a.footer or a.title, show=a.show, id=a.id, priority=a.id in ("quit", "close"))

@@ -24,6 +24,7 @@ from poolconsole.collect.prometheus_source import (
     scrape_time,
     selection,
 )
+from poolconsole.commands import launch
 from poolconsole.config import PoolConfig, parse_config
 from poolconsole.config.models import Engine, EngineKind, PrometheusSource
 from poolconsole.model.pool_state import PoolState
@@ -283,7 +284,7 @@ async def test_prometheus_alone_discovers_the_replayed_engines(pool: Pool, monke
         opened.append((config, read_only))
         return 0
 
-    monkeypatch.setattr(cli, "open_console", console)
+    monkeypatch.setattr(launch, "open_console", console)
     assert await asyncio.to_thread(cli.main, ["--prometheus", pool.prom.url]) == 0
     [(config, read_only)] = opened
     assert read_only

@@ -15,6 +15,7 @@ import pytest
 
 from poolconsole import cli
 from poolconsole.cli import demo_console
+from poolconsole.commands import launch
 from poolconsole.ops import audit
 from poolconsole.ops.smoke import store
 from poolconsole.sim.demo import SimPool
@@ -107,7 +108,7 @@ async def test_the_clis_commands_on_the_demos_hosts_toml_keep_to_its_stores(
         opened.append(kwargs)
         return 0
 
-    monkeypatch.setattr(cli, "open_console", console)
+    monkeypatch.setattr(launch, "open_console", console)
     assert cli.main(["--config", str(config_path)]) == 0
     assert opened == [{"store": own_history, "stores": (own_audit, own_smoke)}], "the console took the user's stores"
     user_toml = tmp_path / "hosts.toml"

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from poolconsole import cli
+from poolconsole.commands import launch
 from poolconsole.config import load_config, parse_config
 from poolconsole.config.example import names_example_hosts
 from poolconsole.sim.demo_files import prune_ended
@@ -49,7 +50,7 @@ def test_the_example_pool_is_never_recorded(tmp_path: Path, monkeypatch: pytest.
     assert names_example_hosts(load_config(example))
     assert not names_example_hosts(parse_config(CONFIG))
     opened: list[dict[str, object]] = []
-    monkeypatch.setattr(cli, "open_console", lambda *args, **kwargs: opened.append(kwargs) or 0)
+    monkeypatch.setattr(launch, "open_console", lambda *args, **kwargs: opened.append(kwargs) or 0)
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
     assert cli.main(["--config", str(example)]) == 0
     assert opened and opened[0]["store"] is None

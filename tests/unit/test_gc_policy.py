@@ -72,8 +72,8 @@ gc.enable = enable
 opened = []
 if {spy_console!r}:
     gc.disable()  # as the entry point does, for the imports below
-    import poolconsole.cli as cli
-    cli.open_console = lambda *a, **k: opened.append(gc.isenabled()) or 0
+    import poolconsole.commands.launch as launch
+    launch.open_console = lambda *a, **k: opened.append(gc.isenabled()) or 0
 import poolconsole.__main__ as entry
 sys.argv = ["poolconsole", *{argv!r}]
 ran.clear()  # from here on: what the command's start-up runs

@@ -13,6 +13,7 @@ import pytest
 from pydantic import ValidationError
 
 from poolconsole.collect import engine_logs as logs
+from poolconsole.commands import exposure as exposure_command
 from poolconsole.config.models import Engine
 from poolconsole.ops import exposure
 from poolconsole.ops.exposure import Listener, Probe, judge, parse_ss
@@ -281,7 +282,7 @@ def test_the_cli_text_gives_each_engine_the_screens_verdict(
     config = Engine.model_validate({"name": "x", "kind": "llamacpp", "url": "http://h:8080"})
     pool = type("Pool", (), {"engines": [config]})()
     args = type("Args", (), {"no_completion": False, "json": False})()
-    assert exposure.cli(pool, args) == 1  # type: ignore[arg-type]
+    assert exposure_command.audited(pool, args) == 1
     lines = [line for line in capsys.readouterr().out.splitlines() if not line.startswith(" ")]
     assert [line.split()[0] for line in lines[:4]] == ["EXPOSED", "contained", "ok", "not"]
     assert lines[3].startswith("not checked quiet")

@@ -24,9 +24,26 @@ def test_core_layers_import_without_textual_or_rich() -> None:
     assert result.returncode == 0, result.stderr
 
 
+def test_check_config_loads_neither_textual_nor_rich(tmp_path: Path) -> None:
+    """`check-config` (its command module's run, on a file with a `[keys]` table the registry checks) imports
+    neither Textual nor Rich: validating a file in CI or a pre-commit hook needs no terminal toolkit."""
+    config = tmp_path / "hosts.toml"
+    config.write_text('[keys]\nquit = "q"\n\n[[engines]]\nname = "a"\nkind = "vllm"\nurl = "http://127.0.0.1:9"\n')
+    code = (
+        "import argparse, sys\n"
+        "from poolconsole.commands import check_config\n"
+        f"assert check_config.run(argparse.Namespace(file={str(config)!r}, config=None)) == 0\n"
+        "loaded = [m for m in sys.modules if m.split('.')[0] in ('textual', 'rich')]\n"
+        "assert not loaded, loaded\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("ok: 0 host(s), 1 engine(s)"), result.stdout
+
+
 def test_layer_contracts() -> None:
-    """import-linter's contracts in pyproject.toml: config <- model <- collect <- runtime | ops | sim <- ui
-    <- cli, each layer importing only those below it (lazy imports inside functions included), and
+    """import-linter's contracts in pyproject.toml: config <- model <- collect <- runtime | ops | sim <- workflows
+    <- ui <- commands <- cli, each layer importing only those below it (lazy imports inside functions included), and
     Textual, Rich and textual-plotext nowhere outside ui/."""
     result = subprocess.run(
         [

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import random
-import sys
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -341,20 +339,15 @@ async def say_what_it_does(activity: Activity, say: Callable[[str], None], every
         say(activity.line())
 
 
-def _to_stderr(line: str) -> None:
-    with contextlib.suppress(OSError):  # a closed stderr does not end the run
-        print(line, file=sys.stderr, flush=True)
-
-
 def run_blocking(
     config: PoolConfig,
     options: SmokeOptions,
     progress: Callable[[CheckResult], None] | None = None,
-    say: Callable[[str], None] | None = _to_stderr,
+    say: Callable[[str], None] | None = None,
     every_s: float = QUIET_S,
 ) -> tuple[list[CheckResult], int]:
-    """The command line's run. A run longer than `every_s` says what it is doing through `say` (stderr:
-    stdout may be the JSON document), e.g. "smoke: qwen qwen3 chat_stream c=4 3/4 done"."""
+    """The command line's run. A run longer than `every_s` says what it is doing through `say` (the command
+    passes stderr: its stdout may be the JSON document), e.g. "smoke: qwen qwen3 chat_stream c=4 3/4 done"."""
 
     async def main() -> tuple[list[CheckResult], int]:
         activity = Activity()

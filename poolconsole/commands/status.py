@@ -1,0 +1,94 @@
+"""`poolconsole status`: every target polled a few times, as a table or one JSON document."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import json
+import sys
+from typing import Any
+
+from poolconsole.commands.common import EXIT_CONFIG, EXIT_OK, EXIT_PROBLEM, Subparsers, discovered, empty, load
+from poolconsole.config import PoolConfig
+from poolconsole.model import units
+
+
+def add_parser(sub: Subparsers) -> None:
+    status = sub.add_parser("status", help="poll every target: a table, or one JSON document")
+    status.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS)
+    status.add_argument("--prometheus", metavar="URL", default=argparse.SUPPRESS, help="discover the pool there")
+    status.add_argument("--json", action="store_true", help="print one JSON document")
+    status.add_argument("--samples", type=int, default=2, metavar="N", help="polls per target (default 2)")
+    status.add_argument("--interval", type=float, default=1.0, metavar="S", help="seconds between polls (default 1)")
+    status.set_defaults(func=run)
+
+
+def _fmt(value: Any, kind: str = "") -> str:
+    if value is None:
+        return units.NA
+    if kind == "pct":
+        return units.pct(value)
+    if kind == "s":
+        return units.seconds(value, 2)
+    if isinstance(value, float):
+        return f"{value:.1f}" if not value.is_integer() else f"{value:.0f}"
+    return str(value)
+
+
+def _table(doc: dict[str, Any]) -> str:
+    header = ["ENGINE", "KIND", "HOST", "STATE", "RUN", "WAIT", "KV", "GEN tok/s", "TTFT", "PREFIX", "MODELS"]
+    rows = [header]
+    for e in doc["engines"]:
+        rows.append(
+            [
+                e["name"],
+                e["kind"],
+                e["host"] or "-",
+                e["state"],
+                _fmt(e["requests_running"]),
+                _fmt(e["requests_waiting"]),
+                _fmt(e["kv_cache_usage"], "pct"),
+                _fmt(e["generation_tokens_per_s"]),
+                _fmt(e["ttft_mean_s"], "s"),
+                _fmt(e["prefix_cache_hit_rate"], "pct"),
+                ",".join(e["models"][:3]) + ("..." if len(e["models"]) > 3 else ""),
+            ]
+        )
+    widths = [max(len(str(r[i])) for r in rows) for i in range(len(header))]
+    lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    for e in doc["engines"]:
+        if e["error"]:
+            lines.append(f"! {e['name']}: {e['error']}")
+    for h in doc.get("hosts", []):
+        lines.append(f"host {h['name']}: {h['state']}" + (f" ({h['error']})" if h.get("error") else ""))
+    return "\n".join(lines)
+
+
+async def _status_doc(config: PoolConfig, samples: int, interval: float) -> dict[str, Any]:
+    from poolconsole.collect.engine_sampling import sample_engines
+    from poolconsole.collect.hosts.sampling import sample_hosts
+    from poolconsole.model.view import engine_view
+
+    engines, hosts = await asyncio.gather(sample_engines(config, samples, interval), sample_hosts(config))
+    return {
+        "taken_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "engines": [engine_view(engines[e.name]).to_json() for e in config.engines],
+        "hosts": [h.to_json() for h in hosts],
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.samples < 1 or args.interval < 0:
+        print("poolconsole status: --samples must be >= 1 and --interval >= 0", file=sys.stderr)
+        return EXIT_CONFIG
+    config = discovered(args.prometheus) if args.prometheus else load(args.config)
+    if empty(config, args, "poll"):
+        return EXIT_CONFIG
+    doc = asyncio.run(_status_doc(config, args.samples, args.interval))
+    if args.json:
+        print(json.dumps(doc, indent=2, allow_nan=False, default=str))
+    else:
+        print(_table(doc))
+    healthy = all(e["state"] == "ok" for e in doc["engines"]) and all(h["state"] == "ok" for h in doc["hosts"])
+    return EXIT_OK if healthy else EXIT_PROBLEM
