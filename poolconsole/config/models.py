@@ -114,6 +114,26 @@ class AlertSettings(Strict):
     """Stalled (the wedge `/health` hides): the engine answers, requests are running or waiting, and its
     generation counter has not grown for this long. It clears once the counter moves again or nothing is
     running or waiting."""
+    gpu_xid_for_s: Annotated[float, Field(ge=0)] = 0.0
+    """gpu_xid (critical): the kernel logged an `NVRM: Xid` for a GPU in the last 5 minutes; fires once that
+    held this long ..."""
+    gpu_xid_clear_s: Annotated[float, Field(ge=0)] = 0.0
+    """... and clears once no Xid has been in the 5-minute window this long (the window is its hysteresis)."""
+    gpu_ecc_for_s: Annotated[float, Field(ge=0)] = 0.0
+    """gpu_ecc (critical): uncorrected ECC errors since the driver loaded, or a row remap / page retirement
+    pending; fires once that held this long ..."""
+    gpu_ecc_clear_s: Annotated[float, Field(ge=0)] = 0.0
+    """... and clears once it has not held this long (a GPU reset or reboot clears the counters)."""
+    gpu_throttle_for_s: Annotated[float, Field(ge=0)] = 30.0
+    """gpu_throttle (warning): clocks held down by a hardware slowdown, thermal slowdown or the power brake
+    (never the power cap or idle) this long ..."""
+    gpu_throttle_clear_s: Annotated[float, Field(ge=0)] = 30.0
+    """... and clears once no such reason has been active this long."""
+    gpu_pcie_for_s: Annotated[float, Field(ge=0)] = 60.0
+    """gpu_pcie (warning): the PCIe link narrower than its maximum, or below its maximum generation while the
+    GPU is 30% busy or more, this long ..."""
+    gpu_pcie_clear_s: Annotated[float, Field(ge=0)] = 60.0
+    """... and clears once the link has been at its maximum this long."""
 
 
 class Notify(Strict):

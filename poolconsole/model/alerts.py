@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from poolconsole.config.models import AlertSettings
+from poolconsole.model import gpu_health
 from poolconsole.model.failure_modes import MODES, Finding
 from poolconsole.model.hosts import HostSnapshot
 from poolconsole.model.snapshots import EngineState
@@ -27,13 +28,16 @@ the overview's verdict called a healthy pool '1 problem'."""
 record is read once a minute while the engine stays up)."""
 
 
-CRITICAL_RULES = frozenset({"down", "restart_loop", "stalled"})
-"""The rules that page at once: a target that does not answer, one that serves nothing, one that keeps dying."""
+CRITICAL_RULES = frozenset({"down", "restart_loop", "stalled", "gpu_xid", "gpu_ecc"})
+"""The rules that page at once: a target that does not answer, one that serves nothing, one that keeps dying,
+a GPU the kernel or its memory says is failing."""
 
 
 def severity(rule: str) -> str:
-    """critical, warning or info: a log's findings are the cause of a down or a restart (info), the rest warn."""
-    if rule in CRITICAL_RULES:
+    """critical, warning or info: a log's findings are the cause of a down or a restart (info), the rest warn.
+    A per-GPU key (gpu_xid_gpu2) has its rule's."""
+    per_gpu = gpu_health.split(rule)
+    if (per_gpu[0] if per_gpu else rule) in CRITICAL_RULES:
         return "critical"
     return "info" if rule.startswith("log:") else "warning"
 
@@ -86,6 +90,9 @@ class Alerts:
     """engine -> (start, end or None while it runs) of the console's latest restart or rollover of it."""
     serving_since: dict[str, float] = field(default_factory=dict)
     """engine -> since when its polls have said ok, without a break."""
+    off_since: dict[tuple[str, str], float] = field(default_factory=dict)
+    """(target, rule) -> since when a firing alert's condition has not held, while it waits out its clear
+    hold (the GPU rules' hysteresis)."""
     generated: dict[str, tuple[float, float]] = field(default_factory=dict)
     """engine -> (its generation counter, since when it has had that value) for the stalled rule."""
     """(target, rule) -> since when its condition has held, while it waits out the rule's hold."""
@@ -277,6 +284,7 @@ class Alerts:
             )
             back = f"GPU {gpu.index} memory back to {frac * 100:.0f}% used"
             events.append(self._set(snap.name, key, on, used, now, back, self.settings.vram_for_s))
+        events += self._gpu_health(snap, now)
         swap = snap.system_memory.swap_used_bytes if snap.system_memory else None
         if snap.memory_kind == "unified" and swap is not None:
             events.append(
@@ -291,3 +299,34 @@ class Alerts:
                 )
             )
         return [e for e in events if e is not None]
+
+    def _gpu_health(self, snap: HostSnapshot, now: float) -> list[AlertEvent | None]:
+        """gpu_xid, gpu_ecc, gpu_throttle, gpu_pcie per GPU (model.gpu_health), each after its `for` and
+        cleared only once its condition has stayed off its clear time. Unknown leaves the alert as it is."""
+        s = self.settings
+        holds = {
+            "gpu_xid": (s.gpu_xid_for_s, s.gpu_xid_clear_s),
+            "gpu_ecc": (s.gpu_ecc_for_s, s.gpu_ecc_clear_s),
+            "gpu_throttle": (s.gpu_throttle_for_s, s.gpu_throttle_clear_s),
+            "gpu_pcie": (s.gpu_pcie_for_s, s.gpu_pcie_clear_s),
+        }
+        out: list[AlertEvent | None] = []
+        for gpu in snap.gpus:
+            if gpu.index is None:
+                continue
+            for rule, check in gpu_health.CHECKS.items():
+                said = check(gpu)
+                if said is None:
+                    continue
+                key = (snap.name, gpu_health.key(rule, gpu.index))
+                hold, clear = holds[rule]
+                on = said is not False
+                if not on and key in self.active:  # hysteresis: off for `clear` s before it clears
+                    since = self.off_since.setdefault(key, now)
+                    on = now - since < clear
+                else:
+                    self.off_since.pop(key, None)
+                message = f"GPU {gpu.index}: {said}" if isinstance(said, str) else ""
+                cleared = f"GPU {gpu.index}: {rule.removeprefix('gpu_')} back to normal"
+                out.append(self._set(key[0], key[1], on, message, now, cleared, hold))
+        return out

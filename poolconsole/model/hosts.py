@@ -50,6 +50,23 @@ class GpuReading:
     pcie_width: int | None = None
     memory_source: str = "device"
     """'device' (the GPU's own memory counters) or 'system' (unified memory read from the OS)."""
+    pci_bus_id: str | None = None
+    """nvidia-smi's `pci.bus_id` (00000000:41:00.0): how a kernel Xid line names this GPU."""
+    pcie_gen_max: int | None = None
+    """The highest PCIe generation this GPU and its slot can run (`pcie.link.gen.max`)."""
+    pcie_width_max: int | None = None
+    clock_event_reasons: int | None = None
+    """`clocks_event_reasons.active`: the bitmask of why its clocks are held down now (model.gpu_health)."""
+    ecc_uncorrected: int | None = None
+    """Uncorrected ECC errors since the driver loaded (`ecc.errors.uncorrected.volatile.total`); None without
+    ECC."""
+    remapped_rows_pending: bool | None = None
+    """A row remap waits for a GPU reset (Ampere and later: `remapped_rows.pending`)."""
+    retired_pages_pending: bool | None = None
+    """A page retirement waits for a reboot (before Ampere: `retired_pages.pending`)."""
+    xids: tuple[int, ...] | None = None
+    """The Xid codes the kernel logged for this GPU in the last few minutes (collect.hosts.xid); None when
+    the kernel log could not be read."""
 
 
 @dataclass(frozen=True)
@@ -106,6 +123,13 @@ def _pick(cls: type[Any], doc: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in doc.items() if k in names}
 
 
+def _gpu(doc: dict[str, Any]) -> GpuReading:
+    picked = _pick(GpuReading, doc)
+    if isinstance(picked.get("xids"), list):  # JSON has no tuple
+        picked["xids"] = tuple(picked["xids"])
+    return GpuReading(**picked)
+
+
 def host_from_json(doc: dict[str, Any]) -> HostSnapshot:
     """A snapshot back from its `to_json` form (a recording): what was stored, unknowns still None."""
     memory = doc.get("system_memory") or {}
@@ -116,7 +140,7 @@ def host_from_json(doc: dict[str, Any]) -> HostSnapshot:
         error=doc.get("error"),
         source=doc.get("source"),
         memory_kind=doc.get("memory_kind"),
-        gpus=tuple(GpuReading(**_pick(GpuReading, g)) for g in doc.get("gpus") or ()),
+        gpus=tuple(_gpu(g) for g in doc.get("gpus") or ()),
         processes=tuple(GpuProcess(**_pick(GpuProcess, p)) for p in doc.get("processes") or ()),
         system_memory=SystemMemory(**_pick(SystemMemory, memory)) if any(memory.values()) else None,
         rtt_ms=doc.get("rtt_ms"),

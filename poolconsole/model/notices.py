@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from poolconsole.model import gpu_health
 from poolconsole.model.alerts import AlertEvent
 
 WORDS = {
@@ -16,6 +17,10 @@ WORDS = {
     "restart_loop": "in a restart loop",
     "swap": "swapping on unified memory",
     "stalled": "stalled (answering, generating nothing)",
+    "gpu_xid": "with a GPU Xid in the kernel log",
+    "gpu_ecc": "with uncorrected GPU memory errors",
+    "gpu_throttle": "with GPU clocks held down",
+    "gpu_pcie": "with a PCIe link below its maximum",
 }
 SHOWN = 3
 """Targets named per line; the rest are counted."""
@@ -24,6 +29,9 @@ LINES = 3
 
 
 def _rule(event: AlertEvent) -> str:
+    per_gpu = gpu_health.split(event.rule)
+    if per_gpu is not None:
+        return per_gpu[0]
     return "vram" if event.rule.startswith("vram_gpu") else event.rule
 
 

@@ -12,7 +12,8 @@ import re
 from dataclasses import dataclass
 
 from poolconsole.config.models import EngineKind
-from poolconsole.model.alerts import Alerts
+from poolconsole.model import gpu_health
+from poolconsole.model.alerts import Alerts, severity
 from poolconsole.model.failure_modes import MODES
 from poolconsole.model.gateway import gateway_reports
 from poolconsole.model.hosts import HostState
@@ -23,7 +24,14 @@ from poolconsole.model.units import NA, gib, num
 CRITICAL = "critical"
 WARNING = "warning"
 SEVERITY = {"down": CRITICAL, "restart_loop": CRITICAL, "stalled": CRITICAL, "swap": WARNING, "tps_collapse": WARNING}
-"""Each alert rule's severity; a rule not named here is a warning."""
+"""Each alert rule's severity; a rule not named here is a warning (a GPU-health rule has model.alerts')."""
+
+
+def _severity(rule: str) -> str:
+    if rule in SEVERITY:
+        return SEVERITY[rule]
+    return CRITICAL if gpu_health.split(rule) is not None and severity(rule) == CRITICAL else WARNING
+
 
 _BRIEF: tuple[tuple[str, str], ...] = (
     (r"refused by .*authenticat|authentication refused|HTTP 40[13]", "auth refused"),
@@ -146,6 +154,13 @@ def _alert_problem(state: PoolState, target: str, rule: str, message: str) -> tu
         return "tok/s fell", f"{target} tok/s collapsed"
     if rule == "restart_loop":
         return "restart loop", f"{target} in a restart loop"
+    per_gpu = gpu_health.split(rule)
+    if per_gpu is not None:  # "GPU2 Xid 31", "GPU2 throttled"
+        base, index = per_gpu
+        what = {"gpu_xid": "Xid", "gpu_ecc": "ECC", "gpu_throttle": "throttled", "gpu_pcie": "PCIe low"}[base]
+        code = re.search(r"Xid (\d+)", message) if base == "gpu_xid" else None
+        said = f"{what} {code.group(1)}" if code else what
+        return f"GPU{index} {said}", f"{target} GPU {index} {message.split(': ', 1)[-1]}"
     if rule.startswith("vram_gpu"):
         found = re.search(r"(\d+)% used", message)
         share = f" {found.group(1)}%" if found else ""
@@ -244,7 +259,7 @@ def problems(state: PoolState, alerts: Alerts) -> list[Problem]:
         found_alert = _alert_problem(state, target, rule, event.message)
         if found_alert is not None:
             kind = "engine" if target in state.engines else "host"
-            out.append(Problem(target, kind, SEVERITY.get(rule, WARNING), found_alert[0], found_alert[1]))
+            out.append(Problem(target, kind, _severity(rule), found_alert[0], found_alert[1]))
     rank = {CRITICAL: 0, WARNING: 1}
     return _one_per_target(sorted(out, key=lambda p: (rank[p.severity], p.kind != "host", p.target)))
 
@@ -464,7 +479,7 @@ def summarise(state: PoolState, alerts: Alerts, now: float | None = None) -> Sum
     line3 = f"VRAM dedicated {dedicated} · unified {unified} · power {_power(state)}"
     severities = {CRITICAL: 0, WARNING: 0}
     for _, rule in alerts.active:
-        severities[SEVERITY.get(rule, WARNING)] = severities.get(SEVERITY.get(rule, WARNING), 0) + 1
+        severities[_severity(rule)] = severities.get(_severity(rule), 0) + 1
     alert_words = (
         ", ".join(f"{n} {s}" for s, n in severities.items() if n) if any(severities.values()) else "none firing"
     )

@@ -20,7 +20,14 @@ import httpx
 from poolconsole.collect.tasks import reap
 from poolconsole.sim.demo_files import CONFIG_HEADER, prune_ended
 from poolconsole.sim.demo_pool import EngineSpec, HostSpec, KvShape, pool
-from poolconsole.sim.hosts import BROKEN_PROFILE, NO_SPEC_ENV, NO_SPEC_SUFFIX, SimHost
+from poolconsole.sim.hosts import (
+    BROKEN_PROFILE,
+    HW_SLOWDOWN,
+    HW_THERMAL_SLOWDOWN,
+    NO_SPEC_ENV,
+    NO_SPEC_SUFFIX,
+    SimHost,
+)
 from poolconsole.sim.logs import OOM_LINE, vllm_line
 from poolconsole.sim.server import SimEngine
 
@@ -34,7 +41,10 @@ OOM_ENGINE = "qwen3-next-80b"
 WEDGE_ENGINE = "qwen3-30b-a3b"
 """`--scenario wedge`: the engine that answers /health and /metrics with requests running and serves nothing
 until it is restarted (its host's `docker restart`, or SimPool.restart)."""
-SCENARIOS = ("normal", "overload", "node-down", "restart", "oom", "wedge")
+FAULT_HOST, FAULT_GPU = "tp4", 2
+"""`--scenario gpu-fault`: the GPU whose kernel log shows an Xid and whose clocks are held down (hardware
+slowdown and thermal), serving on."""
+SCENARIOS = ("normal", "overload", "node-down", "restart", "oom", "wedge", "gpu-fault")
 """`poolconsole demo --scenario`'s choices."""
 KEYLESS_ENGINE = "embeddings"
 """With keys on: the one engine that answers without a key (Ollama has no keys)."""
@@ -65,6 +75,9 @@ class SimPool:
         """... and again this often after it (twice in 10 minutes is not yet a restart loop)."""
         self.oom_loading_s = 6.0
         """How long the restarted vLLM refuses connections while it loads."""
+        self.gpu_fault_after_s = 15.0
+        """`--scenario gpu-fault`: FAULT_HOST's GPU FAULT_GPU logs its Xid this long after the start (once;
+        it leaves the kernel log's 5-minute window after that, the throttle stays)."""
         self.wedge_after_s = 15.0
         """`--scenario wedge`: WEDGE_ENGINE serves normally this long, then wedges (once: a restart clears it
         for good; tests shorten it)."""
@@ -107,6 +120,8 @@ class SimPool:
             self._tasks.append(asyncio.create_task(self._oom()))
         if self.scenario == "wedge":
             self._tasks.append(asyncio.create_task(self._wedge()))
+        if self.scenario == "gpu-fault":
+            self._tasks.append(asyncio.create_task(self._gpu_fault()))
 
     def _through_gateway(self, gateway: SimEngine) -> None:
         """The team reaches each engine through the gateway: the gateway counts their requests (its
@@ -214,6 +229,21 @@ class SimPool:
         engine.restart(0.0)
         await asyncio.sleep(self.oom_loading_s)
         await engine.resume_listening()
+
+    async def _gpu_fault(self) -> None:
+        await asyncio.sleep(self.gpu_fault_after_s)
+        self.gpu_fault(FAULT_HOST, FAULT_GPU)
+
+    def gpu_fault(self, host: str, gpu: int) -> None:
+        """`host`'s GPU `gpu`: an Xid 31 (a memory page fault, the MMU's words as the driver logs them) and
+        its clocks held down by a hardware slowdown and thermal slowdown."""
+        self.sim_hosts[host].gpu_fault(
+            gpu,
+            31,
+            HW_SLOWDOWN | HW_THERMAL_SLOWDOWN,
+            "pid=4021, name=python3, Ch 00000008, intr 00000000. MMU Fault: ENGINE GRAPHICS GPCCLIENT_T1_0 "
+            "faulted @ 0x7f2a_c0000000. Fault is of type FAULT_PDE ACCESS_TYPE_VIRT_READ",
+        )
 
     async def _wedge(self) -> None:
         await asyncio.sleep(self.wedge_after_s)

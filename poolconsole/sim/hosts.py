@@ -12,6 +12,7 @@ import datetime as dt
 import hashlib
 import re
 import shlex
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +21,7 @@ import asyncssh
 
 from poolconsole.collect import containers
 from poolconsole.collect.hosts import nvidia_smi as nv
-from poolconsole.collect.hosts import owners, stream
+from poolconsole.collect.hosts import owners, stream, xid
 from poolconsole.collect.hosts import poll as host_cmds
 from poolconsole.sim import logs as sim_logs
 from poolconsole.sim.demo_pool import EngineSpec, HostSpec
@@ -32,8 +33,23 @@ NO_SPEC_ENV = "POOL_SPEC"
 plain decode speed)."""
 NO_SPEC_SUFFIX = "nospec"
 LOOP = re.compile(rf"while :; do (?P<batch>.+;) echo {stream.SAMPLE}; sleep (?P<interval>[0-9.]+); done")
+HW_SLOWDOWN = 0x8
+HW_THERMAL_SLOWDOWN = 0x40
+"""clocks_event_reasons bits (nvml.h's nvmlClocksEventReason*), as the gpu-fault scenario reports them."""
 GIB = 1024**3
 MIB = 1024**2
+
+
+@dataclass(frozen=True)
+class GpuFault:
+    """`--scenario gpu-fault`: one GPU's Xid in the kernel log and a throttle reason held active."""
+
+    gpu: int
+    xid: int
+    reasons: int
+    at: float
+    """The host's uptime (s) when the kernel logged the Xid."""
+    line: str
 
 
 @dataclass
@@ -65,6 +81,9 @@ class SimHost:
         self.profiles: dict[str, dict[str, str]] = {}
         self.commands: list[str] = []
         """Every action command this host ran (restarts, profile writes and reads), as received."""
+        self.booted = time.monotonic() - 86400.0
+        """Up a day when the demo starts (the kernel log's stamps are seconds since boot)."""
+        self.fault: GpuFault | None = None
         self.tailscale: str | None = None
         """What `tailscale status --json` prints on this host; None: tailscale is not installed (the demo runs
         no tailnet; tests give a captured document)."""
@@ -91,6 +110,27 @@ class SimHost:
                     states[g].processes.append((4000 + self.index * 10 + n, spec.name, share))
         return states
 
+    def bus_id(self, gpu: int) -> str:
+        return f"00000000:{0x41 + gpu * 0x20:02X}:00.0"
+
+    def uptime(self) -> float:
+        return time.monotonic() - self.booted
+
+    def gpu_fault(self, gpu: int, code: int, reasons: int, detail: str) -> None:
+        """The kernel logs `NVRM: Xid` for `gpu` (`detail` after its code, as the driver writes it) and the
+        GPU holds its clocks down for `reasons` from now on."""
+        bus = self.bus_id(gpu)[4:-2]  # 00000000:41:00.0 -> 0000:41:00, as the Xid line names it
+        at = self.uptime()
+        line = f"[{at:12.6f}] {self.spec.name} kernel: NVRM: Xid (PCI:{bus}): {code}, {detail}"
+        self.fault = GpuFault(gpu, code, reasons, at, line)
+
+    def kernel_xids(self) -> str:
+        """What xid.COMMAND prints: the journal's Xid lines of the last 5 minutes, then /proc/uptime."""
+        uptime = self.uptime()
+        fault = self.fault
+        lines = [fault.line] if fault is not None and uptime - fault.at <= xid.WINDOW_S else []
+        return "".join(f"{ln}\n" for ln in lines) + f"{uptime:.2f} {uptime * 15:.2f}\n"
+
     def engines_memory_bytes(self) -> int:
         return int(sum((e.spec.weights_gib + e.spec.kv_gib) * GIB for e in self.engines if e.site is not None))
 
@@ -116,9 +156,19 @@ class SimHost:
                 "clocks.current.sm": str(int(210 + state.util * 18)), "clocks.current.memory": "[N/A]" if unified
                 else "9751", "pcie.link.gen.current": "[N/A]" if unified else "4",
                 "pcie.link.width.current": "[N/A]" if unified else "16",
+                "pci.bus_id": self.bus_id(state.index), "pcie.link.gen.max": "[N/A]" if unified else "4",
+                "pcie.link.width.max": "[N/A]" if unified else "16",
+                "clocks_event_reasons.active": f"0x{self.reasons(state):016X}",
+                "ecc.errors.uncorrected.volatile.total": "[N/A]",  # GeForce and the GB10: no ECC
+                "remapped_rows.pending": "[N/A]", "retired_pages.pending": "[N/A]",
             }  # fmt: skip
             lines.append(", ".join(values[f] for f in fields))
         return "\n".join(lines) + "\n", 0
+
+    def reasons(self, state: GpuState) -> int:
+        """Idle (0x1) at rest, else none but the fault's."""
+        fault = self.fault.reasons if self.fault is not None and self.fault.gpu == state.index else 0
+        return fault | (0x1 if state.util == 0 else 0)
 
     def apps_rows(self, fields: tuple[str, ...]) -> tuple[str, int]:
         lines = []
@@ -233,6 +283,8 @@ class SimHost:
             return "", "", 0
         if command == host_cmds.LISTENING and self.spec.platform != "apple":  # macOS has no `ss`
             return self.listening(), "", 0
+        if command == xid.COMMAND and self.spec.platform != "apple":
+            return self.kernel_xids(), "", 0
         if command == owners.IDENTIFY:
             return self.identities(), "", 0
         if command == "tailscale status --json":

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any, cast
 
 from poolconsole.collect.hosts import nvidia_smi as nv
+from poolconsole.collect.hosts import xid
 from poolconsole.collect.hosts.poll import MARK, PROBE, HostPoller
 from poolconsole.collect.ssh import CommandResult, HostConnection, SSHFailure
 from poolconsole.config import parse_config
@@ -59,6 +60,7 @@ def nvidia_answers(
         "nvidia-smi --query-gpu=": query,
         "nvidia-smi --query-compute-apps=": apps_csv,
         "cat /proc/meminfo": meminfo,
+        xid.COMMAND: "86400.00 1296000.00\n",  # the kernel log read, no Xid in it
     }
 
 

@@ -18,8 +18,13 @@ MIB = 1024 * 1024
 FULL_FIELDS = (
     "index", "uuid", "name", "memory.total", "memory.used", "memory.free", "memory.reserved", "utilization.gpu",
     "temperature.gpu", "power.draw", "power.limit", "clocks.current.sm", "clocks.current.memory",
-    "pcie.link.gen.current", "pcie.link.width.current",
+    "pcie.link.gen.current", "pcie.link.width.current", "pci.bus_id", "pcie.link.gen.max", "pcie.link.width.max",
+    "clocks_event_reasons.active", "ecc.errors.uncorrected.volatile.total", "remapped_rows.pending",
+    "retired_pages.pending",
 )  # fmt: skip
+"""The GPU-health fields (the bus id, the PCIe maximum, clock-event reasons, ECC, pending remaps and
+retirements) end the list: a driver that does not know one (before 535 the reasons were
+`clocks_throttle_reasons.*`) has it dropped alone, and it reads unknown (poll.HostPoller._fix_fields)."""
 MINIMAL_FIELDS = (
     "index", "uuid", "name", "memory.total", "memory.used", "utilization.gpu", "temperature.gpu", "power.draw",
 )  # fmt: skip
@@ -90,6 +95,20 @@ def _int(text: str | None) -> int | None:
     return None if n is None else int(n)
 
 
+def _hex(text: str | None) -> int | None:
+    """A bitmask as nvidia-smi prints it (0x0000000000000004)."""
+    raw = value(text)
+    try:
+        return int(raw, 16) if raw is not None and raw.lower().startswith("0x") else None
+    except ValueError:
+        return None
+
+
+def _yes(text: str | None) -> bool | None:
+    raw = (value(text) or "").lower()
+    return True if raw == "yes" else False if raw == "no" else None
+
+
 @dataclass(frozen=True)
 class QueryResult:
     gpus: tuple[GpuReading, ...]
@@ -132,6 +151,13 @@ def parse_query_gpu(text: str, fields: tuple[str, ...]) -> QueryResult:
                 mem_clock_mhz=number(row.get("clocks.current.memory")),
                 pcie_gen=_int(row.get("pcie.link.gen.current")),
                 pcie_width=_int(row.get("pcie.link.width.current")),
+                pci_bus_id=value(row.get("pci.bus_id")),
+                pcie_gen_max=_int(row.get("pcie.link.gen.max")),
+                pcie_width_max=_int(row.get("pcie.link.width.max")),
+                clock_event_reasons=_hex(row.get("clocks_event_reasons.active")),
+                ecc_uncorrected=_int(row.get("ecc.errors.uncorrected.volatile.total")),
+                remapped_rows_pending=_yes(row.get("remapped_rows.pending")),
+                retired_pages_pending=_yes(row.get("retired_pages.pending")),
             )
         )
     return QueryResult(tuple(gpus), unified=saw_memory_na and bool(gpus))

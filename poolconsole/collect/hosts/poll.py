@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass, replace
 
 from poolconsole.collect.hosts import nvidia_smi as nv
-from poolconsole.collect.hosts import owners, systems
+from poolconsole.collect.hosts import owners, systems, xid
 from poolconsole.collect.hosts.stream import SampleStream, loop_command
 from poolconsole.collect.prom import ParseError
 from poolconsole.collect.ssh import CommandResult, HostConnection, SSHFailure
@@ -235,8 +235,8 @@ class HostPoller:
     async def _nvidia(self, probe: Probe) -> HostSnapshot:
         notes: list[str] = []
         for _ in range(len(nv.FULL_FIELDS)):
-            gpu_result, apps_result, meminfo = await self._batch(
-                [nv.query_gpu_command(self.fields), nv.query_apps_command(self.apps_fields), MEMINFO]
+            gpu_result, apps_result, meminfo, xids = await self._batch(
+                [nv.query_gpu_command(self.fields), nv.query_apps_command(self.apps_fields), MEMINFO, xid.COMMAND]
             )
             if not self._fix_fields(gpu_result, apps_result, notes):
                 break
@@ -265,7 +265,8 @@ class HostPoller:
             nv.parse_compute_apps(apps_result.stdout, self.apps_fields) if apps_result.exit_status in (0, None) else ()
         )
         kind = self._kind(parsed.unified)
-        gpus = list(parsed.gpus)
+        logged = xid.parse(xids.stdout)  # the kernel's Xid lines of the last minutes, by PCI address
+        gpus = [replace(g, xids=xid.for_gpu(logged, g.pci_bus_id)) for g in parsed.gpus]
         if kind == "unified":
             gpus = [self._unified(g, memory) for g in gpus]
             if parsed.unified:
