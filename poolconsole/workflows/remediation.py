@@ -145,7 +145,8 @@ class Ladder:
         for engine, held in conditions.items():
             case = self.cases.get(engine)
             if case is not None:
-                case.words = held.words
+                if held.rule == case.rule and not case.acting:  # the words that caused the action stay its words
+                    case.words = held.words
                 continue
             rungs = self.rungs.get(engine, {}).get(held.rule, ())
             if not rungs:
@@ -253,6 +254,10 @@ def conditions(
     return out
 
 
+def _said(line: str) -> None:
+    print(line, flush=True)
+
+
 @dataclass
 class Remediator:
     """The ladder's I/O inside `poolconsole watch`: started after the notifier, stopped before the pool."""
@@ -263,7 +268,7 @@ class Remediator:
     state: NotifyState | None
     audit_path: Path
     dry_run: bool = False
-    say: Callable[[str], None] = print
+    say: Callable[[str], None] = _said
     """Each step, as a line (stdout for the command)."""
     clock: Callable[[], float] = time.time
     tick_s: float = TICK_S
@@ -359,12 +364,46 @@ class Remediator:
         return await rollover.run(self._ws, plan, _quiet, rule=step.rule)
 
 
+def audit_path_of(config: str | None) -> Path:
+    """The audit log the watcher's actions write: the demo's beside a hosts.toml the demo wrote (as the
+    commands' actions do), else the user's."""
+    from poolconsole.sim.demo_files import CONFIG_HEADER, demo_stores
+
+    if config:
+        try:
+            with Path(config).open(encoding="utf-8", errors="replace") as text:
+                if text.readline().startswith(CONFIG_HEADER):
+                    return demo_stores(Path(config))[0]
+        except OSError:
+            pass
+    return audit.default_path()
+
+
+def said_at_start(config: PoolConfig, audit_path: Path, *, dry_run: bool = False) -> str:
+    """The watcher's line about its remediation: off, or what it may do, on which engines, within what."""
+    policy = config.remediation
+    if not policy.enabled:
+        return "remediation off ([remediation] enabled = false): alerts are only notified"
+    acting = []
+    for engine in config.engines:
+        rungs = rungs_of(config, engine)
+        said = [f"{rule} -> {'/'.join(r)}" for rule, r in rungs.items() if r]
+        if said:
+            acting.append(f"{engine.name} ({', '.join(said)})")
+    what = "; ".join(acting) if acting else "no engine's policy acts (notify only)"
+    mode = "DRY RUN: says what it would do, does nothing" if dry_run else f"audited in {audit_path}"
+    return (
+        f"remediation on ({mode}): {what}; grace {policy.grace_s:g} s, cooldown {policy.cooldown_s:g} s, "
+        f"{policy.max_actions_per_hour} action(s) per engine per hour"
+    )
+
+
 def _quiet(line: str) -> None:
     """An automatic action's progress lines: its outcome is announced, its commands audited."""
 
 
 def remediation(
-    config: PoolConfig, audit_path: Path, *, dry_run: bool = False, say: Callable[[str], None] = print
+    config: PoolConfig, audit_path: Path, *, dry_run: bool = False, say: Callable[[str], None] = _said
 ) -> Callable[[LivePool, Notifier, NotifyState | None], Remediator]:
     """The watcher's companion (runtime.watch's `companions`): a Remediator on its pool, notifier and state."""
 

@@ -195,3 +195,12 @@ def test_conditions_take_one_rule_per_engine_and_words() -> None:
     found = conditions(pool, active, {("a", "down"): "down: refused", ("c", "stalled"): STALLED})
     assert found == {"a": Condition("a", "down", "down: refused"), "c": Condition("c", "stalled", STALLED)}
     assert cause("restart_loop", "3 restarts in the last 10 min: a restart loop?").startswith("3 restarts")
+
+
+def test_the_announcement_keeps_the_words_that_caused_the_action() -> None:
+    ladder = Ladder(config())
+    ladder.tick(0.0, stalled("a"))
+    ladder.tick(60.0, stalled("a"))
+    ladder.tick(61.0, {"a": Condition("a", "down", "down: connection refused")})  # restarting: down a while
+    (done,) = ladder.finished("a", 70.0, serving=True, seconds=10.0, detail="ok")
+    assert done.words.startswith("restarted a: stalled: 5 running and 0 waiting")
