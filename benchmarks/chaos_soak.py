@@ -64,6 +64,9 @@ COMMIT_EVERY_S = 1.0
 """The history store's writer commits once a second (runtime/store.py): what a kill -9 may lose, plus the
 poll in flight."""
 RSS_GOAL_MIB_H = 1.0
+RINGS_FULL_S = 3600.0
+"""The charts' rings hold an hour of 1 s polls: RSS grows while they fill. Besides the judged slope (after the
+warm-up) the summary gives the slope from a process's first hour on (not judged; None when under 3 samples)."""
 NAMED_SHARE = 0.9
 """A hostile target names its problem when at least this share of its polls with an error say it in words."""
 PREFIXES = {"restart": "r-", "node-down": "n-"}
@@ -790,6 +793,8 @@ class Soak:
             end = (self.killed_at - self.started_at) if t.role == "recorder#1" and self.killed_at else math.inf
             after = [s for s in t.samples if since <= s["t_s"] <= end]
             slope = slope_per_hour([(s["t_s"], s["rss_mib"]) for s in after])
+            full = since - warm_s + RINGS_FULL_S  # the charts' rings hold an hour at 1 s: full from then on
+            filled = slope_per_hour([(s["t_s"], s["rss_mib"]) for s in after if s["t_s"] >= full])
             cpu = [s["cpu_pct"] for s in after if "cpu_pct" in s]
             all_cpu = [s["cpu_pct"] for s in t.samples if "cpu_pct" in s]
             processes[t.role] = {
@@ -799,6 +804,7 @@ class Soak:
                 "rss_first_mib": t.samples[0]["rss_mib"] if t.samples else None,
                 "rss_last_mib": t.samples[-1]["rss_mib"] if t.samples else None,
                 "rss_slope_mib_per_h": None if slope is None else round(slope, 3),
+                "rss_slope_rings_full_mib_per_h": None if filled is None else round(filled, 3),
                 "cpu_pct_mean_after_warmup": round(statistics.fmean(cpu), 2) if cpu else None,
                 "cpu_pct_mean": round(statistics.fmean(all_cpu), 2) if all_cpu else None,
                 "rss_samples": [(s["t_s"], s["rss_mib"]) for s in t.samples],
@@ -928,8 +934,8 @@ def judge(summary: dict[str, Any], poll_s: float) -> dict[str, Any]:
     worst: dict[str, Any] = {}
     for who, per in summary["update_gaps"].items():
         late = {n: g["max_s"] for n, g in per.items() if g["max_s"] is None or g["max_s"] > bar}
-        longest = max(((g["max_s"] or math.inf, n) for n in per for g in [per[n]]), default=(None, None))
-        p99 = max((g["p99_s"] or 0 for g in per.values()), default=None)
+        longest = max(((g["max_s"], n) for n, g in per.items() if g["max_s"] is not None), default=(None, None))
+        p99 = max((g["p99_s"] for g in per.values() if g["p99_s"] is not None), default=None)
         worst[who] = {"longest_gap_s": longest[0], "target": longest[1], "worst_p99_s": p99, "late": late}
     goals[f"every healthy target updated within one cycle (gap <= {bar:g} s)"] = {
         "figure": worst,
@@ -983,7 +989,8 @@ def print_goals(summary: dict[str, Any]) -> None:
     for role, p in summary["processes"].items():
         print(
             f"  {role:11s} RSS {p['rss_first_mib']} -> {p['rss_last_mib']} MiB, slope after warm-up "
-            f"{p['rss_slope_mib_per_h']} MiB/h ({p['samples_after_warmup']} samples), "
+            f"{p['rss_slope_mib_per_h']} MiB/h ({p['samples_after_warmup']} samples; from its first hour on "
+            f"{p['rss_slope_rings_full_mib_per_h']} MiB/h), "
             f"CPU {p['cpu_pct_mean_after_warmup']} %"
         )
     for name, h in summary["hostile"].items():
