@@ -5,12 +5,15 @@ audit shows the restart with automatic: true and rule "stalled", a webhook recei
 announcement ("restarted ...: stalled ...; serving again after N s; 2 of 3 actions left this hour"), and the
 engine serves again. With max_actions_per_hour = 1 (and no cooldown), a second wedge within the hour is a
 "budget spent" notification and no second command (a safety rule: fails with the budget check removed). With
---dry-run the watcher says "would restart ..." and no command reaches the host, nothing is audited, nothing is
-announced. stall_s is 3 s and grace_s 1 s to keep it short; only the wedged engine's policy restarts."""
+--dry-run the watcher (in this process, and the command) says "would restart ..." and no command reaches the
+host, nothing is audited, nothing is announced. stall_s is 3 s and grace_s 1 s to keep it short; only the
+wedged engine's policy restarts (the command's config: every engine's)."""
 
 from __future__ import annotations
 
 import asyncio
+import signal
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +30,7 @@ from poolconsole.sim.demo import WEDGE_ENGINE, SimPool
 from poolconsole.workflows.remediation import remediation
 from tests.helpers.receivers import Receiver, until
 
+ROOT = Path(__file__).resolve().parents[2]
 RESTART = f"docker restart {WEDGE_ENGINE}"
 
 
@@ -172,3 +176,42 @@ async def test_a_dry_run_says_what_it_would_do_and_sends_no_command(
     assert restarts(wedged) == [] and wedged.engines[WEDGE_ENGINE].wedged
     assert audit.entries(tmp_path / "audit.sqlite3") == []
     assert receiver.webhooks(alertname="remediation") == []
+
+
+async def test_the_command_with_dry_run_prints_would_restart_and_sends_no_command(
+    wedged: SimPool, tmp_path: Path
+) -> None:
+    hosts = tmp_path / "hosts.toml"
+    text = wedged.config_toml().replace("poll_interval_s = 1.0", "poll_interval_s = 0.5")
+    text += '\n[alerts]\nstall_s = 3.0\n\n[remediation]\nenabled = true\ngrace_s = 1\non_stalled = "restart"\n'
+    hosts.write_text(text)
+    argv = ["-m", "poolconsole", "watch", "--dry-run", "--config", str(hosts), "--store", str(tmp_path / "h.sqlite3")]
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, *argv, cwd=ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    lines: list[str] = []
+    try:
+        assert proc.stdout is not None
+
+        async def read() -> None:
+            assert proc.stdout is not None
+            while not any(line.startswith(f"would restart {WEDGE_ENGINE}: stalled: ") for line in lines):
+                raw = await proc.stdout.readline()
+                if not raw:
+                    return
+                lines.append(raw.decode().rstrip("\n"))
+
+        await asyncio.wait_for(read(), 120)
+        proc.send_signal(signal.SIGTERM)
+        _, err = await asyncio.wait_for(proc.communicate(), 60)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert proc.returncode == 0, err.decode()
+    said = "\n".join(lines)
+    assert "remediation on (DRY RUN: says what it would do, does nothing): " in said, said
+    assert f"would restart {WEDGE_ENGINE}: stalled: " in said, said
+    sent = [c for host in wedged.sim_hosts.values() for c in host.commands]
+    assert not [c for c in sent if c.startswith(("docker restart", "systemctl", "supervisorctl"))], sent
+    assert wedged.engines[WEDGE_ENGINE].wedged
