@@ -207,8 +207,10 @@ def test_exposure_flags_an_open_server_on_all_interfaces_and_passes_a_keyed_one_
     assert verdicts == {"open": True, "keyed": False}
     assert t1 > t0, "the one-token completion reached the open engine"
     assert t2 == t1, "--no-completion still generated"
-    said = {line.split()[1]: line.split()[0] for line in text.splitlines() if line[:1] not in ("", " ")}
+    *engines, summary = [line for line in text.splitlines() if line[:1] not in ("", " ")]
+    said = {line.split()[1]: line.split()[0] for line in engines}  # the last line is the audit's summary
     assert rc_text == 1 and said["open"] == "EXPOSED" and "fix:" in text
+    assert summary == "EXPOSED: open (1 of 2)", summary
     assert said["keyed"] == ("contained" if keyed["findings"] else "ok")  # the exposure screen's words
 
 
