@@ -302,8 +302,11 @@ class Remediator:
             active = self.pool.alerts.active
             words = {key: event.message for key, event in active.items()}
             now = self.clock()
-            for step in self.ladder.tick(now, conditions(self.config, active, words)):
-                await self._take(step, now)
+            try:
+                for step in self.ladder.tick(now, conditions(self.config, active, words)):
+                    await self._take(step, now)
+            except Exception as exc:  # the watcher keeps polling and paging; this is said, once a tick at most
+                self.say(f"remediation: {type(exc).__name__}: {exc}")
 
     async def _take(self, step: Step, now: float) -> None:
         if self.dry_run:  # said, never sent, nothing run

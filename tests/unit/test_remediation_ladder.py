@@ -7,8 +7,11 @@ up: needs a person"; a dry run decides the same and spends nothing; the policy c
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from poolconsole.config import parse_config
 from poolconsole.config.models import PoolConfig
+from poolconsole.runtime.notifier import NotifyState, state_path
 from poolconsole.workflows.remediation import Condition, Ladder, Step, cause, conditions, rungs_of
 
 STALLED = "stalled: 5 running and 0 waiting, no token generated for 45 s (it answers /health and serves nothing)"
@@ -110,11 +113,17 @@ def test_a_budget_of_one_is_honoured_the_next_case_is_a_notification() -> None:
     assert acts(ladder.tick(3760.0, stalled("a"))) == [("a", "restart")]
 
 
-def test_the_budget_survives_a_restarted_watcher() -> None:
+def test_the_budget_survives_a_restarted_watcher(tmp_path: Path) -> None:
     first = Ladder(config("max_actions_per_hour = 1"))
     first.tick(0.0, stalled("a"))
-    first.tick(60.0, stalled("a"))
-    kept = [(engine, at) for engine, times in first.spent.items() for at in times]
+    (act,) = [s for s in first.tick(60.0, stalled("a")) if s.stage == "acting"]
+    state = NotifyState(state_path(tmp_path / "history.sqlite3"))  # what the Remediator writes as it acts
+    state.spend(act.engine, 60.0, "restart", act.rule)
+    state.close()
+    state = NotifyState(state_path(tmp_path / "history.sqlite3"))  # the next watcher's
+    kept = state.actions_since(500.0 - 3600.0)
+    state.close()
+    assert kept == [("a", 60.0)]
     second = Ladder(config("max_actions_per_hour = 1"), kept)
     second.tick(500.0, stalled("a"))
     (step,) = second.tick(560.0, stalled("a"))
