@@ -6,13 +6,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import dataclasses
 import json
 import sys
 from pathlib import Path
 from typing import Any
 
-from poolconsole.commands.common import EXIT_CONFIG, EXIT_OK, EXIT_PROBLEM, Subparsers, audit_read, demo_stores_of, load
+from poolconsole.commands.common import (
+    EXIT_CONFIG,
+    EXIT_OK,
+    EXIT_PROBLEM,
+    Subparsers,
+    audit_read,
+    confirm,
+    demo_stores_of,
+    load,
+)
 from poolconsole.config import PoolConfig
 from poolconsole.ops.sqlite import StoreUnusable
 
@@ -66,17 +74,7 @@ def _to_stderr(line: str) -> None:
 def run(args: argparse.Namespace) -> int:
     from poolconsole.ops.smoke import store
     from poolconsole.ops.smoke.context import LengthError, parse_lengths
-    from poolconsole.ops.smoke.runner import (
-        SmokeOptions,
-        active_profiles,
-        choose_targets,
-        conditions,
-        document,
-        read_conditions,
-        run_blocking,
-        summaries,
-        with_measurements,
-    )
+    from poolconsole.ops.smoke.runner import SmokeOptions, choose_targets
     from poolconsole.ops.smoke.workloads import WorkloadError, parse_workloads
 
     config = load(args.config)
@@ -117,26 +115,21 @@ def run(args: argparse.Namespace) -> int:
 
     demo = demo_stores_of(args.config)
     audit_path = audit_read(args, demo, writes=bool(args.audit_db or args.ab))  # --ab's rollovers are audited
-    active = active_profiles(config, audit_path)
     db = Path(args.db) if args.db else demo[1] if demo else store.default_db()
     store.require_writable(db)  # before the checks run for minutes: their results must have a place to go
     if args.ab:
-        return _ab(config, options, args)
-    versions, hosts, reported = asyncio.run(read_conditions(config, targets))
-    options = dataclasses.replace(options, profiles=active)
-    results, seed = run_blocking(config, options, progress, say=_to_stderr)
-    found = summaries(results)
-    doc = document(results, seed, {k: v for k, v in found.items() if v})
-    measured_on = with_measurements(conditions(config, versions, active, hosts, reported), found)
-    changes: list[store.Change] = []
-    try:
-        run_id = store.save_run(db, seed, doc["passed"], " ".join(sys.argv[1:]), doc["results"], measured_on)
-        doc["run_id"], doc["db"] = run_id, str(db)
-        if args.compare:
-            changes = store.compare(db, run_id)
-            doc["comparison"] = [c.to_json() for c in changes]
-    except StoreUnusable as exc:  # gone since the check above: the results are still printed
-        doc["store_error"] = f"results not stored: {exc}"
+        return _ab(config, options, args, audit_path, db)
+    from poolconsole.workflows import smoke
+    from poolconsole.workflows.workspace import Workspace
+
+    ws = Workspace(config, audit_path, read_only=getattr(args, "read_only", False))
+    command = " ".join(sys.argv[1:])
+    done = asyncio.run(
+        smoke.run(ws, options, db, landed=progress, command=command, compare=args.compare, say=_to_stderr)
+    )
+    doc, changes, found, results, seed = done.doc, done.changes, done.found, done.results, done.seed
+    if args.compare and done.store_error is None:
+        doc["comparison"] = [c.to_json() for c in changes]
     if args.json:
         print(json.dumps(doc, indent=2, allow_nan=False))
     else:
@@ -148,12 +141,12 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK if doc["passed"] else EXIT_PROBLEM
 
 
-def _ab(config: PoolConfig, options: Any, args: argparse.Namespace) -> int:
+def _ab(config: PoolConfig, options: Any, args: argparse.Namespace, audit_path: Path, db: Path) -> int:
     """`smoke ENGINE --workload ... --ab PROFILE [--yes]`: the plan first, then --yes (or an answer at a
     terminal) confirms; exit 0 when every workload passed on both profiles and both rollovers were ok, 1 when
     anything failed (a rollover rolled back included), 2 for a refusal before anything ran."""
     from poolconsole.ops import audit, lifecycle
-    from poolconsole.ops.smoke import ab, store
+    from poolconsole.ops.smoke import ab
 
     def err(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
@@ -165,7 +158,6 @@ def _ab(config: PoolConfig, options: Any, args: argparse.Namespace) -> int:
         err("refused: read-only mode (--ab switches the engine's profile twice)")
         return 1
     engine = next(e for e in config.engines if e.name == options.targets[0])
-    audit_path = Path(args.audit_db) if args.audit_db else audit.default_path()
     current = audit.active_profile(audit_path, engine.name) or engine.profile
     try:
         ab.check_ab(config, engine, args.ab, current)
@@ -184,13 +176,9 @@ def _ab(config: PoolConfig, options: Any, args: argparse.Namespace) -> int:
         say(f"     over stdin), $ {restart}, wait until it serves; any failure rolls back")
         if step == 2:
             say(f"  3. the same workloads on {args.ab}")
-    if not args.yes:
-        if not sys.stdin.isatty():
-            err("not confirmed: add --yes (there is no terminal to ask); nothing changed")
-            return 2
-        if input("proceed? [y/N] ").strip().lower() not in ("y", "yes"):
-            err("not confirmed: nothing changed")
-            return 1
+    refused = confirm(args.yes)
+    if refused is not None:
+        return refused
 
     async def main() -> ab.AbOutcome:
         return await ab.run_ab(config, options, engine, args.ab, current, audit_path, lambda line: say(f"  {line}"))
@@ -200,10 +188,9 @@ def _ab(config: PoolConfig, options: Any, args: argparse.Namespace) -> int:
     except lifecycle.ActionRefused as exc:
         err(f"refused: {exc}")
         return 1
-    db = Path(args.db) if args.db else store.default_db()
     try:
         runs = ab.store_ab(db, outcome, " ".join(sys.argv[1:]))
-    except OSError as exc:
+    except (OSError, StoreUnusable) as exc:
         runs = (0, 0)
         err(f"results not stored: {exc}")
     doc = ab.document(outcome, runs)
