@@ -7,13 +7,14 @@ import sys
 
 from poolconsole.commands import launch
 from poolconsole.commands.common import EXIT_CONFIG, Subparsers
+from poolconsole.sim.demo_files import SCENARIOS
 
 
 def add_parser(sub: Subparsers) -> None:
     demo = sub.add_parser("demo", help="a simulated pool on 127.0.0.1, with the console on it")
     demo.add_argument("--serve-only", action="store_true", help="only run the pool (for tests and tools)")
     demo.add_argument("--config-out", metavar="FILE", help="write the pool's hosts.toml here once it answers")
-    demo.add_argument("--scenario", choices=["normal", "overload", "node-down", "restart", "oom"], default="normal")
+    demo.add_argument("--scenario", choices=SCENARIOS, default="normal")
     demo.add_argument("--nodes", type=int, default=0, metavar="N", help="extra replicated nodes (up to 256)")
     demo.add_argument("--seed", type=int, default=1, help="random seed (repeatable runs)")
     demo.add_argument(

@@ -19,6 +19,7 @@ import httpx
 
 from poolconsole.collect.tasks import reap
 from poolconsole.sim.demo_files import CONFIG_HEADER, prune_ended
+from poolconsole.sim.demo_files import SCENARIOS as SCENARIOS  # the scenarios it plays, re-exported
 from poolconsole.sim.demo_pool import EngineSpec, HostSpec, KvShape, pool
 from poolconsole.sim.hosts import (
     BROKEN_PROFILE,
@@ -44,8 +45,6 @@ until it is restarted (its host's `docker restart`, or SimPool.restart)."""
 FAULT_HOST, FAULT_GPU = "tp4", 2
 """`--scenario gpu-fault`: the GPU whose kernel log shows an Xid and whose clocks are held down (hardware
 slowdown and thermal), serving on."""
-SCENARIOS = ("normal", "overload", "node-down", "restart", "oom", "wedge", "gpu-fault")
-"""`poolconsole demo --scenario`'s choices."""
 KEYLESS_ENGINE = "embeddings"
 """With keys on: the one engine that answers without a key (Ollama has no keys)."""
 

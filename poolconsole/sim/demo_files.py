@@ -8,6 +8,9 @@ import re
 import shutil
 from pathlib import Path
 
+SCENARIOS = ("normal", "overload", "node-down", "restart", "oom", "wedge", "gpu-fault")
+"""What `poolconsole demo --scenario` offers (here, light, for the command's parser; sim.demo plays them)."""
+
 CONFIG_HEADER = "# hosts.toml of the simulated pool written by `poolconsole demo`"
 """The first line of the demo's hosts.toml: the CLI keeps its commands on such a pool to the demo's stores."""
 
