@@ -499,7 +499,8 @@ def run_notify(data: bytes) -> object:
 
 # -- the differential: the fast paths against prometheus_client ---------------------------------------------------
 
-Key = tuple[str, tuple[tuple[str, str], ...], float | str]
+Key = tuple[str, tuple[tuple[str, str], ...], tuple[bool, float]]
+"""A sample as compared: NaN equals NaN (and sorts after every number)."""
 
 
 def reference_samples(text: str) -> list[prom.Sample] | None:
@@ -521,7 +522,7 @@ def reference_samples(text: str) -> list[prom.Sample] | None:
 
 
 def sample_keys(samples: list[prom.Sample]) -> list[Key]:
-    return sorted((s.name, s.labels, "NaN" if math.isnan(s.value) else s.value) for s in samples)
+    return sorted((s.name, s.labels, (True, 0.0) if math.isnan(s.value) else (False, s.value)) for s in samples)
 
 
 def metric_keys(metrics: EngineMetrics, missing: dict[str, str]) -> dict[str, Any]:
@@ -539,6 +540,10 @@ def metric_keys(metrics: EngineMetrics, missing: dict[str, str]) -> dict[str, An
 def differences(text: str, spec: MetricSpec = specs.VLLM, memo: PageMemo | None = None) -> list[str]:
     """Where prometheus_client accepts the page: how prom.py's fast path, its selection and a page memo that
     learnt `text`'s layout differ from it (empty when they agree, or when prometheus_client refuses)."""
+    try:
+        prom.decode(text)
+    except ParseError:
+        return []  # refused before any parsing, on purpose (NUL bytes, HTML, JSON): no page to compare
     reference = reference_samples(text)
     if reference is None:
         return []
@@ -548,17 +553,18 @@ def differences(text: str, spec: MetricSpec = specs.VLLM, memo: PageMemo | None 
     if fast is not None and sample_keys(fast) != expected:
         found.append(f"fast path: {_diff(sample_keys(fast), expected)}")
     wanted = prom.exposed(spec.wanted)
-    expected_wanted = [k for k in expected if k[0] in spec.wanted]
+    expected_wanted = [k for k in expected if _selected(k[0], spec)]
     try:
         selected = prom.parse_exposition(text, spec.wanted, spec.prefix)
     except ParseError as exc:
-        found.append(f"selection refused a page prometheus_client reads: {exc}")
+        if expected_wanted:  # refusing a page of garbage names (`\x08vllm:x{...}`, read by none) loses nothing
+            found.append(f"selection refused a page whose wanted samples prometheus_client reads: {exc}")
         return found
-    got = [k for k in sample_keys(selected.samples) if k[0] in spec.wanted]  # selection is a pre-filter: it
+    got = [k for k in sample_keys(selected.samples) if _selected(k[0], spec)]  # selection is a pre-filter: it
     # may keep a line of a wanted family's block that is no wanted sample (`vllm:x_to;tal{...}`), read by none
     if got != expected_wanted:
         found.append(f"selection ({sorted(wanted)[:3]}...): {_diff(got, expected_wanted)}")
-    want_metrics = metric_keys(*metrics_from_samples([s for s in reference if s.name in spec.wanted], spec))
+    want_metrics = metric_keys(*metrics_from_samples([s for s in reference if _selected(s.name, spec)], spec))
     careful, missing, _ = parse_metrics(text, spec)
     if metric_keys(careful, missing) != want_metrics:
         found.append("careful read: " + _diff_dict(metric_keys(careful, missing), want_metrics))
@@ -571,6 +577,11 @@ def differences(text: str, spec: MetricSpec = specs.VLLM, memo: PageMemo | None 
             if metric_keys(fast_metrics, fast_missing) != want_metrics:
                 found.append("page memo: " + _diff_dict(metric_keys(fast_metrics, fast_missing), want_metrics))
     return found
+
+
+def _selected(name: str, spec: MetricSpec) -> bool:
+    """A sample the selection keeps: its line's name is wanted (a counter's sample gains `_total` after)."""
+    return name in spec.wanted or name.removesuffix("_total") in spec.wanted
 
 
 def _diff(got: list[Key], want: list[Key]) -> str:

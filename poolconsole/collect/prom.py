@@ -166,9 +166,19 @@ def _fast(text: str) -> list[Sample] | None:
     samples: list[Sample] = []
     family, counter = "", False
     allowed: tuple[str, ...] = ("",)
-    """The family a HELP or TYPE line opened, whether it is a counter whose name lacks `_total`, and the sample
-    names it holds: prometheus_client names a counter's samples `<family>_total` (its OpenMetrics form), and a
-    sample of another name ends the family (it is a family of its own, untyped)."""
+    named: list[int] = []
+    """The family a HELP or TYPE line opened, whether its last TYPE says counter (prometheus_client types a
+    family when it ends, so a later TYPE line of the same name decides), the sample names it holds, and its
+    samples named as the family: those of a counter whose name lacks `_total` gain it (prometheus_client's
+    OpenMetrics form). A sample of another name ends the family (it is a family of its own, untyped)."""
+
+    def close() -> None:
+        if counter and not family.endswith("_total"):
+            renamed = _normalise_name(family + "_total")
+            for i in named:
+                samples[i] = Sample(renamed, samples[i].labels, samples[i].value)
+        named.clear()
+
     for line in text.splitlines():
         if not line:
             continue
@@ -178,9 +188,10 @@ def _fast(text: str) -> list[Sample] | None:
                 if '"' in parts[2] or line != line.strip() or (parts[1] == "TYPE" and len(parts) < 4):
                     return None  # a quoted name, spaces around the line, a TYPE without its type
                 if parts[2] != family:
+                    close()
                     family, counter, allowed = parts[2], False, (parts[2],)
                 if parts[1] == "TYPE":
-                    counter = parts[3] == "counter" and not family.endswith("_total")
+                    counter = parts[3] == "counter"
                     allowed = tuple(family + end for end in _FAMILY_SAMPLES.get(parts[3], ("",)))
             continue
         head, _, raw_value = line.rpartition(" ")
@@ -198,11 +209,13 @@ def _fast(text: str) -> list[Sample] | None:
         if family:
             name = _NAME.match(line)
             if name is None or name[0] not in allowed:
+                close()
                 family, counter, allowed = "", False, ("",)
-            elif counter and known[0]:
-                known = (_normalise_name(family + "_total"), known[1])
+            elif name[0] == family and known[0]:
+                named.append(len(samples))
         if known[0]:
             samples.append(Sample(known[0], known[1], value))
+    close()
     return samples
 
 
