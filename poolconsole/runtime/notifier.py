@@ -312,13 +312,16 @@ class Notifier:
         due and all of its firing alerts (a receiver sees the whole group, as Alertmanager sends it)."""
         if receiver.config.kind == "alertmanager":
             return [("", due)]
-        rules = sorted({a.rule for a in due})
+
+        def name(a: Alert) -> str:  # the rule as receivers know it: gpu_xid, not gpu_xid_gpu2 (one per GPU)
+            return a.labels.get("alertname", a.rule)
+
         groups = []
-        for rule in rules:
+        for rule in sorted({name(a) for a in due}):
             members = [
                 a
                 for a in self.alerts.values()
-                if a.rule == rule and wanted(a, receiver.config.min_severity) and (a.firing or a in due)
+                if name(a) == rule and wanted(a, receiver.config.min_severity) and (a.firing or a in due)
             ]
             groups.append((rule, sorted(members, key=lambda a: (not a.firing, a.target))))
         return groups
