@@ -256,3 +256,40 @@ def announcement_ntfy(message: Announcement) -> NtfyMessage:
     title = f"remediation: {message.target}" + (f" ({stage.replace('_', ' ')})" if stage else "")
     tags = ",".join(t for t in (NTFY_TAG.get(severity, "warning"), "remediation", message.labels.get("action")) if t)
     return NtfyMessage(title, message.text, NTFY_PRIORITY.get(severity, 3), tags)
+
+
+@dataclass(frozen=True)
+class Silence:
+    """An operator's silence of an alert for a while (the console's `silence` action): alerts whose labels
+    hold every matcher are not sent while it is active. `place` is "local" (the watcher honours it) or the
+    Alertmanager it was created in ("alertmanager http://host:9093", which mutes it there; the watcher honours
+    it for its other receivers)."""
+
+    id: str
+    matchers: dict[str, str]
+    starts_at: float
+    ends_at: float
+    created_by: str
+    comment: str
+    place: str = "local"
+
+    def active(self, at: float) -> bool:
+        return self.starts_at <= at < self.ends_at
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        return all(labels.get(k) == v for k, v in self.matchers.items())
+
+
+def silence_matchers(labels: Mapping[str, str]) -> dict[str, str]:
+    """What a silence of an alert matches on: its alertname and its engine and/or host (a per-GPU rule's
+    silence covers every GPU of the host), else its target."""
+    out = {k: labels[k] for k in ("alertname", "engine", "host") if k in labels}
+    if "engine" not in out and "host" not in out and "target" in labels:
+        out["target"] = labels["target"]
+    return out
+
+
+def silenced_by(labels: Mapping[str, str], silences: Iterable[Silence], at: float) -> Silence | None:
+    """The active silence matching these labels at `at` (the one ending last), or None."""
+    found = [s for s in silences if s.active(at) and s.matches(labels)]
+    return max(found, key=lambda s: s.ends_at) if found else None

@@ -47,16 +47,21 @@ from poolconsole.model.notify import (
     SEVERITY_RANK,
     Alert,
     Announcement,
+    Silence,
     alertmanager_alert,
     announcement_alertmanager,
     announcement_ntfy,
     announcement_webhook,
     from_event,
     ntfy_message,
+    silenced_by,
     wanted,
     webhook_body,
 )
 from poolconsole.runtime.live import Update
+from poolconsole.runtime.pager import SCHEMA, load_silences, state_path
+
+__all__ = ["Notifier", "NotifyState", "Receiver", "state_path"]
 
 ALERTMANAGER_RESEND_S = 60.0
 """Prometheus' resend delay: a firing alert is posted to Alertmanager again this often."""
@@ -67,19 +72,8 @@ BACKOFF_S = (1.0, 2.0, 4.0, 8.0, 16.0, 30.0)
 IDLE_WAKE_S = 60.0
 """A sender with nothing due still looks this often (a repeat falls due without an event)."""
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS alerts (
-    rule TEXT NOT NULL, target TEXT NOT NULL, labels TEXT NOT NULL, message TEXT NOT NULL,
-    starts_at REAL NOT NULL, ends_at REAL, cleared TEXT, sent TEXT NOT NULL, resolved_sent TEXT NOT NULL,
-    PRIMARY KEY (rule, target));
-CREATE TABLE IF NOT EXISTS remediation_actions (
-    engine TEXT NOT NULL, at REAL NOT NULL, action TEXT NOT NULL, rule TEXT NOT NULL);
-"""
-
-
-def state_path(store: Path) -> Path:
-    """The notifications' state beside the history store: history.sqlite3 -> history.notify.sqlite3."""
-    return store.with_name(f"{store.stem}.notify.sqlite3")
+SILENCES_EVERY_S = 5.0
+"""How often a running watcher reads the silences the console writes into its state file."""
 
 
 def shown_url(url: str) -> str:
@@ -120,6 +114,15 @@ class NotifyState:
         with self._db:
             self._db.executemany("DELETE FROM alerts WHERE rule = ? AND target = ?", list(gone))
             self._db.executemany("INSERT OR REPLACE INTO alerts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+
+    def write_receivers(self, rows: Sequence[tuple[Any, ...]]) -> None:
+        """Each receiver's kind, shown label, last good send and last failure (no token, no URL secret)."""
+        with self._db:
+            self._db.executemany("INSERT OR REPLACE INTO receivers VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+
+    def silences(self, now: float) -> list[Silence]:
+        """The silences not yet ended (the console writes them: runtime.pager.add_silence)."""
+        return list(load_silences(self._db, now))
 
     def spend(self, engine: str, at: float, action: str, rule: str) -> None:
         """One automatic action of the remediation (its budget and cooldown); older than a day are dropped."""
@@ -166,9 +169,15 @@ class Receiver:
         """Failed sends (each attempt), for poolconsole_notifications_failed_total."""
         self.streak = 0
         self.last_error: str | None = None
+        self.last_ok_at: float | None = None
+        self.failed_at: float | None = None
+        """When its last send failed (kept in the state file with last_error, for the console)."""
         self.wake = asyncio.Event()
         self.queue: deque[Announcement] = deque(maxlen=MAX_KEPT)
         """Announcements not yet delivered, oldest first."""
+
+    def row(self) -> tuple[Any, ...]:
+        return (self.id, self.config.kind, self.shown, self.last_ok_at, self.failed_at, self.last_error, self.streak)
 
     def describe(self) -> str:
         token = f", bearer token from ${self.config.token_env}" if self.config.token_env else ""
@@ -202,6 +211,9 @@ class Notifier:
         self._dirty: set[tuple[str, str]] = set()
         self._gone: set[tuple[str, str]] = set()
         self._dirty_event = asyncio.Event()
+        self._receivers_dirty = True
+        self.silences: list[Silence] = []
+        """Active or future silences from the state file (refreshed every SILENCES_EVERY_S)."""
         self._tasks: list[asyncio.Task[None]] = []
         self._session: aiohttp.ClientSession | None = None
 
@@ -267,7 +279,8 @@ class Notifier:
         """A resolved alert every receiver that wanted it has heard is done."""
         if alert.firing:
             return
-        waiting = [r for r in self.receivers if wanted(alert, r.config.min_severity)]
+        now = alert.ends_at or self.clock()
+        waiting = [r for r in self.receivers if wanted(alert, r.config.min_severity) and not self._muted(r, alert, now)]
         if all(r.id in alert.resolved_sent for r in waiting):
             self._forget(alert)
 
@@ -289,7 +302,7 @@ class Notifier:
         """New or repeat-due firing alerts and unsent resolves this receiver wants."""
         out = []
         for alert in self.alerts.values():
-            if not wanted(alert, receiver.config.min_severity):
+            if not wanted(alert, receiver.config.min_severity) or self._muted(receiver, alert, now):
                 continue
             if alert.firing:
                 last = alert.sent.get(receiver.id)
@@ -299,12 +312,27 @@ class Notifier:
                 out.append(alert)
         return out
 
+    def _muted(self, receiver: Receiver, alert: Alert, now: float) -> bool:
+        """A silence holds it back from this receiver: a firing alert while a silence matches it; a resolve
+        only when the receiver never heard it fire and a silence matched it when it cleared (one told it
+        fired is told it cleared, silence or not, so no page stays open). An alertmanager receiver is never
+        muted here: Alertmanager mutes by its own silences, and an alert not re-sent there would expire."""
+        if receiver.config.kind == "alertmanager" or not self.silences:
+            return False
+        if alert.firing:
+            return silenced_by(alert.labels, self.silences, now) is not None
+        if receiver.id in alert.sent or alert.ends_at is None:
+            return False
+        return silenced_by(alert.labels, self.silences, alert.ends_at) is not None
+
     def _next_due(self, receiver: Receiver, now: float) -> float:
         waits = [
             alert.sent[receiver.id] + receiver.resend_s - now
             for alert in self.alerts.values()
             if alert.firing and receiver.id in alert.sent and wanted(alert, receiver.config.min_severity)
         ]
+        waits += [s.ends_at - now for s in self.silences if s.ends_at > now]  # what it held back falls due
+        waits += [s.starts_at - now for s in self.silences if s.starts_at > now]
         return max(0.05, min([IDLE_WAKE_S, *waits]))
 
     def _groups(self, receiver: Receiver, due: list[Alert]) -> list[tuple[str, list[Alert]]]:
@@ -331,6 +359,9 @@ class Notifier:
         self._session = aiohttp.ClientSession()
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self._persist(), name="notify state"))
+        if self.state is not None:
+            await self.refresh_silences()
+            self._tasks.append(loop.create_task(self._watch_silences(), name="notify silences"))
         for receiver in self.receivers:
             self._tasks.append(loop.create_task(self._deliver(receiver), name=f"notify {receiver.shown}"))
         self._changed()
@@ -346,6 +377,24 @@ class Notifier:
             await self._session.close()
             self._session = None
 
+    async def refresh_silences(self) -> None:
+        """The silences from the state file (the console adds them); a change wakes the senders."""
+        if self.state is None:
+            return
+        try:
+            silences = await asyncio.to_thread(self.state.silences, self.clock())
+        except sqlite3.Error as exc:
+            self._tell(f"cannot read the silences in {self.state.path}: {exc}")
+            return
+        if silences != self.silences:
+            self.silences = silences
+            self._changed()
+
+    async def _watch_silences(self) -> None:
+        while True:
+            await asyncio.sleep(SILENCES_EVERY_S)
+            await self.refresh_silences()
+
     async def _persist(self) -> None:
         while True:
             await self._dirty_event.wait()
@@ -353,14 +402,18 @@ class Notifier:
             await self._write()
 
     async def _write(self) -> None:
-        if self.state is None or not (self._dirty or self._gone):
+        if self.state is None or not (self._dirty or self._gone or self._receivers_dirty):
             return
         rows = [_row(self.alerts[k]) for k in self._dirty if k in self.alerts]
         gone = list(self._gone)
+        receivers = [r.row() for r in self.receivers] if self._receivers_dirty else []
         self._dirty.clear()
         self._gone.clear()
+        self._receivers_dirty = False
         try:
             await asyncio.to_thread(self.state.write, rows, gone)
+            if receivers:
+                await asyncio.to_thread(self.state.write_receivers, receivers)
         except sqlite3.Error as exc:
             self._tell(f"cannot write the notifications' state {self.state.path}: {exc}")
 
@@ -390,11 +443,15 @@ class Notifier:
             if error is None:
                 if receiver.streak:
                     self._tell(f"notify {receiver.shown}: delivered again after {receiver.streak} failed send(s)", OK)
-                receiver.streak, receiver.last_error = 0, None
+                receiver.streak, receiver.last_ok_at = 0, now  # its last failure (time, words) stays on record
+                self._receivers_dirty = True
+                self._dirty_event.set()
                 continue
             receiver.failed += 1
             receiver.streak += 1
-            receiver.last_error = error
+            receiver.last_error, receiver.failed_at = error, now
+            self._receivers_dirty = True
+            self._dirty_event.set()
             if receiver.streak == 1:
                 pending = len(self.due(receiver, now))
                 self._tell(f"notify {receiver.shown}: {error}; {pending} alert(s) pending, retrying with backoff")

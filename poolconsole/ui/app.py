@@ -380,6 +380,12 @@ class PoolApp(App[None]):
 
         self._replace_top(AlertsScreen(self.alerts))
 
+    def action_silence(self) -> None:
+        from poolconsole.ui.screens.others import AlertsScreen
+
+        if isinstance(self.screen, AlertsScreen):
+            self.screen.silence()
+
     def action_palette(self) -> None:
         """`:` (as in k9s and vim): the command palette, as Ctrl+P opens it."""
         self.action_command_palette()

@@ -110,7 +110,24 @@ ACTIONS: tuple[Action, ...] = (
         screens=OVERVIEW,
     ),
     Action("gateway", "Gateway", "g", "app.gateway", "LiteLLM routes, drift and degrade hints"),
-    Action("alerts", "Alerts", "a", "app.alerts", "The alert log"),
+    Action(
+        "alerts",
+        "Alerts",
+        "a",
+        "app.alerts",
+        "The alert log, with where the watcher paged each alert, when, and what failed",
+    ),
+    Action(
+        "silence",
+        "Silence alert",
+        "Z",
+        "app.silence",
+        "Silence the selected alert for 15m, 1h, 4h or 1d: in Alertmanager where one is a [[notify]] receiver, "
+        "else a local silence the watcher honours (confirmed, audited)",
+        mutating=True,
+        screens=("alerts",),
+        footer="Silence",
+    ),
     Action(
         "events",
         "Events",

@@ -1,11 +1,18 @@
-"""Gateway view, alert log and help: small read-only screens."""
+"""Gateway view, alert log and help: small screens (the alert log's one action: silence an alert)."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
+import getpass
+import sqlite3
+import time
+from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
+from textual import work
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.screen import Screen
@@ -15,9 +22,15 @@ from poolconsole.model.alerts import Alerts
 from poolconsole.model.gateway import gateway_reports
 from poolconsole.model.pool_state import PoolState
 from poolconsole.model.summary import served_before
+from poolconsole.ops import audit
+from poolconsole.runtime.pager import ABSENT, PagerView, hms, read_pager, state_path
+from poolconsole.runtime.store import store_path
 from poolconsole.ui.footer import KeysFooter
 from poolconsole.ui.registry import Action, key_label
 from poolconsole.ui.tables import FitTable
+
+if TYPE_CHECKING:
+    from poolconsole.workflows.silence import SilencePlan
 
 
 class GatewayScreen(Screen[None]):
@@ -97,14 +110,29 @@ class GatewayScreen(Screen[None]):
         )
 
 
+PAGER_EVERY_S = 3.0
+"""How often the alert log reads the watcher's state file again while it is open."""
+
+
 class AlertsScreen(Screen[None]):
+    """The alert log: the console's alerts, newest first, and the pager's side of each (where the watcher sent
+    it and when, a receiver that failed, a silence), read from the watcher's state file beside the history
+    store every PAGER_EVERY_S while the screen is open. `silence` (the registry's) silences the selected one."""
+
     CSS_PATH = Path(__file__).with_name("others.tcss")
 
-    def __init__(self, alerts: Alerts) -> None:
+    def __init__(self, alerts: Alerts, store: Path | None = None) -> None:
         super().__init__()
         self.alerts = alerts
+        self.store = store
+        """The history store the watcher's state file is beside (None: the app's, found at mount)."""
         self.messages: dict[str, str] = {}
         """Each row's alert in words, by row key."""
+        self.keys: dict[str, tuple[str, str]] = {}
+        """Each row's (rule, target)."""
+        self.pager: PagerView | None = None
+        self.pager_said = "reading the watcher's state…"
+        """The state file's condition in words: absent, unreadable, or where it is."""
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -115,34 +143,156 @@ class AlertsScreen(Screen[None]):
 
     def on_mount(self) -> None:
         table = self.query_one("#alert-log", DataTable)
-        for key, label in (("at", "Time"), ("target", "Target"), ("rule", "Rule"), ("what", "What")):
+        for key, label in (
+            ("at", "Time"),
+            ("target", "Target"),
+            ("rule", "Rule"),
+            ("paged", "Paged"),
+            ("what", "What"),
+        ):
             table.add_column(label, key=key)
         table.focus()  # the arrow keys move through the routes at once
+        if self.store is None:
+            self.store = history_store_of(self.app)
         self.refresh_view()
         self.ready = True
+        self.read_pager()
+
+    @work(group="pager", description="reading the watcher's state", exclusive=True, exit_on_error=False)
+    async def read_pager(self) -> None:
+        """The watcher's state file, read-only in a thread; read again PAGER_EVERY_S after each read ends."""
+        try:
+            if self.store is None:
+                self.pager, self.pager_said = None, "no history store: the watcher's state cannot be found"
+                return
+            try:
+                self.pager = await asyncio.to_thread(read_pager, self.store)
+                self.pager_said = ABSENT if self.pager is None else f"watcher's state: {self.pager.path}"
+            except sqlite3.Error as exc:
+                self.pager, self.pager_said = None, f"{state_path(self.store)}: unreadable ({exc})"
+            if self.is_attached:
+                self.refresh_view()
+        finally:
+            if self.is_attached:
+                self.set_timer(PAGER_EVERY_S, self.read_pager)
 
     def refresh_view(self) -> None:
         table = self.query_one("#alert-log", FitTable)
         rows: dict[str, tuple[str, ...]] = {}
+        keys: dict[str, tuple[str, str]] = {}
+        now = time.time()
+        pager = self.pager
+        logged = set()
         for event in reversed(self.alerts.log):  # newest first, each row keyed by its event
             at = dt.datetime.fromtimestamp(event.at, dt.UTC).strftime("%H:%M:%S")
             what = ("fired: " if event.fired else "") + event.message
-            rows[f"{event.at!r}:{event.target}:{event.rule}:{event.fired}"] = (at, event.target, event.rule, what)
+            key = f"{event.at!r}:{event.target}:{event.rule}:{event.fired}"
+            rows[key] = (at, event.target, event.rule, self._paged(event.rule, event.target, now), what)
+            keys[key] = (event.rule, event.target)
+            logged.add((event.rule, event.target))
+        if pager is not None:  # what the watcher holds that this console did not see fire (opened since)
+            for alert in sorted(pager.alerts.values(), key=lambda a: -a.starts_at):
+                if alert.key in logged:
+                    continue
+                key = f"pager:{alert.rule}:{alert.target}"
+                what = ("fired (watcher): " if alert.firing else "cleared (watcher): ") + (
+                    alert.message if alert.firing else alert.cleared or alert.message
+                )
+                rows[key] = (hms(alert.starts_at), alert.target, alert.rule, self._paged(*alert.key, now), what)
+                keys[key] = alert.key
         table.show(rows)
-        self.messages = {key: f"{row[0]}  {row[1]}  {row[3]}  (rule {row[2]})" for key, row in rows.items()}
+        self.keys = keys
+        self.messages = {}
+        for key, row in rows.items():
+            lines = pager.lines(*keys[key], now) if pager is not None else []
+            self.messages[key] = "\n".join([f"{row[0]}  {row[1]}  {row[4]}  (rule {row[2]})", *lines])
         self._show_message()
         active = [f"{t}/{r}" for (t, r) in self.alerts.active]
-        self.query_one("#alerts-summary", Static).update(
-            f"{len(active)} active: {', '.join(active) or 'none'}   (times in UTC)"
-        )
+        summary = [f"{len(active)} active: {', '.join(active) or 'none'}   (times in UTC)", self.pager_said]
+        summary += pager.failures() if pager is not None else []
+        self.query_one("#alerts-summary", Static).update("\n".join(summary))
+
+    def _paged(self, rule: str, target: str, now: float) -> str:
+        """The Paged column: failed, silenced, or when it was last sent."""
+        if self.pager is None:
+            return "-"
+        lines = self.pager.lines(rule, target, now)
+        if any(line.startswith("failed") for line in lines):
+            return "FAILED"
+        if any(line.startswith("silenced") for line in lines):
+            return "silenced"
+        alert = self.pager.alerts.get((rule, target))
+        if alert is not None and alert.sent:
+            return f"sent {hms(max(alert.sent.values()))}"
+        return "-"
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         self._show_message()
 
     def _show_message(self) -> None:
-        """Under the log, the highlighted alert's message in full: the table's column cuts a long one."""
+        """Under the log, the highlighted alert's message in full (the table's column cuts a long one), with
+        the pager's side of it."""
         key = self.query_one("#alert-log", FitTable).highlighted()
         self.query_one("#alert-message", Static).update(self.messages.get(key or "", ""))
+
+    # -- silence (the registry's `silence`: confirmed, audited, refused read-only) ------------------------
+    def silence(self) -> None:
+        """The selected alert: a duration, then a confirmation of exactly what will happen, then it is done."""
+        from poolconsole.ui.screens.action import ConfirmAction, ProfilePicker
+        from poolconsole.workflows import silence
+
+        app: Any = self.app
+        if getattr(app, "read_only", False):
+            self.notify("read-only console: silencing an alert is refused", severity="warning")
+            return
+        key = self.query_one("#alert-log", FitTable).highlighted()
+        if key is None or key not in self.keys:
+            self.notify("select an alert first", severity="warning")
+            return
+        rule, target = self.keys[key]
+        held = self.pager.alerts.get((rule, target)) if self.pager is not None else None
+        store = self.store
+
+        def confirmed(plan: silence.SilencePlan, yes: bool | None) -> None:
+            if yes:
+                self._silence(plan)
+
+        def picked(choice: str | None) -> None:
+            if choice is None:
+                return
+            plan = silence.plan(
+                app.config, store, rule, target, choice, getpass.getuser(), time.time(),
+                dict(held.labels) if held is not None else None,
+            )  # fmt: skip
+            if plan.refused is not None:
+                self.notify(plan.refused, severity="error")
+                return
+            dialog = ConfirmAction(plan.question, list(plan.lines), yes="Silence (y)")
+            self.app.push_screen(dialog, partial(confirmed, plan))
+
+        question = f"Silence {rule} on {target} for how long?"
+        self.app.push_screen(ProfilePicker("silence", list(silence.DURATIONS), None, question), picked)
+
+    @work(group="silence", description="silencing an alert", exclusive=True, exit_on_error=False)
+    async def _silence(self, plan: SilencePlan) -> None:
+        from poolconsole.workflows import silence
+
+        app: Any = self.app
+        audit_path = getattr(app, "audit_path", None) or audit.default_path()
+        outcome = await silence.run(plan, self.store, audit_path)
+        said = f"silence {plan.audit_target}: {outcome.detail}"
+        self.notify(said, severity="information" if outcome.ok else "error", timeout=10)
+        self.read_pager()
+
+
+def history_store_of(app: object) -> Path | None:
+    """The history store the console records into, else (a live console that does not record) where the
+    config's watcher records: the watcher's state file is beside it."""
+    chosen: Path | None = getattr(app, "store_path", None)
+    config = getattr(app, "config", None)
+    if chosen is None and config is not None and getattr(app, "live", False):
+        chosen = store_path(config)
+    return chosen
 
 
 class HelpScreen(Screen[None]):
