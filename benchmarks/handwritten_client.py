@@ -15,7 +15,8 @@ from urllib.parse import urlsplit
 
 import httptools
 
-from poolconsole.collect.smoke_transport import default_tls, open_tcp
+from poolconsole.collect.smoke_transport import open_tcp
+from poolconsole.collect.tls import default_tls
 
 USER_AGENT = "poolconsole"
 IDLE_KEPT = 4

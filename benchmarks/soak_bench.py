@@ -150,4 +150,5 @@ async def main(engines: int = 32, hours: float = 24.0) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(*(int(a) if i == 0 else float(a) for i, a in enumerate(sys.argv[1:]))))
+    args = sys.argv[1:]
+    asyncio.run(main(int(args[0]) if args else 32, float(args[1]) if len(args) > 1 else 24.0))

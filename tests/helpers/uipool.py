@@ -8,11 +8,11 @@ from pathlib import Path
 from types import MappingProxyType
 
 from poolconsole.collect.engines import jsonparse, specs
-from poolconsole.collect.engines.mapping import parse_metrics
+from poolconsole.collect.engines.mapping import MetricSpec, parse_metrics
 from poolconsole.collect.hosts import nvidia_smi as nv
 from poolconsole.collect.hosts.systems import parse_meminfo
 from poolconsole.config import PoolConfig, load_config
-from poolconsole.model.hosts import GpuProcess, HostSnapshot, HostState
+from poolconsole.model.hosts import GpuProcess, GpuReading, HostSnapshot, HostState
 from poolconsole.model.snapshots import EngineSnapshot, EngineState
 from tests.conftest import REAL
 from tests.helpers.sshd import h200_catalog
@@ -39,7 +39,7 @@ def _engine(
     host: str | None,
     at: float,
     body: bytes,
-    spec: specs.MetricSpec,
+    spec: MetricSpec,
     models: tuple[str, ...],
     version: str,
 ) -> EngineSnapshot:
@@ -149,7 +149,7 @@ def host_snapshots(cfg: PoolConfig) -> list[HostSnapshot]:
     memory = parse_meminfo(MEMINFO)
     out = []
     for h in cfg.hosts:
-        gpus: tuple = ()
+        gpus: tuple[GpuReading, ...] = ()
         kind = "dedicated"
         source = "nvidia-smi"
         procs: tuple[GpuProcess, ...] = ()

@@ -157,8 +157,8 @@ def test_exposure_flags_an_open_server_on_all_interfaces_and_passes_a_keyed_one_
     model = model_path("tiny")
     cmd = ["ip", "netns", "exec", ns.name, llama_server_binary(), "-m", str(model), "--host", "0.0.0.0"]
     cmd += ["--port", str(port), "-t", "1", "-c", "512", "--metrics"]
-    with (tmp_path / "open.log").open("wb") as out:
-        open_proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    with (tmp_path / "open.log").open("wb") as log:
+        open_proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         _wait(f"http://{ns.ns_ip}:{port}", open_proc)
         lab.add("far", {}, (), address=ns.ns_ip, netns=ns.name)
@@ -207,8 +207,8 @@ def test_exposure_flags_an_open_server_on_all_interfaces_and_passes_a_keyed_one_
     assert verdicts == {"open": True, "keyed": False}
     assert t1 > t0, "the one-token completion reached the open engine"
     assert t2 == t1, "--no-completion still generated"
-    *engines, summary = [line for line in text.splitlines() if line[:1] not in ("", " ")]
-    said = {line.split()[1]: line.split()[0] for line in engines}  # the last line is the audit's summary
+    *rows, summary = [line for line in text.splitlines() if line[:1] not in ("", " ")]
+    said = {line.split()[1]: line.split()[0] for line in rows}  # the last line is the audit's summary
     assert rc_text == 1 and said["open"] == "EXPOSED" and "fix:" in text
     assert summary == "EXPOSED: open (1 of 2)", summary
     assert said["keyed"] == ("contained" if keyed["findings"] else "ok")  # the exposure screen's words

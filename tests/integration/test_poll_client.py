@@ -302,7 +302,7 @@ def test_the_system_store_is_loaded_once_however_many_engines_ask_at_once(monkey
         return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
 
     monkeypatch.setattr(tls, "_default", None)
-    monkeypatch.setattr(tls.ssl, "create_default_context", slow_load)
+    monkeypatch.setattr(tls.ssl, "create_default_context", slow_load)  # type: ignore[attr-defined]
     with concurrent.futures.ThreadPoolExecutor(16) as pool:
         contexts = list(pool.map(lambda _: tls.default_tls(), range(16)))
     assert len(loads) == 1 and all(c is contexts[0] for c in contexts)

@@ -7,6 +7,7 @@ import asyncio
 import random
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import cast
 
 import httpx
 import pytest
@@ -174,7 +175,7 @@ async def test_llama_server_tokens_per_second_while_a_long_answer_is_generated(
     in_progress = [s for s in during if s.slots is not None and s.slots.decoded]
     assert len(in_progress) >= 2, [s.slots for s in during]  # ~200 tok/s here: 1,500 tokens take seconds
     counts = [s.metrics.get("generation_tokens_total") for s in [idle, *during, after] if s.metrics is not None]
-    assert counts == sorted(counts)  # never falls, so no poll reads as a restart
+    assert counts == sorted(cast(list[float], counts))  # never falls, so no poll reads as a restart
     # the engine counts nothing until the answer ends; the console counts what was generated so far
     first = in_progress[0]
     assert first.metrics is not None and first.metrics.get("generation_tokens_total") == first.slots.decoded  # type: ignore[union-attr]
@@ -215,7 +216,7 @@ async def test_vllm_cpu_idle_and_under_load(tmp_path: Path, client: httpx.AsyncC
             requests.append(asyncio.create_task(client.post(url + "/v1/chat/completions", json=body, timeout=300)))
 
         def busy(samples: list[EngineSnapshot]) -> bool:  # what the asserts below look for, all of it
-            done = [(s.metrics or {}).get("generation_tokens_total") or 0.0 for s in samples]
+            done = [(s.metrics or cast(dict[str, float], {})).get("generation_tokens_total") or 0.0 for s in samples]
             return bool(samples) and peak(samples, "requests_running") >= 4 and (
                 peak(samples, "requests_waiting") >= 1 and peak(samples, "kv_cache_usage") > 0.2
             ) and max(done) >= 12 * 150  # fmt: skip

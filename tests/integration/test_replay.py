@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -77,7 +77,9 @@ async def test_the_recorded_moment_is_what_the_pool_showed(recording: tuple[Path
                 assert getattr(track.view, field) == getattr(live, field), (name, field)
         host = replay.state.hosts["tp4"]
         assert host.snapshot is not None and len(host.snapshot.gpus) == 4
-        assert replay.state.age_s(host.last_ok_at) is not None and replay.state.age_s(host.last_ok_at) < 2.0
+        assert (
+            replay.state.age_s(host.last_ok_at) is not None and cast(float, replay.state.age_s(host.last_ok_at)) < 2.0
+        )
         # seek back rebuilds the state at the earlier moment, pause stops the clock, speed steps
         before = replay.position
         replay.seek(-2.0)

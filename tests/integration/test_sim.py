@@ -11,6 +11,7 @@ import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import IO, cast
 
 import httpx
 import pytest
@@ -183,7 +184,7 @@ def test_demo_serve_only_writes_config_and_stops_cleanly(tmp_path: Path) -> None
         deadline = time.monotonic() + 30
         while not out.exists() and time.monotonic() < deadline and proc.poll() is None:
             time.sleep(0.1)
-        assert out.exists(), proc.stderr.read() if proc.poll() is not None else "no config written"
+        assert out.exists(), cast(IO[str], proc.stderr).read() if proc.poll() is not None else "no config written"
         config = parse_config(out.read_text())
         assert len(config.engines) == 8 and len(config.hosts) == 7
         status = subprocess.run(

@@ -22,7 +22,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -30,6 +30,7 @@ from poolconsole import cli
 from poolconsole.config import PoolConfig, load_config, parse_config
 from poolconsole.model.hosts import HostSnapshot, HostState
 from poolconsole.model.pool_state import PoolState
+from poolconsole.model.snapshots import EngineState
 from poolconsole.model.view import EngineView
 from poolconsole.runtime import store as store_module
 from poolconsole.runtime.live import LivePool, Update
@@ -271,7 +272,7 @@ def test_retention_rolls_up_then_deletes(tmp_path: Path) -> None:
             polled_at=at,
             kv_cache_usage=kv_at(at),
             prompt_tokens_total=at - start,
-            state="down" if down else "ok",
+            state=cast(EngineState, "down" if down else "ok"),
             error="connection refused" if down else None,
         )
         store.engine(polled, at)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 from dataclasses import replace
 from pathlib import Path
+from types import MappingProxyType
+from typing import cast
 
 from poolconsole.collect.containers import ContainerStart, inspect_command, parse_inspect, restarted
 from poolconsole.config import parse_config
@@ -61,7 +63,7 @@ def test_a_restart_the_container_showed_first_is_not_counted_again_by_the_counte
 
     def reset_at(dt: float) -> EngineSnapshot:
         assert first.metrics is not None
-        metrics = replace(first.metrics, values=lower)
+        metrics = replace(first.metrics, values=cast(MappingProxyType[str, float], lower))
         return replace(first, fetched_at=first.fetched_at + dt, monotonic=first.monotonic + dt, metrics=metrics)
 
     plain = PoolState(config, uipool.clock)  # the counters alone: their reset is the restart

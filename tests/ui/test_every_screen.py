@@ -95,7 +95,7 @@ async def back_to_overview(pilot: Pilot[None], app: PoolApp) -> None:
             app.screen.refresh_rows()
             return
         if isinstance(app.screen, (ProfilePicker, ConfirmAction, CommandPalette)):
-            app.screen.dismiss(None)  # type: ignore[arg-type]
+            app.screen.dismiss(None)
         else:
             app.pop_screen()
         await pilot.pause()

@@ -11,6 +11,7 @@ import threading
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import cast
 
 import pytest
 from textual.pilot import Pilot
@@ -98,7 +99,7 @@ def held_open(monkeypatch: pytest.MonkeyPatch) -> tuple[threading.Event, list[fl
     release = threading.Event()
     opened_at: list[float] = []
 
-    def slow_open(cls: type[Store], *args: object, **kw: object) -> Store:
+    def slow_open(cls: type[Store], /, *args: object, **kw: object) -> Store:
         release.wait(30)
         store = opening(cls, *args, **kw)
         opened_at.append(time.time())
@@ -114,7 +115,7 @@ async def first_polls(pilot: Pilot[None], app: PoolApp) -> list[float]:
         await pilot.pause(0.05)
         if len(app.state.engines["gone"].history.times) >= 2:
             break
-    return list(app.state.engines["gone"].history.times.tail(50))
+    return cast(list[float], list(app.state.engines["gone"].history.times.tail(50)))
 
 
 def gone_engine() -> PoolConfig:
@@ -197,7 +198,7 @@ async def test_a_file_that_is_no_history_store_is_told_and_left_as_it_is(tmp_pat
 async def test_an_open_that_fails_unexpectedly_is_told_naming_the_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def broken(cls: type[Store], *args: object, **kw: object) -> Store:
+    def broken(cls: type[Store], /, *args: object, **kw: object) -> Store:
         raise RuntimeError("the disk is on fire")
 
     monkeypatch.setattr(Store, "for_config", classmethod(broken))

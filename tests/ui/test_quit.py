@@ -10,6 +10,7 @@ import importlib
 import inspect
 import pkgutil
 from pathlib import Path
+from typing import cast
 
 from textual.screen import ModalScreen, Screen
 from textual.widgets import RichLog
@@ -98,7 +99,7 @@ async def test_an_action_runs_on_with_its_screen_closed_and_shows_it_all_when_re
                 await asyncio.sleep(0.25)
             assert progress.outcome == "ok", progress.said
             assert progress.said[-1].startswith("== ok: serving after ")
-            assert [e.outcome for e in audit.entries(app.audit_path)] == ["ok"]
+            assert [e.outcome for e in audit.entries(cast(Path, app.audit_path))] == ["ok"]
             app.push_screen(progress)  # opened again: every line said, the closed stretch included
             said, shown = " ".join(" ".join(progress.said).split()), ""
             for _ in range(40):  # composed again, then a RichLog draws what it is given once it knows its size

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import replace
 from pathlib import Path
+from typing import cast
 
 from textual.pilot import Pilot
 from textual.widgets import Static
@@ -135,7 +136,7 @@ async def test_a_pool_run_left_and_opened_again_on_the_demo(tmp_path: Path) -> N
             assert isinstance(app.screen, OverviewScreen)
             await pilot.press("M")
             await asyncio.sleep(2.0)  # drawn at once, it then went blank as the popped screen's removal ran
-            assert app.screen is screen  # the running one again, not a second run
+            assert cast(object, app.screen) is screen  # the running one again, not a second run
             table = screen.query_one("#smoke-results", FitTable)
             assert table.region.height > 3 and table.row_count == len(screen.results) >= 2
 

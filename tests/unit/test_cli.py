@@ -10,7 +10,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -36,7 +38,7 @@ def clean_env(tmp_path: Path) -> dict[str, str]:
 def test_help_lists_every_command_on_one_line(tmp_path: Path) -> None:
     proc = run("--help", env=clean_env(tmp_path))
     assert proc.returncode == 0
-    commands = cli.build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    commands = cast("Iterable[str]", cli.build_parser()._subparsers._group_actions[0].choices)  # type: ignore[union-attr]
     lines = proc.stdout.splitlines()
     for name in commands:
         mine = [line for line in lines if line.strip().startswith(name + " ")]
@@ -196,12 +198,12 @@ def test_audit_takes_the_config_and_reads_the_log_its_actions_write(
     for argv in (["audit", "--config", str(config), "--json"], ["--config", str(config), "audit", "--json"]):
         capsys.readouterr()
         assert cli.main(argv) == 0, argv
-        out = capsys.readouterr()
-        entries = json.loads(out.out)
+        captured = capsys.readouterr()
+        entries = json.loads(captured.out)
         assert [(e["action"], e["target"], e["outcome"]) for e in entries] == [("restart", "gemma3-27b-nvfp4", "ok")], (
             argv
         )
-        assert stores[0].name in out.err  # said, as the other commands on the demo's hosts.toml say it
+        assert stores[0].name in captured.err  # said, as the other commands on the demo's hosts.toml say it
     assert cli.main(["audit", "--config", str(config)]) == 0
     out = capsys.readouterr().out
     assert "restart gemma3-27b-nvfp4: ok" in out and "$ docker restart gemma" in out

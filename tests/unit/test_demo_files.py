@@ -50,7 +50,7 @@ def test_the_example_pool_is_never_recorded(tmp_path: Path, monkeypatch: pytest.
     assert names_example_hosts(load_config(example))
     assert not names_example_hosts(parse_config(CONFIG))
     opened: list[dict[str, object]] = []
-    monkeypatch.setattr(launch, "open_console", lambda *args, **kwargs: opened.append(kwargs) or 0)
+    monkeypatch.setattr(launch, "open_console", lambda *args, **kwargs: opened.append(kwargs) or 0)  # type: ignore[func-returns-value]
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
     assert cli.main(["--config", str(example)]) == 0
     assert opened and opened[0]["store"] is None

@@ -15,7 +15,7 @@ from poolconsole.collect.engines.jsonparse import (
     parse_version,
 )
 from poolconsole.collect.engines.live_generation import LiveGeneration
-from poolconsole.collect.engines.mapping import parse_metrics
+from poolconsole.collect.engines.mapping import MetricSpec, parse_metrics
 from poolconsole.sim.vllm_dp import dp_payload
 from tests.conftest import REAL
 
@@ -175,7 +175,7 @@ def test_llama_cpp_speed_gauges_are_not_a_first_poll_rate() -> None:
     from poolconsole.model.snapshots import EngineSnapshot, EngineState
     from poolconsole.model.view import engine_view
 
-    def one_poll(kind: str, page: str, spec: specs.MetricSpec) -> EngineSnapshot:
+    def one_poll(kind: str, page: str, spec: MetricSpec) -> EngineSnapshot:
         metrics, _, _ = parse_metrics(page, spec)
         return EngineSnapshot(
             "e", kind, "http://x", None, 0.0, 0.0, EngineState.OK, None, "", None, None, (), metrics,

@@ -16,11 +16,12 @@ import re
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 UNITS = re.compile(r"\s+(MiB|GiB|W|%|MHz|C|us)$")
 
 
-def nvidia(scenario: dict, argv: list[str]) -> int:
+def nvidia(scenario: dict[str, Any], argv: list[str]) -> int:
     cfg = scenario["nvidia"]
     if cfg.get("hang"):
         time.sleep(3600)
