@@ -495,17 +495,11 @@ class PoolApp(App[None]):
 
     @work(group="smoke", description="the smoke test", exclusive=True, exit_on_error=False)
     async def _smoke(self, screen: SmokeScreen, targets: list[str]) -> None:
-        """One smoke run at a time; results land in the screen as they finish, then in the store."""
+        """One smoke run at a time (workflows.smoke, as `poolconsole smoke` runs it, on this console's live
+        state); results land in the screen as they finish, then in the store."""
         from poolconsole.ops.smoke import store
-        from poolconsole.ops.smoke.runner import (
-            SmokeOptions,
-            active_profiles,
-            choose_targets,
-            conditions,
-            document,
-            engine_reported,
-            run_smoke,
-        )
+        from poolconsole.ops.smoke.runner import SmokeOptions
+        from poolconsole.workflows import smoke
 
         options = SmokeOptions(tuple(targets), via_gateway=not targets, concurrency=(1, 4), requests=4)
         done_at: dict[str, float] = {}
@@ -515,27 +509,16 @@ class PoolApp(App[None]):
             screen.add(result)
 
         try:
-            results, seed = await run_smoke(self.config, options, landed)
-            doc = document(results, seed)
             db = self.smoke_db or store.default_db()
-            versions = {n: t.view.version if t.view else None for n, t in self.state.engines.items()}
-            audit_path = self.audit_path or audit.default_path()
-            active = await asyncio.to_thread(active_profiles, self.config, audit_path)
-            hosts = {n: h.snapshot for n, h in self.state.hosts.items() if h.snapshot is not None}
-            reported = await engine_reported(self.config, choose_targets(self.config, options))
-            measured_on = conditions(self.config, versions, active, hosts, reported)
-            run_id = await asyncio.to_thread(
-                store.save_run, db, seed, doc["passed"], "console", doc["results"], measured_on
-            )
-            changes = await asyncio.to_thread(store.compare, db, run_id)
-            screen.finish(changes)
-            worse = Counter(c.target for c in changes if c.regression)
-            verdicts = [(r.target, r.check, r.passed, r.reason) for r in results]
+            done = await smoke.run(self._workspace(), options, db, landed=landed, state=self.state)
+            screen.finish(done.changes, done.store_error)
+            worse = Counter(c.target for c in done.changes if c.regression)
+            verdicts = [(r.target, r.check, r.passed, r.reason) for r in done.results]
             self.events.smoke(self.state.clock(), verdicts, worse, done_at)
             self._changed()
             self.notify(
-                f"smoke test {'passed' if doc['passed'] else 'FAILED'}: {len(results)} checks",
-                severity="information" if doc["passed"] else "error",
+                f"smoke test {'passed' if done.passed else 'FAILED'}: {len(done.results)} checks",
+                severity="information" if done.passed else "error",
             )
         except Exception as exc:  # reported on the screen: the console keeps running
             screen.finish([], f"smoke test stopped: {type(exc).__name__}: {exc}")
