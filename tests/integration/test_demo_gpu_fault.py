@@ -17,6 +17,7 @@ from poolconsole.model.notify import labels_for
 from poolconsole.runtime.live import LivePool, Update
 from poolconsole.sim.demo import FAULT_GPU, FAULT_HOST, SCENARIOS, SimPool
 from tests.helpers.receivers import until
+from tests.helpers.simpools import answering
 
 XID = f"gpu_xid_gpu{FAULT_GPU}"
 THROTTLE = f"gpu_throttle_gpu{FAULT_GPU}"
@@ -26,12 +27,8 @@ THROTTLE = f"gpu_throttle_gpu{FAULT_GPU}"
 async def faulty(tmp_path: Path) -> AsyncIterator[SimPool]:
     pool = SimPool("gpu-fault", seed=6)
     pool.gpu_fault_after_s = 1.0
-    await pool.start(tmp_path / "keys")
-    try:
-        await pool.wait_ready()
+    async with answering(pool, tmp_path / "keys"):
         yield pool
-    finally:
-        await pool.stop()
 
 
 async def test_watch_fires_gpu_xid_and_gpu_throttle_for_the_faulty_gpu_and_clears_them(faulty: SimPool) -> None:

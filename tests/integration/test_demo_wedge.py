@@ -20,6 +20,7 @@ from poolconsole.model.alerts import AlertEvent
 from poolconsole.runtime.live import LivePool, Update
 from poolconsole.sim.demo import SCENARIOS, WEDGE_ENGINE, SimPool
 from tests.helpers.receivers import until
+from tests.helpers.simpools import answering
 
 STALL_S = 3.0
 
@@ -28,12 +29,8 @@ STALL_S = 3.0
 async def wedged(tmp_path: Path) -> AsyncIterator[SimPool]:
     pool = SimPool("wedge", seed=5)
     pool.wedge_after_s = 1.0
-    await pool.start(tmp_path / "keys")
-    try:
-        await pool.wait_ready()
+    async with answering(pool, tmp_path / "keys"):
         yield pool
-    finally:
-        await pool.stop()
 
 
 def sample(text: str, name: str) -> float:

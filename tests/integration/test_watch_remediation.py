@@ -29,6 +29,7 @@ from poolconsole.runtime.watch import Watching, watch
 from poolconsole.sim.demo import WEDGE_ENGINE, SimPool
 from poolconsole.workflows.remediation import remediation
 from tests.helpers.receivers import Receiver, until
+from tests.helpers.simpools import answering
 
 ROOT = Path(__file__).resolve().parents[2]
 RESTART = f"docker restart {WEDGE_ENGINE}"
@@ -38,12 +39,8 @@ RESTART = f"docker restart {WEDGE_ENGINE}"
 async def wedged(tmp_path: Path) -> AsyncIterator[SimPool]:
     pool = SimPool("wedge", seed=5)
     pool.wedge_after_s = 1.0
-    await pool.start(tmp_path / "keys")
-    try:
-        await pool.wait_ready()
+    async with answering(pool, tmp_path / "keys"):
         yield pool
-    finally:
-        await pool.stop()
 
 
 @pytest.fixture

@@ -21,18 +21,15 @@ from poolconsole.ui.screens.detail import DetailScreen, engine_text
 from poolconsole.ui.screens.others import GatewayScreen, HelpScreen
 from poolconsole.ui.screens.overview import OverviewScreen
 from tests.helpers import uipool
+from tests.helpers.simpools import answering
 
 
 @asynccontextmanager
 async def demo_pool(seed: int, keys: Path | None) -> AsyncIterator[SimPool]:
     """The simulated pool, answering, for one test (hosts over SSH when `keys` is given)."""
     pool = SimPool(seed=seed)
-    await pool.start(keys)
-    try:
-        await pool.wait_ready()
+    async with answering(pool, keys):
         yield pool
-    finally:
-        await pool.stop()
 
 
 def static_app(tmp_path: Path, read_only: bool = False) -> PoolApp:

@@ -24,6 +24,7 @@ from poolconsole.ui.app import PoolApp
 from poolconsole.ui.grid import PoolGrid
 from poolconsole.ui.screens.detail import DetailScreen
 from poolconsole.ui.screens.logs import LogScreen
+from tests.helpers.simpools import answering
 from tests.ui.test_console import feed, select_row, settle
 
 KEYS = {a.id: a.key for a in registry.ACTIONS}
@@ -36,12 +37,8 @@ async def oom_pool(tmp_path: Path) -> AsyncIterator[SimPool]:
     pool.oom_after_s = 2.0
     pool.oom_loading_s = 1.0
     pool.oom_every_s = 3600.0
-    await pool.start(tmp_path / "keys")
-    try:
-        await pool.wait_ready()
+    async with answering(pool, tmp_path / "keys"):
         yield pool
-    finally:
-        await pool.stop()
 
 
 async def until(pilot: Pilot[None], check: object, tries: int = 80) -> None:
@@ -88,8 +85,9 @@ async def test_log_view_reads_follows_searches_and_jumps_to_the_oom(oom_pool: Si
         screen = app.screen
         assert isinstance(screen, LogScreen)
         await until(pilot, lambda: screen.state == "following")
-        await pilot.pause()
         lines = screen.lines_widget
+        # at the end once laid out (a loaded machine draws a refresh or two later: waited for, not assumed)
+        await until(pilot, lambda: lines.max_scroll_y > 0 and lines.scroll_y == lines.max_scroll_y)
         assert lines.max_scroll_y > 0 and lines.scroll_y == lines.max_scroll_y, (lines.scroll_y, lines.max_scroll_y)
         got = screen.read_result
         assert got is not None and got.error is None

@@ -24,6 +24,7 @@ from poolconsole.ui import registry
 from poolconsole.ui.app import PoolApp
 from poolconsole.ui.screens.action import ProfilePicker
 from poolconsole.ui.screens.security import COMPLETION_CHOICES, SecurityScreen
+from tests.helpers.simpools import answering
 
 KEY = next(a.key for a in registry.ACTIONS if a.id == "security")
 KEYED = ("qwen3-next-80b", "gemma3-27b-nvfp4", "gateway")
@@ -37,12 +38,8 @@ MAC_ENGINE = "deepseek-studio"
 async def oom_pool(tmp_path: Path) -> AsyncIterator[SimPool]:
     pool = SimPool("oom", seed=7)
     pool.oom_after_s = 3600.0  # no crash during this test
-    await pool.start(tmp_path / "keys")
-    try:
-        await pool.wait_ready()
+    async with answering(pool, tmp_path / "keys"):
         yield pool
-    finally:
-        await pool.stop()
 
 
 async def audited(pilot: Pilot[None], app: PoolApp, choice: str) -> SecurityScreen:
