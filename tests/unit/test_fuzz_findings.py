@@ -111,3 +111,15 @@ def test_a_counter_typed_without_total_reads_as_prometheus_client_reads_it() -> 
     # a sample of another name ends the family, as in prometheus_client: the later `x` is untyped, no _total
     ended = "# TYPE x counter\nx 1\ny 2\nx 3\n"
     assert [s.name for s in prom._fast(ended) or []] == [s.name for s in prom._strict(ended)] == ["x_total", "y", "x"]
+
+
+def test_a_reading_with_a_long_run_of_blanks_is_read_in_linear_time() -> None:
+    """The fuzzer's nvidia_smi find: a unit-stripping regex backtracked over a run of blanks (81 KB took 107 s;
+    this 2 MB row would take days). Read now in one pass: the value is unknown, the row still read."""
+    from poolconsole.collect.hosts import nvidia_smi
+
+    blanks = " " * 2_000_000
+    row = f"0, GPU-1, NVIDIA GB10, [N/A], [N/A], 3{blanks}x, 41 C, 9.5 W"
+    [gpu] = nvidia_smi.parse_query_gpu(row, nvidia_smi.MINIMAL_FIELDS).gpus
+    assert gpu.utilization_pct is None and gpu.temperature_c == 41.0 and gpu.power_w == 9.5
+    assert nvidia_smi.number(f"250{blanks}MiB") == 250.0 and nvidia_smi.number("1410 MHz") == 1410.0
