@@ -13,6 +13,7 @@ import hashlib
 import re
 import shlex
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +37,8 @@ LOOP = re.compile(rf"while :; do (?P<batch>.+;) echo {stream.SAMPLE}; sleep (?P<
 HW_SLOWDOWN = 0x8
 HW_THERMAL_SLOWDOWN = 0x40
 """clocks_event_reasons bits (nvml.h's nvmlClocksEventReason*), as the gpu-fault scenario reports them."""
+MAX_COMMANDS = 1000
+"""Commands a simulated host remembers (tests read the latest; the demo runs for days)."""
 GIB = 1024**3
 MIB = 1024**2
 
@@ -76,11 +79,15 @@ class SimHost:
         self.index = index
         self.server: asyncssh.SSHAcceptor | None = None
         self.port = 0
-        self._conns: list[asyncssh.SSHServerConnection] = []
+        self._conns: set[asyncssh.SSHServerConnection] = set()
+        """The SSH sessions open now (cut when the host goes down); each leaves as it closes. Kept forever, every
+        reconnect of a poller held a whole connection (ciphers, buffers, channels): the demo console's RSS grew
+        all day (issue 35 item 9)."""
         self.files: dict[str, str] = {}
         self.profiles: dict[str, dict[str, str]] = {}
-        self.commands: list[str] = []
-        """Every action command this host ran (restarts, profile writes and reads), as received."""
+        self.commands: deque[str] = deque(maxlen=MAX_COMMANDS)
+        """The action commands this host ran (restarts, profile writes and reads), as received: the latest
+        MAX_COMMANDS (the containers' records are read every minute, for as long as the demo runs)."""
         self.booted = time.monotonic() - 86400.0
         """Up a day when the demo starts (the kernel log's stamps are seconds since boot)."""
         self.fault: GpuFault | None = None
@@ -405,8 +412,16 @@ class SimHost:
         host = self
 
         class Server(asyncssh.SSHServer):
+            conn: asyncssh.SSHServerConnection | None = None
+
             def connection_made(self, conn: asyncssh.SSHServerConnection) -> None:
-                host._conns.append(conn)
+                self.conn = conn
+                host._conns.add(conn)
+
+            def connection_lost(self, exc: Exception | None) -> None:
+                if self.conn is not None:
+                    host._conns.discard(self.conn)
+                    self.conn = None
 
         self.server = await asyncssh.listen(
             "127.0.0.1",
@@ -426,6 +441,6 @@ class SimHost:
             with contextlib.suppress(Exception):
                 await self.server.wait_closed()
             self.server = None
-        for conn in self._conns:
+        for conn in list(self._conns):
             conn.abort()
         self._conns.clear()
