@@ -517,8 +517,17 @@ def reference_samples(text: str) -> list[prom.Sample] | None:
         for s in family.samples:
             if s.name.endswith("_created"):
                 continue
-            out.append(prom.Sample(prom._normalise_name(s.name), tuple(sorted(s.labels.items())), float(s.value)))
+            out.append(prom.Sample(prom._normalise_name(s.name), tuple(sorted(s.labels.items())), _float(s.value)))
     return out
+
+
+def _float(value: float) -> float:
+    """prometheus_client keeps an integer past a float's range as an int: it reads as the infinity that
+    float() of its text gives (prom.py's reading), not an OverflowError in the comparison."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
 
 
 def sample_keys(samples: list[prom.Sample]) -> list[Key]:

@@ -239,7 +239,7 @@ def key_problems(path: Path, problems_of: Callable[[dict[str, str]], list[str]])
     try:
         text = path.read_text(encoding="utf-8")
         keys = tomllib.loads(text).get("keys")
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+    except (OSError, ValueError, RecursionError):  # TOMLDecodeError and UnicodeDecodeError are ValueErrors
         return []  # said as the file's own problem
     if not isinstance(keys, dict):
         return []
@@ -263,6 +263,8 @@ def parse_config(text: str, source: str = "<config>") -> PoolConfig:
         raise ConfigError(source, [Problem("(syntax)", str(exc), int(match.group(1)) if match else None)]) from None
     except RecursionError:  # tomllib reads nested arrays and inline tables recursively
         raise ConfigError(source, [Problem("(syntax)", "arrays or inline tables nested too deeply to read")]) from None
+    except ValueError as exc:  # int() past Python's 4300 digits, raised by tomllib as a plain ValueError
+        raise ConfigError(source, [Problem("(syntax)", f"a value tomllib cannot read: {exc}")]) from None
     index = _LineIndex(text)
     deep = _too_deep(data)
     if deep is not None:

@@ -123,3 +123,16 @@ def test_a_reading_with_a_long_run_of_blanks_is_read_in_linear_time() -> None:
     [gpu] = nvidia_smi.parse_query_gpu(row, nvidia_smi.MINIMAL_FIELDS).gpus
     assert gpu.utilization_pct is None and gpu.temperature_c == 41.0 and gpu.power_w == 9.5
     assert nvidia_smi.number(f"250{blanks}MiB") == 250.0 and nvidia_smi.number("1410 MHz") == 1410.0
+
+
+def test_an_integer_past_4300_digits_is_a_config_error_naming_the_file() -> None:
+    """The fuzzer's config find: tomllib raises a plain ValueError (not TOMLDecodeError) for an integer of more
+    digits than Python converts; check-config and every command had died on it."""
+    import pytest
+
+    from poolconsole.config import ConfigError, parse_config
+
+    with pytest.raises(ConfigError) as raised:
+        parse_config("[settings]\npoll_interval_s = " + "1" * 5001 + "\n", "hosts.toml")
+    assert raised.value.source == "hosts.toml"
+    assert "a value tomllib cannot read: Exceeds the limit (4300 digits)" in raised.value.render()
