@@ -96,7 +96,7 @@ def pc_name(func: str, path: str) -> str:
     return f"{module}.{func.split('.<locals>', 1)[0]}"  # comprehensions and closures count to their function
 
 
-def table(title: str, counts: Counter, total: int, top: int) -> str:
+def table(title: str, counts: Counter[str], total: int, top: int) -> str:
     rows = [f"| {title} | share of samples |", "|---|---|"]
     rows += [f"| {name} | {100 * n / total:.1f} % |" for name, n in counts.most_common(top)]
     return "\n".join(rows)

@@ -421,8 +421,9 @@ class Notifier:
         while True:
             receiver.wake.clear()
             if not self.due(receiver, self.clock()) and not receiver.queue:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(receiver.wake.wait(), self._next_due(receiver, self.clock()))
+                with contextlib.suppress(TimeoutError):  # asyncio.timeout: wait_for loses a cancel on 3.11
+                    async with asyncio.timeout(self._next_due(receiver, self.clock())):
+                        await receiver.wake.wait()
                 continue
             await asyncio.sleep(self.gather_s)  # what this tick of polls raises goes out together
             now = self.clock()

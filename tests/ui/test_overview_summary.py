@@ -168,9 +168,11 @@ async def test_firing_alerts_name_the_row_and_the_verdict(tmp_path: Path) -> Non
         await feed(app)
         snap = [s for s in uipool.engine_snapshots(app.config) if s.name == "qwen3-next-80b"][-1]  # no reset
         assert snap.metrics is not None
-        values = dict(snap.metrics.values) | {"requests_waiting": 47.0}
-        queued = replace(snap, metrics=replace(snap.metrics, values=MappingProxyType(values)))
         for later in (10, 20, 30):  # held 20 s: past the default waiting_for_s
+            # queueing, still generating (a counter standing still for stall_s with requests in is the stall rule's)
+            generated = (snap.metrics.values.get("generation_tokens_total") or 0.0) + 500.0 * later
+            values = dict(snap.metrics.values) | {"requests_waiting": 47.0, "generation_tokens_total": generated}
+            queued = replace(snap, metrics=replace(snap.metrics, values=MappingProxyType(values)))
             app.apply_engine(replace(queued, fetched_at=snap.fetched_at + later, monotonic=snap.monotonic + later))
         spark = next(h for h in uipool.host_snapshots(app.config) if h.name == "spark")
         assert spark.system_memory is not None
