@@ -111,7 +111,10 @@ def main() -> None:
     everything = sum(n for _, n, _ in stacks)
     busy = [(frames, n) for frames, n, raw in stacks if not idle(frames, raw)]
     total = sum(n for _, n in busy)
-    owner, leaf, inclusive, modules = Counter(), Counter(), Counter(), Counter()
+    owner: Counter[str] = Counter()
+    leaf: Counter[str] = Counter()
+    inclusive: Counter[str] = Counter()
+    modules: Counter[str] = Counter()
     for frames, n in busy:
         gc = any(f.startswith("<gc>") or "garbage collection" in f.lower() for f, _ in frames)
         leaf["gc" if gc else library(frames[-1][1])] += n
