@@ -1,4 +1,5 @@
-"""`poolconsole exposure`: what answers without a key, listens beyond loopback or the tailnet (ops/exposure.py)."""
+"""`poolconsole exposure`: what answers without a key, listens beyond loopback or the tailnet
+(workflows/exposure.py)."""
 
 from __future__ import annotations
 
@@ -29,15 +30,15 @@ def run(args: argparse.Namespace) -> int:
 def audited(config: PoolConfig, args: argparse.Namespace) -> int:
     """Exit 0 every engine checked and nothing exposed, 1 something exposed (each with the fix) or not checked,
     2 no engine to check."""
-    from poolconsole.ops import exposure
+    from poolconsole.workflows import exposure
 
-    if not config.engines:
-        print("poolconsole exposure: the config has no [[engines]] to check", file=sys.stderr)
+    try:
+        report = asyncio.run(exposure.audit(config, not args.no_completion))
+    except exposure.NoEngines as exc:
+        print(f"poolconsole exposure: {exc}", file=sys.stderr)
         return 2
-    completion = not args.no_completion
-    results = asyncio.run(exposure.audit(config, completion))
     if args.json:
-        print(json.dumps(exposure.document(results, completion), indent=2))
+        print(json.dumps(report.document(), indent=2))
     else:
-        print("\n".join(exposure.text_lines(results)))
-    return exposure.exit_code(results)
+        print("\n".join(report.text_lines()))
+    return report.exit_code

@@ -1,5 +1,5 @@
-"""`poolconsole logs ENGINE`: an engine's log over SSH, diagnosed with the failure-mode library (ops/logs.py),
-as text, JSON, or followed line by line."""
+"""`poolconsole logs ENGINE`: an engine's log over SSH, diagnosed with the failure-mode library
+(workflows/logs.py), as text, JSON, or followed line by line."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def add_parser(sub: Subparsers) -> None:
 
 
 def _print_findings(findings: Iterable[Finding]) -> None:
-    from poolconsole.ops.logs import finding_lines
+    from poolconsole.workflows.logs import finding_lines
 
     for f in findings:
         for line in finding_lines(f):
@@ -39,7 +39,7 @@ def _print_findings(findings: Iterable[Finding]) -> None:
 def run(args: argparse.Namespace) -> int:
     """`poolconsole logs ENGINE [--since 10m] [--follow] [--json] [--lines N]`: 0 no failure mode found, 1 a
     failure mode found or the log unreadable, 2 a config or usage problem."""
-    from poolconsole.ops import logs
+    from poolconsole.workflows import logs
 
     config = load(args.config)
     try:
