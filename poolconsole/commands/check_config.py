@@ -20,7 +20,7 @@ def add_parser(sub: Subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Every problem of the file in one run, each with its line: the fields', the whole file's and `[keys]`."""
-    from poolconsole.ui.registry import keymap_problems
+    from poolconsole.model.actions import keymap_problems
 
     source = args.file or args.config
     path = Path(source) if source else default_config_path()
