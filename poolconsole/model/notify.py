@@ -23,6 +23,7 @@ import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from poolconsole.model import gpu_health
 from poolconsole.model.alerts import AlertEvent, severity
@@ -293,3 +294,17 @@ def silenced_by(labels: Mapping[str, str], silences: Iterable[Silence], at: floa
     """The active silence matching these labels at `at` (the one ending last), or None."""
     found = [s for s in silences if s.active(at) and s.matches(labels)]
     return max(found, key=lambda s: s.ends_at) if found else None
+
+
+def bearer_target(url: str, token: str | None) -> str:
+    """The URL to send to when a bearer token goes along: without its `user:password@` when there is a token.
+    A request carries one Authorization header: aiohttp refuses a URL's credentials beside an explicit one (every
+    send failed), httpx silently sent Basic instead of the token. The token, configured on purpose for this
+    receiver, wins; without one, the URL's credentials go as Basic auth as before."""
+    if not token:
+        return url
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    netloc = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=netloc))

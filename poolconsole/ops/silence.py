@@ -9,7 +9,7 @@ import os
 import httpx
 
 from poolconsole.config.models import Notify
-from poolconsole.model.notify import Silence, rfc3339
+from poolconsole.model.notify import Silence, bearer_target, rfc3339
 
 
 def silence_body(silence: Silence) -> dict[str, object]:
@@ -37,9 +37,10 @@ async def create_alertmanager_silence(notify: Notify, silence: Silence) -> tuple
         if not token:
             return None, f"the environment variable {notify.token_env} (its token_env) is not set"
         headers["Authorization"] = f"Bearer {token}"
+    url = bearer_target(silences_url(notify), headers.get("Authorization"))
     try:
         async with httpx.AsyncClient(timeout=notify.timeout_s) as client:
-            response = await client.post(silences_url(notify), json=silence_body(silence), headers=headers)
+            response = await client.post(url, json=silence_body(silence), headers=headers)
     except httpx.TimeoutException:
         return None, f"no answer within {notify.timeout_s:g} s"
     except httpx.HTTPError as exc:
