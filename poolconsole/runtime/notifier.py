@@ -52,6 +52,7 @@ from poolconsole.model.notify import (
     announcement_alertmanager,
     announcement_ntfy,
     announcement_webhook,
+    bearer_target,
     from_event,
     ntfy_message,
     silenced_by,
@@ -181,6 +182,8 @@ class Receiver:
 
     def describe(self) -> str:
         token = f", bearer token from ${self.config.token_env}" if self.config.token_env else ""
+        if token and urlsplit(self.config.url).username is not None:
+            token += " instead of the URL's user:password"
         return f"{self.shown} ({self.config.min_severity} and above{token})"
 
 
@@ -518,6 +521,7 @@ class Notifier:
             if not token:
                 return f"the environment variable {config.token_env} (its token_env) is not set"
             headers = {**headers, "Authorization": f"Bearer {token}"}
+            url = bearer_target(url, token)
         assert self._session is not None
         timeout = aiohttp.ClientTimeout(total=config.timeout_s)
         try:
