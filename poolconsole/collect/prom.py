@@ -352,6 +352,7 @@ def select_lines(text: str, wanted: frozenset[str], prefix: str = "") -> Selecte
         pieces[0] = pieces[0][1:]
     else:
         _each_line(selection, pieces.pop(0), keep, counts, bad)
+    in_wanted = False
     for piece in pieces:
         cut = piece.find("\n")
         header, body = (piece, "") if cut < 0 else (piece[:cut], piece[cut + 1 :])
@@ -360,6 +361,11 @@ def select_lines(text: str, wanted: frozenset[str], prefix: str = "") -> Selecte
             family = families[header] = selection.family(header)
         if family.wanted:
             keep.append("#" + header)
+        elif in_wanted:
+            # Another family's HELP/TYPE line ends the wanted family before it for prometheus_client (a family
+            # opened again later is then a new one, typed anew): keep that one header, its samples still dropped.
+            keep.append("#" + header)
+        in_wanted = family.wanted
         if not body:
             continue
         stem = family.stem
