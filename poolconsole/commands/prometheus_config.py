@@ -1,4 +1,5 @@
-"""`poolconsole prometheus-config`: scrape configs for a Prometheus watching the pool (ops/prometheus_config.py)."""
+"""`poolconsole prometheus-config`: scrape configs for a Prometheus watching the pool
+(workflows/prometheus_config.py)."""
 
 from __future__ import annotations
 
@@ -21,17 +22,16 @@ def add_parser(sub: Subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Print the YAML (stdout), write the file_sd and credentials files, and say on stderr what was written."""
-    from poolconsole.ops import prometheus_config
+    from poolconsole.workflows import prometheus_config
 
     config = load(args.config)
     file_sd = Path(args.file_sd) if args.file_sd else None
-    written = prometheus_config.render(config, file_sd, Path(args.credentials_dir))
-    prometheus_config.write_files(written.files)
-    sys.stdout.write(written.yaml)
-    for path in written.files:
+    generated = prometheus_config.generate(config, file_sd, Path(args.credentials_dir))
+    sys.stdout.write(generated.yaml)
+    for path in generated.written:
         print(f"wrote {path}", file=sys.stderr)
-    for comment in prometheus_config.reminders(config, Path(args.credentials_dir)):
+    for comment in generated.reminders:
         print(f"reminder: {comment}", file=sys.stderr)
-    for note in written.notes:
+    for note in generated.notes:
         print(f"note: {note}", file=sys.stderr)
     return EXIT_OK

@@ -1,4 +1,5 @@
-"""`poolconsole tailnet`: each host on the tailnet: direct or relayed, online, last handshake (ops/tailnet.py)."""
+"""`poolconsole tailnet`: each host on the tailnet: direct or relayed, online, last handshake
+(workflows/tailnet.py)."""
 
 from __future__ import annotations
 
@@ -19,16 +20,17 @@ def add_parser(sub: Subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Exit 0 every host on the tailnet and direct (or idle), 1 a host flagged, 2 no host configured."""
-    from poolconsole.ops import tailnet
+    from poolconsole.workflows import tailnet
 
     config = load(args.config)
-    if not config.hosts:
-        print("poolconsole tailnet: the config has no [[hosts]]", file=sys.stderr)
+    try:
+        report = asyncio.run(tailnet.survey(config))
+    except tailnet.NoHosts as exc:
+        print(f"poolconsole tailnet: {exc}", file=sys.stderr)
         return 2
-    results = asyncio.run(tailnet.survey(config))
     if args.json:
-        print(json.dumps(tailnet.document(results), indent=2))
+        print(json.dumps(report.document(), indent=2))
     else:
-        for line in tailnet.text_lines(results):
+        for line in report.text_lines():
             print(line)
-    return tailnet.exit_code(results)
+    return report.exit_code
