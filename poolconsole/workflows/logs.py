@@ -5,15 +5,27 @@ engine through its own SSH pool (pass `ssh`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 
 from poolconsole.collect.engine_logs import LogRead, LogsUnavailable, follow_logs, log_plan, parse_since, read_logs
 from poolconsole.collect.ssh import SSHFailure, SSHPool
 from poolconsole.config.models import Engine, Host, PoolConfig
 from poolconsole.model.failure_modes import Finding
 
-__all__ = ["LogJob", "LogRead", "LogsFailed", "LogsRefused", "finding_lines", "follow", "job", "read_once"]
+__all__ = [
+    "ConsoleLog",
+    "LogJob",
+    "LogRead",
+    "LogsFailed",
+    "LogsRefused",
+    "console_log",
+    "finding_lines",
+    "follow",
+    "job",
+    "read_once",
+]
 
 
 class LogsRefused(Exception):
@@ -82,6 +94,33 @@ async def follow(j: LogJob, show: Callable[[str, Finding | None], None], ssh: SS
     finally:
         if ssh is None:
             await pool.close()
+
+
+@dataclass(frozen=True)
+class ConsoleLog:
+    """An engine's log as the console's log screen reads it, on the console's SSH pool."""
+
+    source: str
+    """The log's source in words ("docker logs vllm-qwen")."""
+    read: Callable[[], Awaitable[LogRead]]
+    """The newest lines (the default bounds), with their findings."""
+    follow: Callable[[Callable[[str, Finding | None], None]], Awaitable[None]]
+    """Each new line after the newest one, until cancelled."""
+
+
+def console_log(engine: Engine, host: Host, ssh: SSHPool) -> ConsoleLog:
+    """The reading of `engine`'s log on `host` through `ssh`; LogsRefused, in a few words for a toast, where the
+    engine has no log source to read."""
+    try:
+        source = log_plan(engine, None, 1, 1).source
+    except LogsUnavailable as exc:
+        raise LogsRefused(exc.short) from None
+    conn = ssh.connections.get(host.name) or ssh.add(host)
+    return ConsoleLog(
+        source,
+        partial(read_logs, conn, engine),
+        lambda on_line: follow_logs(conn, engine, on_line, lines=1),
+    )
 
 
 def finding_lines(f: Finding) -> list[str]:
