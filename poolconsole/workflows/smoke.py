@@ -31,6 +31,20 @@ from poolconsole.ops.smoke.runner import (
 from poolconsole.ops.sqlite import StoreUnusable
 from poolconsole.workflows.workspace import Workspace
 
+Change = store.Change
+"""A target's change against its last passing run (what the smoke screen lists)."""
+__all__ = ["Change", "CheckResult", "SmokeOptions", "SmokeRun", "console_options", "default_db", "run"]
+
+
+def default_db() -> Path:
+    """Where smoke runs are stored unless the asker names a store."""
+    return store.default_db()
+
+
+def console_options(targets: list[str]) -> SmokeOptions:
+    """The console's run: the targets named (none: every engine, and through the gateway), at concurrency 1 and 4."""
+    return SmokeOptions(tuple(targets), via_gateway=not targets, concurrency=(1, 4), requests=4)
+
 
 @dataclass
 class SmokeRun:
