@@ -111,9 +111,9 @@ class AlertSettings(Strict):
     """The tok/s collapse fires once the mean of the last 15 polls has stayed under the line this long; it
     clears `hysteresis` (a fraction of the recent best) above the line."""
     stall_s: Annotated[float, Field(gt=0)] = 30.0
-    """Stalled (the wedge `/health` hides): the engine answers, requests are running or waiting, and its
-    generation counter has not grown for this long. It clears once the counter moves again or nothing is
-    running or waiting."""
+    """Stalled (the wedge `/health` hides): the engine answers, requests are running or waiting, and neither its
+    generation counter nor its prompt (prefill) counter has grown for this long. It clears once either moves
+    again or nothing is running or waiting."""
     gpu_xid_for_s: Annotated[float, Field(ge=0)] = 0.0
     """gpu_xid (critical): the kernel logged an `NVRM: Xid` for a GPU in the last 5 minutes; fires once that
     held this long ..."""

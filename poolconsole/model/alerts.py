@@ -93,8 +93,9 @@ class Alerts:
     off_since: dict[tuple[str, str], float] = field(default_factory=dict)
     """(target, rule) -> since when a firing alert's condition has not held, while it waits out its clear
     hold (the GPU rules' hysteresis)."""
-    generated: dict[str, tuple[float, float]] = field(default_factory=dict)
-    """engine -> (its generation counter, since when it has had that value) for the stalled rule."""
+    generated: dict[str, tuple[tuple[float | None, float | None], float]] = field(default_factory=dict)
+    """engine -> ((its generation counter, its prompt counter), since when it has had those values) for the
+    stalled rule."""
     """(target, rule) -> since when its condition has held, while it waits out the rule's hold."""
 
     def _held(
@@ -243,23 +244,28 @@ class Alerts:
         )
 
     def _stalled(self, view: EngineView, now: float) -> AlertEvent | None:
-        """The wedge `/health` hides: the engine answers, requests are running or waiting, and its generation
-        counter has not moved for `stall_s`. Any change counts as progress (a restart's reset too). Unknown
-        (down, no counter, no request counts) leaves the alert as it is: a down engine is `down`'s."""
+        """The wedge `/health` hides: the engine answers, requests are running or waiting, and neither its
+        generation counter nor its prompt (prefill) counter has moved for `stall_s`. The prompt counter counts
+        too, so a long prefill (a 100k-token prompt, many prompts admitted at once) is progress, not a wedge,
+        wherever the engine exposes it (vLLM's and SGLang's prompt_tokens_total, llama.cpp's
+        prompt_tokens_total). Any change counts as progress (a restart's reset too). Unknown (down, no
+        generation counter, no request counts) leaves the alert as it is: a down engine is `down`'s."""
         total = view.generation_tokens_total
         if view.state != EngineState.OK or total is None:
             return None
+        progress = (total, view.prompt_tokens_total)
         seen = self.generated.get(view.name)
-        if seen is None or seen[0] != total:
-            self.generated[view.name] = seen = (total, now)
+        if seen is None or seen[0] != progress:
+            self.generated[view.name] = seen = (progress, now)
         busy_known = view.requests_running is not None or view.requests_waiting is not None
         if not busy_known:
             return None
         running, waiting = view.requests_running or 0, view.requests_waiting or 0
         still = now - seen[1]
         stalled = (running + waiting) > 0 and still >= self.settings.stall_s
+        counted = "no token generated or prompt token processed" if progress[1] is not None else "no token generated"
         said = (
-            f"stalled: {running:.0f} running and {waiting:.0f} waiting, no token generated for {still:.0f} s "
+            f"stalled: {running:.0f} running and {waiting:.0f} waiting, {counted} for {still:.0f} s "
             "(it answers /health and serves nothing)"
         )
         back = "generating again" if running + waiting > 0 else "no requests running or waiting"

@@ -5,7 +5,8 @@ where hosts.toml says, `host`; the hosts' node_exporter targets labelled `host`)
 alertnames, severities and labels as `poolconsole watch` sends.
 
 - down: a scrape target of an engine or host that does not answer (`up == 0`) for `down_for_s`.
-- stalled: per engine kind, requests running or waiting and no generation token counted for `stall_s`."""
+- stalled: per engine kind, requests running or waiting and no generation or prompt token counted for
+  `stall_s`."""
 
 from __future__ import annotations
 
@@ -14,15 +15,27 @@ import json
 from poolconsole.config.models import EngineKind, PoolConfig
 
 STALL_METRICS = {
-    EngineKind.VLLM: ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:generation_tokens_total"),
-    EngineKind.SGLANG: ("sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:generation_tokens_total"),
+    EngineKind.VLLM: (
+        "vllm:num_requests_running",
+        "vllm:num_requests_waiting",
+        "vllm:generation_tokens_total",
+        "vllm:prompt_tokens_total",
+    ),
+    EngineKind.SGLANG: (
+        "sglang:num_running_reqs",
+        "sglang:num_queue_reqs",
+        "sglang:generation_tokens_total",
+        "sglang:prompt_tokens_total",
+    ),
     EngineKind.LLAMACPP: (
         "llamacpp:requests_processing",
         "llamacpp:requests_deferred",
         "llamacpp:tokens_predicted_total",
+        "llamacpp:prompt_tokens_total",
     ),
 }
-"""kind -> (requests running, requests waiting, generated tokens counter), the names specs.py reads."""
+"""kind -> (requests running, requests waiting, generated tokens counter, prompt tokens counter), the names
+specs.py reads. The prompt counter counts as progress too: a long prefill is not a wedge."""
 
 
 def _duration(seconds: float) -> str:
@@ -62,11 +75,15 @@ def render(config: PoolConfig) -> str:
     by = "sum by (engine, host)"
     parts = []
     for kind in kinds:
-        running, waiting, generated = STALL_METRICS[kind]
+        running, waiting, generated, prompt = STALL_METRICS[kind]
         parts.append(
             f'(({by} ({running}{{engine!=""}}) + {by} ({waiting}{{engine!=""}})) > 0 '
-            f'and {by} (increase({generated}{{engine!=""}}[{window}])) == 0)'
+            f'and {by} (increase({generated}{{engine!=""}}[{window}])) == 0 '
+            f'and {by} (increase({prompt}{{engine!=""}}[{window}])) == 0)'
         )
-    summary = f"{{{{ $labels.engine }}}}: stalled: requests running or waiting, no token generated for {window}"
+    summary = (
+        f"{{{{ $labels.engine }}}}: stalled: requests running or waiting, no token generated or prompt token "
+        f"processed for {window}"
+    )
     lines += _rule("stalled", " or ".join(parts), 0, "critical", summary)
     return "\n".join(lines) + "\n"

@@ -56,3 +56,4 @@ def test_the_rule_file_passes_promtool(tmp_path: Path) -> None:
     assert "for: 20s" in out.stdout and 'increase(vllm:generation_tokens_total{engine!=\\"\\"}[45s])' in out.stdout
     assert out.stdout.count("alert: stalled") == 1 and out.stdout.count("alert: down") == 1
     assert all(name in out.stdout for name in ("llamacpp:tokens_predicted_total", "sglang:num_queue_reqs"))
+    assert "increase(vllm:prompt_tokens_total" in out.stdout  # a long prefill is progress, not a wedge
