@@ -34,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 from poolconsole.collect.engines import specs  # noqa: E402
 from poolconsole.collect.engines.mapping import parse_metrics  # noqa: E402
 from poolconsole.config import parse_config  # noqa: E402
+from poolconsole.config.models import EngineKind  # noqa: E402
 from poolconsole.model.snapshots import EngineMetrics, EngineSnapshot, EngineState  # noqa: E402
 from poolconsole.runtime.live import LivePool, Update  # noqa: E402
 from poolconsole.runtime.store import Store  # noqa: E402
@@ -70,7 +71,7 @@ def snapshot(name: str, metrics: EngineMetrics, second: int, restarts: int) -> E
     grown = dataclasses.replace(metrics, values=MappingProxyType(values))
     return EngineSnapshot(
         name=name,
-        kind="vllm",
+        kind=EngineKind.VLLM,
         url="http://127.0.0.1:1",
         host=None,
         fetched_at=T0 + second,
@@ -96,7 +97,6 @@ async def main(engines: int = 32, hours: float = 24.0) -> None:
         path = Path(tmp) / "soak.db"
         store = Store(path, clock=lambda: clock[0], background=False)
         live = LivePool(config, clock=lambda: clock[0], recorder=store)
-        store.bind(live.state)
 
         def counted(update: Update) -> None:
             updates[0] += 1
@@ -130,12 +130,12 @@ async def main(engines: int = 32, hours: float = 24.0) -> None:
         polls = engines * (seconds + 1)
         # The Recorder call itself runs inside apply_engine; time it apart on a fresh store.
         probe = Store(Path(tmp) / "probe.db", clock=lambda: clock[0], background=False)
-        probe.bind(live.state)
         view = live.state.engines[names[0]].view
         assert view is not None
+        totals = live.state.engines[names[0]].totals
         began = time.process_time()
         for i in range(20000):
-            probe.engine(view, T0 + seconds + i)
+            probe.engine(view, dict(totals), T0 + seconds + i)  # with the copy apply_engine makes for it
         call = (time.process_time() - began) / 20000
         probe.close()
     per_poll_runtime = (runtime_cpu / polls - call) * 1e6

@@ -29,16 +29,15 @@ import sqlite3
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Any, cast
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from poolconsole.config import parse_config  # noqa: E402
 from poolconsole.model.hosts import HostSnapshot  # noqa: E402
-from poolconsole.model.pool_state import PoolState  # noqa: E402
 from poolconsole.model.view import EngineView  # noqa: E402
 from poolconsole.runtime.live import LivePool  # noqa: E402
 from poolconsole.runtime.store import Codec, Kind, Reader, Store  # noqa: E402
@@ -56,11 +55,9 @@ class Capture:
 
     def __init__(self) -> None:
         self.polls: list[Poll] = []
-        self.pool: LivePool | None = None
 
-    def engine(self, view: EngineView, at: float) -> None:
-        assert self.pool is not None
-        self.polls.append(("engine", view, dict(self.pool.state.engines[view.name].totals), at))
+    def engine(self, view: EngineView, totals: Mapping[str, float], at: float) -> None:
+        self.polls.append(("engine", view, dict(totals), at))
 
     def host(self, snapshot: HostSnapshot, at: float) -> None:
         self.polls.append(("host", snapshot, None, at))
@@ -74,7 +71,6 @@ async def capture(keys: Path) -> tuple[list[Poll], float]:
         config = parse_config(sim.config_toml(), "demo.toml")
         recorder = Capture()
         pool = LivePool(config, recorder=recorder)
-        recorder.pool = pool
         pool.start(settle_gc=False)
         await asyncio.sleep(CAPTURE_S)
         await pool.stop()
@@ -196,14 +192,12 @@ def measure_rowid_json(polls: list[Poll], interval: float, folder: Path) -> dict
 def loop_side_us(polls: list[Poll], folder: Path) -> float:
     """The Recorder call itself, what the event loop pays per applied poll (an engine's totals copied)."""
     store = Store(folder / "loop.sqlite3", background=False)
-    tracks = {item.name: SimpleNamespace(totals=totals) for kind, item, totals, _ in polls if kind == "engine"}
-    store.bind(cast(PoolState, SimpleNamespace(engines=tracks)))  # what the Recorder reads of the pool state
     calls = 0
     started = time.perf_counter()
     for _ in range(50):
-        for kind, item, _, at in polls:
+        for kind, item, totals, at in polls:
             if kind == "engine":
-                store.engine(item, at)
+                store.engine(item, dict(totals or {}), at)  # with the copy the runtime makes for it
             else:
                 store.host(item, at)
             calls += 1

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -49,9 +49,10 @@ LOG_LINES = 400
 
 
 class Recorder(Protocol):
-    """Where every applied poll goes (the history store)."""
+    """Where every applied poll goes (the history store): an engine's with its running totals as this poll
+    left them (a copy: the recorder may keep it)."""
 
-    def engine(self, view: EngineView, at: float) -> None: ...
+    def engine(self, view: EngineView, totals: Mapping[str, float], at: float) -> None: ...
 
     def host(self, snapshot: HostSnapshot, at: float) -> None: ...
 
@@ -381,7 +382,7 @@ class LivePool:
         view = self.state.apply_engine(snapshot)
         events = self.alerts.engine(view, snapshot.fetched_at, restarted=track.counted_reset)
         if self.recorder is not None:
-            self.recorder.engine(view, snapshot.fetched_at)
+            self.recorder.engine(view, dict(track.totals), snapshot.fetched_at)
         down = view.state is EngineState.DOWN and was is not None and was != EngineState.DOWN
         if track.config.kind is EngineKind.OLLAMA and view.state is EngineState.OK and was != EngineState.OK:
             self._spawn(self._read_ollama_server(track.config), snapshot.name)  # first answer, or back from down

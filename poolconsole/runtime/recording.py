@@ -34,7 +34,7 @@ class Recording:
         self.store: Store | None = None
         """Open and recording (None while it opens, or if it did not open)."""
         held = pool.recorder
-        self._held = held if isinstance(held, HeldPolls) else HeldPolls(pool.state)
+        self._held = held if isinstance(held, HeldPolls) else HeldPolls()
         pool.recorder = self._held
         opening = partial(Store.for_config, pool.config, path, clock=pool.state.clock, on_problem=on_problem)
         self._opening: asyncio.Future[Store] = asyncio.get_running_loop().run_in_executor(None, opening)
@@ -65,6 +65,5 @@ class Recording:
         if self.pool.recorder is self._held:
             self.pool.recorder = None
         if isinstance(outcome, Store):
-            outcome.bind(self.pool.state)
             self._held.hand_over(outcome)
             self.pool.recorder = self.store = outcome

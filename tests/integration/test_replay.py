@@ -31,7 +31,6 @@ async def _record(tmp: Path) -> tuple[Path, dict[Any, Any]]:
         path.with_name("demo.toml").write_text(text)  # the hosts.toml it was recorded with
         store = Store.for_config(config, path)
         live = LivePool(config, recorder=store)
-        store.bind(live.state)
         views: dict[Any, Any] = {}
 
         def heard(update: Update) -> None:

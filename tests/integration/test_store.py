@@ -32,7 +32,6 @@ from poolconsole.model.hosts import HostSnapshot, HostState
 from poolconsole.model.pool_state import PoolState
 from poolconsole.model.snapshots import EngineState
 from poolconsole.model.view import EngineView
-from poolconsole.runtime import store as store_module
 from poolconsole.runtime.live import LivePool, Update
 from poolconsole.runtime.store import (
     EXPORT_FIELDS,
@@ -46,6 +45,7 @@ from poolconsole.runtime.store import (
     read_history,
     record,
 )
+from poolconsole.runtime.store import writer as store_writer
 from tests.helpers import uipool
 from tests.helpers.demo_serve import served_demo, start_record
 
@@ -94,7 +94,6 @@ async def test_record_then_export_gives_back_what_the_pool_saw(
     path = tmp_path / "history.sqlite3"
     store = Store.for_config(config, path)
     pool = LivePool(config, recorder=store)
-    store.bind(pool.state)
     seen: dict[tuple[str, str, float], dict[str, Any]] = {}
 
     def heard(update: Update) -> None:  # told right after the recorder, on the same poll
@@ -204,7 +203,7 @@ def test_close_commits_what_is_buffered(tmp_path: Path) -> None:
     store = Store(path, commit_every_s=3600)
     t0 = time.time()
     for i in range(5):
-        store.engine(replace(view, polled_at=t0 + i), t0 + i)
+        store.engine(replace(view, polled_at=t0 + i), {}, t0 + i)
         store.host(replace(host, fetched_at=t0 + i), t0 + i)
     with Reader(path) as reader:
         assert list(reader.rows()) == []  # nothing committed yet
@@ -234,13 +233,13 @@ def test_polls_held_while_the_store_opens_are_bounded_and_handed_over_in_order(
 ) -> None:
     """A disk that never answers must not grow the console's memory without end: the oldest held polls go,
     as the store's own buffer drops them; the rest reach the store in order, with their totals."""
-    monkeypatch.setattr(store_module, "MAX_PENDING", 3)
+    monkeypatch.setattr(store_writer, "MAX_PENDING", 3)
     cfg = uipool.config()
     state = PoolState(cfg)
     views = [state.apply_engine(s) for s in uipool.engine_snapshots(cfg)][:5]
-    held = HeldPolls(state)
+    held = HeldPolls()
     for i, view in enumerate(views):
-        held.engine(view, 100.0 + i)
+        held.engine(view, dict(state.engines[view.name].totals), 100.0 + i)
     assert [at for *_, at in held.polls] == [102.0, 103.0, 104.0]
     assert held.polls[0][2] == dict(state.engines[views[2].name].totals)
     path = tmp_path / "history.sqlite3"
@@ -275,7 +274,7 @@ def test_retention_rolls_up_then_deletes(tmp_path: Path) -> None:
             state=cast(EngineState, "down" if down else "ok"),
             error="connection refused" if down else None,
         )
-        store.engine(polled, at)
+        store.engine(polled, {}, at)
         store.host(replace(host, fetched_at=at), at)
         if i % 2000 == 0:
             store.flush()
@@ -326,7 +325,7 @@ def written(tmp_path: Path) -> tuple[Path, float]:
     store = Store(path, background=False)
     for k in range(60, 0, -1):
         at = now - 60 * k + 30
-        store.engine(replace(view, polled_at=at, requests_running=float(k)), at)
+        store.engine(replace(view, polled_at=at, requests_running=float(k)), {}, at)
         store.host(replace(host, fetched_at=at, rtt_ms=None), at)
     store.close()
     return path, now
@@ -418,7 +417,7 @@ def test_export_into_a_closed_pipe_is_not_a_traceback(tmp_path: Path) -> None:
     store = Store(path, background=False)
     t0 = time.time() - 3600
     for i in range(1500):
-        store.engine(replace(view, polled_at=t0 + i), t0 + i)
+        store.engine(replace(view, polled_at=t0 + i), {}, t0 + i)
         store.host(replace(host, fetched_at=t0 + i), t0 + i)
     store.close()
     proc = subprocess.Popen(
@@ -450,7 +449,7 @@ def test_charts_are_filled_from_the_store(tmp_path: Path) -> None:
     for i in range(100):
         at = t0 + 2 * i
         store.host(replace(host, fetched_at=at - 1), at - 1)
-        store.engine(replace(view, polled_at=at, kv_cache_usage=i / 100, counter_resets=int(i == 50)), at)
+        store.engine(replace(view, polled_at=at, kv_cache_usage=i / 100, counter_resets=int(i == 50)), {}, at)
     store.close()
 
     state = PoolState(cfg)

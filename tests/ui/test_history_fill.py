@@ -48,7 +48,7 @@ async def test_a_live_console_fills_its_charts_from_the_store(tmp_path: Path) ->
     store = Store(path, background=False)
     t0 = time.time() - 120
     for i in range(30):
-        store.engine(replace(view, polled_at=t0 + 2 * i, kv_cache_usage=i / 100), t0 + 2 * i)
+        store.engine(replace(view, polled_at=t0 + 2 * i, kv_cache_usage=i / 100), {}, t0 + 2 * i)
     store.close()
 
     app = PoolApp(config, theme_state=tmp_path / "ui.json", store=path)

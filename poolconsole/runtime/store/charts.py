@@ -1,0 +1,102 @@
+"""The console's charts on launch: the configured targets' stored points read back and put before what the
+live polls already appended."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from poolconsole.config.models import PoolConfig
+from poolconsole.model.pool_state import HISTORY_POINTS, History, PoolState
+from poolconsole.model.series import Ring
+from poolconsole.runtime.store.reader import Reader
+
+
+@dataclass
+class StoredHistory:
+    """What the charts show, read from the store: per engine (at, tok/s, kv, running, waiting, vram,
+    counter resets), per host (at, vram)."""
+
+    engines: dict[str, list[tuple[float, Any, Any, Any, Any, float | None, int]]] = field(default_factory=dict)
+    hosts: dict[str, list[tuple[float, float | None]]] = field(default_factory=dict)
+
+
+def _vram(gpus: Any, only: list[int] | None) -> float | None:
+    """The share of GPU memory used, as PoolState computes it from a snapshot (here its JSON)."""
+    chosen = [g for g in gpus or () if only is None or g.get("index") in only]
+    used = [g.get("memory_used_bytes") for g in chosen]
+    total = [g.get("memory_total_bytes") for g in chosen]
+    if not chosen or None in used or None in total:
+        return None
+    denominator = sum(t for t in total if t)
+    return sum(u for u in used if u) / denominator if denominator else None
+
+
+def read_history(path: Path, config: PoolConfig, since: float, until: float) -> StoredHistory:
+    """The configured targets' rows in [since, until), as the history rings hold them (blocking)."""
+    engines = {e.name: e for e in config.engines}
+    hosts = {h.name for h in config.hosts}
+    out = StoredHistory()
+    gpus: dict[str, Any] = {}
+    with Reader(path) as reader:
+        ids = reader.ids(list(engines), ("engine",)) + reader.ids(list(hosts), ("host",))
+        for row in reader.rows(since, until, ids):
+            v = row.values
+            if row.kind == "host":
+                gpus[row.name] = v.get("gpus")
+                out.hosts.setdefault(row.name, []).append((row.at, _vram(v.get("gpus"), None)))
+                continue
+            engine = engines[row.name]
+            vram = _vram(gpus[engine.host], engine.gpus) if engine.host in gpus else None
+            point = (
+                row.at,
+                v.get("generation_tokens_per_s"),
+                v.get("kv_cache_usage"),
+                v.get("requests_running"),
+                v.get("requests_waiting"),
+                vram,
+                int(v.get("counter_resets") or 0),
+            )
+            out.engines.setdefault(row.name, []).append(point)
+    return out
+
+
+def fill_history(state: PoolState, stored: StoredHistory) -> None:
+    """Put the stored points before what the live polls already appended (on the event loop)."""
+    for name, points in stored.engines.items():
+        track = state.engines.get(name)
+        if track is None:
+            continue
+        old = track.history
+        first_live = old.times.raw_tail(len(old.times))[0] if len(old.times) else math.inf
+        new = History()
+        for at, tps, kv, running, waiting, vram, resets in points[-HISTORY_POINTS:]:
+            if at >= first_live:
+                break
+            new.times.append(at)
+            new.tokens_per_s.append(tps)
+            new.kv.append(kv)
+            new.running.append(running)
+            new.waiting.append(waiting)
+            new.vram.append(vram)
+            if resets:
+                new.restarts.append(at)
+        count = len(old.times)
+        for series in ("times", "tokens_per_s", "kv", "running", "waiting", "vram"):
+            target = getattr(new, series)
+            for value in getattr(old, series).tail(count):
+                target.append(value)
+        new.restarts.extend(old.restarts)
+        track.history = new
+    for name, host_points in stored.hosts.items():
+        host = state.hosts.get(name)
+        if host is None:
+            continue
+        live = host.vram.tail(len(host.vram))
+        host.vram = Ring(host.vram.capacity)
+        for _, fraction in host_points[-HISTORY_POINTS:]:
+            host.vram.append(fraction)
+        for fraction in live:
+            host.vram.append(fraction)
