@@ -72,7 +72,7 @@ async def run_console(
     log and smoke store its actions write (None: the user's). `load_app` imports the UI (a test's seam)."""
     runtime = LivePool(config)
     if store is not None:  # the polls applied before the app opens its history store are held for it
-        runtime.recorder = HeldPolls(runtime.state)
+        runtime.recorder = HeldPolls()
     backlog = Backlog(runtime)
     runtime.start(settle_gc=False)
     app: PoolApp | None = None
