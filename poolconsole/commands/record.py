@@ -45,7 +45,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"poolconsole record: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     pool = LivePool(config, recorder=store)
-    store.bind(pool.state)
     kept = config.store
     print(
         f"recording {len(config.engines)} engine(s) and {len(config.hosts)} host(s) of {source} every "
