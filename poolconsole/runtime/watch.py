@@ -97,7 +97,6 @@ async def watch(
     poll."""
     store = await asyncio.to_thread(Store.for_config, config, store_path, on_problem=on_problem)
     pool = LivePool(config, recorder=store)
-    store.bind(pool.state)
     notify_path = state_path(store_path)
     try:
         state = await asyncio.to_thread(NotifyState, notify_path)
