@@ -134,7 +134,7 @@ class PoolState:
         if track.counted_reset:
             track.history.restarts.append(snapshot.fetched_at)
         track.view = view
-        if snapshot.kind == "ollama" and "/api/ps" in snapshot.source:  # /api/ps answered
+        if snapshot.residency_read:
             track.residency = observe(track.residency, snapshot.ollama_models, snapshot.fetched_at)
         self._append(track, view, snapshot.fetched_at)
         return view

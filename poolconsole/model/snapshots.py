@@ -11,6 +11,8 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
 
+from poolconsole.config.models import EngineKind
+
 EMPTY: MappingProxyType[str, Any] = MappingProxyType({})
 
 
@@ -28,6 +30,15 @@ class EngineState(StrEnum):
     def answering(self) -> bool:
         """It answered with readings (degraded: some of them); the others are down in some way."""
         return self in (EngineState.OK, EngineState.DEGRADED)
+
+    @property
+    def severity(self) -> int:
+        """How bad, for the worst of several (a poll's endpoints, a rollup's polls, a sort by state): ok 0,
+        degraded 1, auth_failed 2, down 3. The one ranking of engine states."""
+        return _ENGINE_SEVERITY[self]
+
+
+_ENGINE_SEVERITY = {EngineState.OK: 0, EngineState.DEGRADED: 1, EngineState.AUTH_FAILED: 2, EngineState.DOWN: 3}
 
 
 # The normalized vocabulary every engine maps onto.
@@ -125,7 +136,7 @@ class EngineSnapshot:
     """One poll of one engine."""
 
     name: str
-    kind: str
+    kind: EngineKind
     url: str
     host: str | None
     fetched_at: float
@@ -148,3 +159,6 @@ class EngineSnapshot:
     slots: SlotsInfo | None = None
     ollama_models: tuple[OllamaModel, ...] = ()
     extra: MappingProxyType[str, Any] = field(default_factory=_empty)
+    residency_read: bool = False
+    """The engine's list of loaded models answered this poll (Ollama's /api/ps): `ollama_models` is what it
+    holds now, not merely unknown. Typed here so that nothing reads it back out of `source`, a label for people."""

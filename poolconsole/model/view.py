@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from poolconsole.config.models import EngineKind
 from poolconsole.model.rates import Derived, LatencyStats, derive, latency, ratio
 from poolconsole.model.snapshots import EngineSnapshot, EngineState
 
@@ -15,7 +16,7 @@ from poolconsole.model.snapshots import EngineSnapshot, EngineState
 @dataclass(frozen=True)
 class EngineView:
     name: str
-    kind: str
+    kind: EngineKind
     host: str | None
     url: str
     state: EngineState
@@ -65,7 +66,7 @@ def _lat(samples: Sequence[EngineSnapshot], name: str, window_hist: Any) -> Late
     return latency(last.histograms.get(name) if last else None, "lifetime")
 
 
-SPEED_GAUGES = frozenset({"llamacpp"})
+SPEED_GAUGES = frozenset({EngineKind.LLAMACPP})
 """Engines whose tokens-per-second gauges are the speed of the requests while they ran, not the engine's
 throughput: llama.cpp's prompt_tokens_seconds read 1,657 tok/s (prefill speed) on a poll whose prompt
 tokens per second of wall time were 40. Their first poll has no rate (n/a), not a spike."""

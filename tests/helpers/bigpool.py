@@ -78,7 +78,7 @@ def engine_poll(cfg: PoolConfig, pages: Pages, index: int, step: int) -> EngineS
     at = uipool.T0 + step
     if index % DOWN_EVERY == DOWN_EVERY - 1:
         return EngineSnapshot(
-            e.name, e.kind.value, e.url, e.host, at, float(step), EngineState.DOWN, "connection refused", "GET /metrics"
+            e.name, e.kind, e.url, e.host, at, float(step), EngineState.DOWN, "connection refused", "GET /metrics"
         )
     metrics, missing, _ = pages.metrics[e.kind.value]
     assert metrics is not None
@@ -87,7 +87,7 @@ def engine_poll(cfg: PoolConfig, pages: Pages, index: int, step: int) -> EngineS
     moved: EngineMetrics = replace(metrics, values=MappingProxyType(dict(metrics.values) | grown))
     return EngineSnapshot(
         e.name,
-        e.kind.value,
+        e.kind,
         e.url,
         e.host,
         at,

@@ -12,6 +12,7 @@ from poolconsole.collect.engines.mapping import MetricSpec, parse_metrics
 from poolconsole.collect.hosts import nvidia_smi as nv
 from poolconsole.collect.hosts.systems import parse_meminfo
 from poolconsole.config import PoolConfig, load_config
+from poolconsole.config.models import EngineKind
 from poolconsole.model.hosts import GpuProcess, GpuReading, HostSnapshot, HostState
 from poolconsole.model.snapshots import EngineSnapshot, EngineState
 from tests.conftest import REAL
@@ -46,7 +47,7 @@ def _engine(
     metrics, missing, _ = parse_metrics(body, spec)
     return EngineSnapshot(
         name,
-        kind,
+        EngineKind(kind),
         url,
         host,
         at,
@@ -107,7 +108,7 @@ def engine_snapshots(cfg: PoolConfig) -> list[EngineSnapshot]:
             out.append(
                 EngineSnapshot(
                     e.name,
-                    kind,
+                    e.kind,
                     e.url,
                     e.host,
                     T0 + 2,
@@ -119,13 +120,14 @@ def engine_snapshots(cfg: PoolConfig) -> list[EngineSnapshot]:
                     "0.33.0",
                     ("gemma3:latest",),
                     ollama_models=loaded,
+                    residency_read=True,
                 )
             )
         elif kind == "litellm":
             out.append(
                 EngineSnapshot(
                     e.name,
-                    kind,
+                    e.kind,
                     e.url,
                     e.host,
                     T0 + 2,

@@ -21,6 +21,7 @@ from poolconsole.cli import main
 from poolconsole.collect.engine_logs import MAX_LINE_CHARS, follow_logs
 from poolconsole.collect.ssh import SSHPool
 from poolconsole.config import parse_config
+from poolconsole.config.models import EngineKind
 from poolconsole.model.failure_modes import Finding
 from tests.helpers.engines import litellm_proxy, llama_server, llama_server_binary, model_path
 from tests.helpers.rawhttp import free_port
@@ -295,7 +296,7 @@ async def test_an_engine_that_goes_down_gets_its_log_read_and_the_failure_mode_a
         live.ssh = SSHPool(config.hosts, 5.0, 2)
 
         def snap(state: EngineState, at: float) -> EngineSnapshot:
-            return EngineSnapshot("v", "vllm", "http://127.0.0.1:1", "box", at, at, state, error=None)
+            return EngineSnapshot("v", EngineKind.VLLM, "http://127.0.0.1:1", "box", at, at, state, error=None)
 
         live.apply_engine(snap(EngineState.OK, 1.0))
         live.apply_engine(snap(EngineState.DOWN, 2.0))

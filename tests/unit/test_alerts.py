@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import cast
 
-from poolconsole.config.models import AlertSettings
+from poolconsole.config.models import AlertSettings, EngineKind
 from poolconsole.model.alerts import COLLAPSE_POLLS, Alerts
 from poolconsole.model.hosts import GpuReading, HostSnapshot, HostState
 from poolconsole.model.snapshots import EngineState
@@ -15,8 +15,10 @@ from poolconsole.model.view import EngineView
 def view(**kw: object) -> EngineView:
     ok = cast(EngineState, "ok")  # a str where the model holds an EngineState
     base = EngineView(
-        "e", "vllm", "h", "http://x", ok, None, ["m"], 1.0, 0.0, 0.5, 0.0, None, 100.0, 0.0, 0.1, None, None, 0.0, 1
-    )  # the generation counter unknown: a counter standing still with a request running is `stalled` (test_stalled)
+        "e", EngineKind.VLLM, "h", "http://x", ok, None, ["m"], 1.0, 0.0, 0.5, 0.0, None, 100.0, 0.0, 0.1, None, None,
+        0.0, 1,
+    )  # fmt: skip
+    # the generation counter unknown: a counter standing still with a request running is `stalled` (test_stalled)
     return replace(base, **kw)  # type: ignore[arg-type]
 
 

@@ -172,13 +172,14 @@ def test_live_generation_starts_over_when_the_engine_restarts_before_any_request
 def test_llama_cpp_speed_gauges_are_not_a_first_poll_rate() -> None:
     """llama.cpp's prompt/predicted_tokens_seconds are request speeds (prefill runs at thousands of tok/s),
     not throughput: one poll has no rate yet (n/a); SGLang's gen_throughput is a throughput and stands in."""
+    from poolconsole.config.models import EngineKind
     from poolconsole.model.snapshots import EngineSnapshot, EngineState
     from poolconsole.model.view import engine_view
 
     def one_poll(kind: str, page: str, spec: MetricSpec) -> EngineSnapshot:
         metrics, _, _ = parse_metrics(page, spec)
         return EngineSnapshot(
-            "e", kind, "http://x", None, 0.0, 0.0, EngineState.OK, None, "", None, None, (), metrics,
+            "e", EngineKind(kind), "http://x", None, 0.0, 0.0, EngineState.OK, None, "", None, None, (), metrics,
         )  # fmt: skip
 
     llama = one_poll("llamacpp", (LLAMA / "metrics-after-requests.txt").read_text(), specs.LLAMACPP)

@@ -28,11 +28,13 @@ from typing import Any
 import pytest
 
 from poolconsole.collect.engines import jsonparse, specs
+from poolconsole.collect.engines.kinds.llamacpp import cache_queries
 from poolconsole.collect.engines.mapping import MetricSpec, parse_metrics
-from poolconsole.collect.engines.poll import ALL_METRICS, _llamacpp_cache_queries
+from poolconsole.collect.engines.scratch import ALL_METRICS
 from poolconsole.collect.hosts import nvidia_smi as nv
 from poolconsole.collect.hosts import systems
 from poolconsole.collect.hosts.poll import HostPoller
+from poolconsole.config.models import EngineKind
 from poolconsole.model.hosts import GpuProcess, GpuReading, HostSnapshot, HostState, SystemMemory
 from poolconsole.model.snapshots import EngineMetrics, EngineSnapshot, EngineState
 from poolconsole.model.view import engine_view
@@ -82,7 +84,7 @@ def _metrics_page(
         errors.append(f"/metrics has no {spec.prefix}* series")
         current = None
     elif kind == "llamacpp":
-        metrics, missing = _llamacpp_cache_queries(metrics, missing)
+        metrics, missing = cache_queries(metrics, missing)
         current = metrics
     if state is not EngineState.OK:
         present = set(current.values) | set(current.histograms) if current else set()
@@ -92,7 +94,7 @@ def _metrics_page(
                 missing.setdefault(metric, reason)
     snap = EngineSnapshot(
         name=name,
-        kind=kind,
+        kind=EngineKind(kind),
         url=f"capture:{name}",
         host=None,
         fetched_at=0.0,
@@ -144,7 +146,7 @@ def _litellm_gateway(path: Path) -> dict[str, Any]:
     reason = "LiteLLM is a gateway: per-engine metrics come from the engines"
     snap = EngineSnapshot(
         name=_rel(folder),
-        kind="litellm",
+        kind=EngineKind.LITELLM,
         url=f"capture:{_rel(folder)}",
         host=None,
         fetched_at=0.0,

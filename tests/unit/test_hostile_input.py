@@ -61,7 +61,15 @@ def snapshot(metrics: EngineMetrics, missing: dict[str, str], at: float) -> Engi
     from types import MappingProxyType
 
     return EngineSnapshot(
-        "e", "vllm", "http://e", None, at, at, EngineState.OK, metrics=metrics, missing=MappingProxyType(missing)
+        "e",
+        EngineKind.VLLM,
+        "http://e",
+        None,
+        at,
+        at,
+        EngineState.OK,
+        metrics=metrics,
+        missing=MappingProxyType(missing),
     )
 
 
@@ -392,12 +400,12 @@ def test_no_hostile_value_or_bound_reaches_the_model(changes: list[tuple[int, st
 async def test_the_last_resort_handler_keeps_a_failure_as_data(monkeypatch: pytest.MonkeyPatch) -> None:
     """What had contained all of the above, untested: an exception no parser foresaw is a degraded poll
     with its words, never an exception out of the poller."""
-    from poolconsole.collect.engines import poll as engine_poll
+    from poolconsole.collect.engines.kinds import metrics_engine
 
     def unforeseen(*_: object, **__: object) -> None:
         raise OverflowError("int too large to convert to float")
 
-    monkeypatch.setattr(engine_poll, "parse_metrics", unforeseen)
+    monkeypatch.setattr(metrics_engine, "parse_metrics", unforeseen)
     snap = await EnginePoller(Engine(name="e", kind=EngineKind.VLLM, url="http://e"), vllm_pages(PAGE.encode())).poll()
     assert snap.state is EngineState.DEGRADED and snap.metrics is None
     assert snap.error == "internal error while reading this engine: OverflowError: int too large to convert to float"

@@ -54,6 +54,7 @@ def test_running_totals_are_monotonic_across_restarts_and_gaps() -> None:
     from types import MappingProxyType
 
     from poolconsole.config import parse_config
+    from poolconsole.config.models import EngineKind
     from poolconsole.model.pool_state import PoolState
     from poolconsole.model.snapshots import EngineMetrics, EngineSnapshot, EngineState
 
@@ -67,8 +68,8 @@ def test_running_totals_are_monotonic_across_restarts_and_gaps() -> None:
             else EngineMetrics(MappingProxyType({"generation_tokens_total": generated}), MappingProxyType({}), (), ())
         )
         return EngineSnapshot(
-            "e", "vllm", "http://x", None, at, at, EngineState.OK if metrics else EngineState.DOWN, None, "", None,
-            None, (), metrics,
+            "e", EngineKind.VLLM, "http://x", None, at, at, EngineState.OK if metrics else EngineState.DOWN, None, "",
+            None, None, (), metrics,
         )  # fmt: skip
 
     seen = []

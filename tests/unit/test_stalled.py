@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from poolconsole.config.models import AlertSettings
+from poolconsole.config.models import AlertSettings, EngineKind
 from poolconsole.model.alerts import Alerts, severity
 from poolconsole.model.snapshots import EngineState
 from poolconsole.model.view import EngineView
@@ -15,7 +15,7 @@ from poolconsole.model.view import EngineView
 def view(**kw: object) -> EngineView:
     base = EngineView(
         "e",
-        "vllm",
+        EngineKind.VLLM,
         "h",
         "http://x",
         EngineState.OK,

@@ -1,0 +1,141 @@
+"""What an engine kind is, in one class: how to poll it, its metric spec, its health and version paths, how
+to read its KV capacity, what to tell an operator whose /metrics is off, what the exposure audit probes, and
+the log patterns it writes. One subclass per kind, in a module named after the kind (kinds/vllm.py ...).
+
+Optional capabilities are declared, as harlequin's HarlequinAdapter declares its own: a caller asks
+`Capability.KV_CAPACITY in adapter.capabilities` instead of knowing which kinds have it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from enum import Flag, auto
+from typing import TYPE_CHECKING, ClassVar
+
+from poolconsole.collect.engines import jsonparse
+from poolconsole.collect.engines.mapping import MetricSpec
+from poolconsole.collect.engines.scratch import Scratch
+from poolconsole.collect.fetch import Fetched
+from poolconsole.collect.prom import ParseError, Sample
+from poolconsole.config.models import EngineKind
+from poolconsole.model.failure_modes import MODES, FailureMode
+from poolconsole.model.snapshots import EngineMetrics
+
+if TYPE_CHECKING:
+    from poolconsole.collect.engines.poll import EnginePoller
+
+KvReading = tuple[int, str]
+"""Tokens the KV cache holds, and where that was read (e.g. "sglang:max_total_num_tokens 1,000")."""
+
+BIND_LOOPBACK = "--host 127.0.0.1 (or the tailnet address)"
+
+
+class Capability(Flag):
+    """What an engine kind offers beyond the common poll (health, models list, completions)."""
+
+    NONE = 0
+    METRICS = auto()
+    """Serves a Prometheus /metrics page that a metric spec maps (a Prometheus can scrape it too)."""
+    KV_CAPACITY = auto()
+    """Says how many tokens its KV cache holds (read once for the fit check and `plan`)."""
+    SLOTS = auto()
+    """Has llama.cpp's /slots: per-slot KV fill, and the prompts of live requests (an exposure)."""
+    RESIDENCY = auto()
+    """Lists the models it holds in memory and for how long (Ollama's /api/ps)."""
+    GATEWAY = auto()
+    """Routes to other engines (LiteLLM): no GPU of its own, no per-engine metrics."""
+
+
+class EngineAdapter:
+    """The base of every engine kind. Class attributes are the kind's data; methods its behaviour."""
+
+    kind: ClassVar[EngineKind]
+    title: ClassVar[str]
+    """The engine's name as its makers spell it (vLLM, llama.cpp)."""
+    capabilities: ClassVar[Capability] = Capability.NONE
+    spec: ClassVar[MetricSpec | None] = None
+    """How its /metrics names map onto the normalized vocabulary (None: it has no /metrics we read)."""
+    health_path: ClassVar[str] = "/v1/models"
+    """What answers 200 once the engine serves (the restart and rollover health check)."""
+    version_path: ClassVar[str | None] = None
+    """Read on the first poll for the engine's version (None: the poll reads it, or it has none)."""
+    metrics_hint: ClassVar[str] = ""
+    """What to do when /metrics is missing (HTTP 404)."""
+    empty_metrics_hint: ClassVar[str] = ""
+    """Why /metrics has no series of the engine (defaults to metrics_hint)."""
+    scrape_note: ClassVar[str] = ""
+    """prometheus-config: what the operator must do for a Prometheus to scrape it, or why it is not scraped."""
+    scrape_reminder: ClassVar[bool] = False
+    """prometheus-config lists scrape_note among the steps left for the operator (a flag the engine needs)."""
+    kv_paths: ClassVar[tuple[str, ...]] = ()
+    """Where its KV capacity is read, in order (with Capability.KV_CAPACITY)."""
+    bind_fix: ClassVar[str] = "its listen address set to 127.0.0.1 or the tailnet address"
+    """The exposure audit: how to bind it to loopback ({port} is filled)."""
+    key_fix: ClassVar[str] = "require a key at the server or a proxy in front of it"
+    """The exposure audit: how to make it ask for a key."""
+    probes_metrics: ClassVar[bool] = False
+    """The exposure audit GETs /metrics without a key."""
+    no_metrics: ClassVar[str] = "this engine exposes no metrics"
+    """Why every metric is unknown, for a kind the base poll reads (only /v1/models)."""
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.spec is not None:
+            cls.capabilities |= Capability.METRICS
+
+    @property
+    def log_patterns(self) -> tuple[FailureMode, ...]:
+        """The failure modes this kind's logs can show (model/failure_modes.py holds them as data)."""
+        return tuple(mode for mode in MODES if self.kind in mode.engines)
+
+    @property
+    def no_series_hint(self) -> str:
+        """Why its /metrics page may hold none of its series."""
+        return self.empty_metrics_hint or self.metrics_hint
+
+    @property
+    def serves_metrics(self) -> bool:
+        return Capability.METRICS in self.capabilities
+
+    @property
+    def is_gateway(self) -> bool:
+        return Capability.GATEWAY in self.capabilities
+
+    async def poll(self, poller: EnginePoller, poll: Scratch) -> None:
+        """One poll: the GETs of its endpoints, read into `poll`. Never raises for what the engine answers."""
+        got = await poller.gather(["/v1/models"], poller.headers(poll))
+        fetched = got["/v1/models"]
+        if not fetched.ok:
+            poll.worse(poller.failed(fetched), f"/v1/models: {fetched.error}")
+        else:
+            poller.read_models(poll, fetched)
+        poll.all_missing(self.no_metrics)
+
+    def read_version(self, body: bytes | str) -> str | None:
+        """Its version from the body of version_path."""
+        return jsonparse.parse_version(body)
+
+    def version_of(self, fetched: Fetched) -> str | None:
+        try:
+            return self.read_version(fetched.body)
+        except ParseError:
+            return None
+
+    def adjust_metrics(self, metrics: EngineMetrics, missing: dict[str, str]) -> tuple[EngineMetrics, dict[str, str]]:
+        """Metrics the engine exposes only in pieces, completed (the direct poll and the Prometheus read)."""
+        return metrics, missing
+
+    def kv_from_samples(self, samples: Sequence[Sample]) -> KvReading | None:
+        """KV capacity from a /metrics page, when the engine states it there."""
+        return None
+
+    def kv_from_json(self, doc: object) -> KvReading | None:
+        """KV capacity from a JSON endpoint among kv_paths."""
+        return None
+
+
+def int_or_none(text: str | None) -> int | None:
+    """An integer an engine wrote as text (a label, a JSON field); None for missing or garbage."""
+    try:
+        return int(float(text)) if text not in (None, "", "None") else None
+    except ValueError:
+        return None
