@@ -48,8 +48,9 @@ from types import MappingProxyType
 from typing import Any, TypeVar
 from urllib.parse import quote, urlsplit
 
+from poolconsole.collect.engines.kinds import Capability, adapter
 from poolconsole.collect.engines.mapping import metrics_from_samples
-from poolconsole.collect.engines.poll import METRICS_HINT, SPEC, _llamacpp_cache_queries
+from poolconsole.collect.engines.poll import SPEC
 from poolconsole.collect.fetch import Failure, Fetched, fetch
 from poolconsole.collect.poll_client import PollClient
 from poolconsole.collect.prom import Sample
@@ -444,7 +445,7 @@ class PrometheusEnginePoller:
         why = reason or error
         return EngineSnapshot(
             name=self.engine.name,
-            kind=self.engine.kind.value,
+            kind=self.engine.kind,
             url=self.engine.url,
             host=self.engine.host,
             fetched_at=self.clock() - (time.time() - at),
@@ -500,18 +501,18 @@ class PrometheusEnginePoller:
             )
         ours = [s for s in samples if s.name.startswith(spec.prefix)]
         if not ours:
-            hint = "the engine runs with --disable-log-stats" if kind is EngineKind.VLLM else METRICS_HINT[kind]
+            hint = adapter(kind).no_series_hint
             reason = f"no {spec.prefix}* series in Prometheus for {self.where}"
             return self._unknown(EngineState.DEGRADED, f"{reason} ({hint})", at, monotonic, reason, latency)
         metrics, missing = metrics_from_samples(samples, spec)
-        if kind is EngineKind.LLAMACPP:
-            metrics, missing = _llamacpp_cache_queries(metrics, missing)
-            if metrics.get("kv_cache_usage") is None:
-                missing["kv_cache_usage"] = LLAMACPP_KV
+        metrics, missing = adapter(kind).adjust_metrics(metrics, missing)
+        # a kind whose KV fill comes from /slots, which no scrape holds
+        if Capability.SLOTS in adapter(kind).capabilities and metrics.get("kv_cache_usage") is None:
+            missing["kv_cache_usage"] = LLAMACPP_KV
         start = metrics.get("process_start_time")
         return EngineSnapshot(
             name=self.engine.name,
-            kind=kind.value,
+            kind=kind,
             url=self.engine.url,
             host=self.engine.host,
             fetched_at=fetched_at,
