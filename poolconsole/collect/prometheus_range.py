@@ -172,7 +172,7 @@ def _snapshot(
     why = missing if missing is not None else dict.fromkeys((*CHARTED_GAUGES, *CHARTED_COUNTERS), error or "")
     return EngineSnapshot(
         name=engine.name,
-        kind=engine.kind.value,
+        kind=engine.kind,
         url=engine.url,
         host=engine.host,
         fetched_at=at,
