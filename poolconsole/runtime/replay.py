@@ -30,6 +30,7 @@ VIEW_FIELDS = {f.name for f in dataclasses.fields(EngineView)}
 def view_from_row(values: dict[str, Any]) -> EngineView:
     kept = {k: v for k, v in values.items() if k in VIEW_FIELDS}
     kept["state"] = EngineState(kept["state"])
+    kept["kind"] = EngineKind(kept["kind"])
     return EngineView(**kept)
 
 
