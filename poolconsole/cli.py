@@ -48,8 +48,7 @@ from poolconsole.commands.common import (
 )
 from poolconsole.commands.launch import DEMO_HINT, DemoConsole, demo_console, open_console
 from poolconsole.config import ConfigError
-from poolconsole.ops.audit import AuditUnreadable
-from poolconsole.ops.sqlite import StoreUnusable
+from poolconsole.workflows.stores import AuditUnreadable, StoreUnusable
 
 __all__ = [
     "DEMO_HINT",

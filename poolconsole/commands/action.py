@@ -41,14 +41,13 @@ def add_parser(sub: Subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     """restart / rollover from the command line: the workflow's plan printed, confirmed (--yes, or a yes at the
     terminal), run, and its outcome said; the console runs the same plan (poolconsole.workflows)."""
-    from poolconsole.ops import audit, lifecycle
-    from poolconsole.workflows import restart, rollover
-    from poolconsole.workflows.plan import Plan, Refusal
+    from poolconsole.workflows import restart, rollover, stores
+    from poolconsole.workflows.plan import ActionRefused, Outcome, Plan, Refusal
     from poolconsole.workflows.workspace import Workspace
 
     config = load(args.config)
     demo = demo_stores_of(args.config)
-    chosen = Path(args.audit_db) if args.audit_db else demo[0] if demo else audit.default_path()
+    chosen = Path(args.audit_db) if args.audit_db else demo[0] if demo else stores.default_audit_path()
     ws = Workspace(config, chosen, read_only=args.read_only)
 
     async def planned() -> Plan:
@@ -80,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     if refused is not None:
         return refused
 
-    async def run() -> lifecycle.Outcome:
+    async def run() -> Outcome:
         try:
 
             def say(line: str) -> None:
@@ -94,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         outcome = asyncio.run(run())
-    except lifecycle.ActionRefused as exc:
+    except ActionRefused as exc:
         print(f"refused: {exc}", file=sys.stderr)
         return EXIT_PROBLEM
     print(f"{outcome.action} {outcome.engine}: {outcome.outcome}: {outcome.detail} ({outcome.seconds:.1f} s)")

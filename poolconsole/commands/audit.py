@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 from poolconsole.commands.common import EXIT_OK, Subparsers, stores_read
-from poolconsole.ops.sqlite import StoreUnusable
 
 
 def add_parser(sub: Subparsers) -> None:
@@ -22,13 +21,12 @@ def add_parser(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from poolconsole.ops import audit
+    from poolconsole.workflows import stores
 
     demo = None if args.db else stores_read(args)
-    path = Path(args.db) if args.db else demo[0] if demo else audit.default_path()
-    if args.db and not path.exists():  # a path typed on the command line: a typo, not an empty log
-        raise StoreUnusable(f"no audit log at {path}")
-    rows = audit.entries(path, args.limit)
+    path = Path(args.db) if args.db else demo[0] if demo else stores.default_audit_path()
+    # a path typed on the command line must be there: a typo, not an empty log
+    rows = stores.audit_entries(path, args.limit, named=bool(args.db))
     if args.json:
         print(json.dumps([e.to_json() for e in rows], indent=2))
         return EXIT_OK

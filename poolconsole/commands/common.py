@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import TypeAlias
 
 from poolconsole.config import ConfigError, PoolConfig, load_config
-from poolconsole.ops.sqlite import StoreUnusable, require
 
 Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 """What each command's `add_parser(sub)` adds its parser to."""
@@ -87,13 +86,13 @@ def audit_read(args: argparse.Namespace, demo: tuple[Path, Path, Path] | None, *
     hosts.toml, else the user's. A --audit-db is checked now, naming it: where the command `writes` (actions,
     smoke --ab) it must be usable or creatable, before anything runs; where it only reads, a --audit-db must
     exist (a typo is not an empty log)."""
-    from poolconsole.ops import audit
+    from poolconsole.workflows import stores
 
-    path = Path(args.audit_db) if args.audit_db else demo[0] if demo else audit.default_path()
+    path = Path(args.audit_db) if args.audit_db else demo[0] if demo else stores.default_audit_path()
     if writes:
-        require(path, "an audit log", audit.SCHEMA)
+        stores.require_audit_writable(path)
     elif args.audit_db and not path.exists():
-        raise StoreUnusable(f"no audit log at {path}")
+        raise stores.StoreUnusable(f"no audit log at {path}")
     return path
 
 

@@ -26,21 +26,21 @@ def add_parser(sub: Subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Stored smoke runs with the conditions they were measured on; --compare A B: what differs."""
-    from poolconsole.ops.smoke import store
+    from poolconsole.workflows import stores
 
     demo = None if args.db else stores_read(args)
-    db = Path(args.db) if args.db else demo[1] if demo else store.default_db()
+    db = Path(args.db) if args.db else demo[1] if demo else stores.default_runs_path()
     if args.db:
-        store.require_existing(db)
+        stores.require_runs_existing(db)
     if args.compare:
-        found = [store.get_run(db, run_id) for run_id in args.compare]
+        found = [stores.stored_run(db, run_id) for run_id in args.compare]
         missing = [str(i) for i, run in zip(args.compare, found, strict=True) if run is None]
         if missing:
             print(f"poolconsole runs: no run {', '.join(missing)} in {db}", file=sys.stderr)
             return EXIT_CONFIG
         a, b = found
         assert a is not None and b is not None
-        diff = store.compare_runs(a, b)
+        diff = stores.compare_runs(a, b)
         if args.json:
             print(json.dumps(diff, indent=2, allow_nan=False))
             return EXIT_OK
@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
                 print(f"  {what}: only in run {r['only_in']}")
             else:
                 change = f" ({r['change_pct']:+.1f}%)" if r.get("change_pct") is not None else ""
-                was, now = store.figure_words(r["figure"], r["a"]), store.figure_words(r["figure"], r["b"])
+                was, now = stores.figure_words(r["figure"], r["a"]), stores.figure_words(r["figure"], r["b"])
                 print(f"  {what} {r['figure']}: {was} -> {now}{change}")
         for d in diff["engine_disagrees"]:
             print(
@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
         if not diff["conditions"] and not diff["results"]:
             print("  same conditions, same results")
         return EXIT_OK
-    runs = store.list_runs(db, args.target)
+    runs = stores.stored_runs(db, args.target)
     if args.json:
         print(json.dumps(runs, indent=2, allow_nan=False))
         return EXIT_OK

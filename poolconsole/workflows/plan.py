@@ -6,6 +6,11 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from poolconsole.ops.fit import KvCapacity, LiveMemory
+from poolconsole.ops.lifecycle import ActionRefused, Outcome
+
+# A run's outcome and its refusal at run time (busy, read-only, no control) are the askers' to say: named here,
+# so that a command reaches them without importing ops/ (issue 36).
+__all__ = ["ActionRefused", "Outcome", "Plan", "PlanLine", "Refusal", "refused"]
 
 PlanLine = str | tuple[str, ...]
 """A line, or a row of whole fields (a number stays with its unit) that a narrow dialog wraps between."""
