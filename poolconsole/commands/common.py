@@ -47,9 +47,9 @@ def load(path: str | None) -> PoolConfig:
 
 
 def discovered(url: str) -> PoolConfig:
-    from poolconsole.collect.prometheus_discovery import discovered_config
+    from poolconsole.workflows.discovery import discover_pool
 
-    return discovered_config(url)
+    return discover_pool(url)
 
 
 def empty(config: PoolConfig, args: argparse.Namespace, doing: str) -> bool:
