@@ -3,6 +3,7 @@ real message (an example line, verbatim, with where it was seen), what it means 
 no I/O, no Textual; `diagnose` turns log lines into findings that `logs`, the alerts and the detail screen
 show. Numbers a message carries (the KV cache's token count, the memory asked for) go into the adjustment.
 
+Which engine kinds write which message is each kind's adapter's (collect/engines/kinds/, `log_patterns`).
 Patterns are tried in order, the first match wins, so a specific message (llama.cpp's cudaMalloc failure)
 comes before a generic one (CUDA out of memory)."""
 
@@ -18,7 +19,6 @@ from typing import Any
 class FailureMode:
     id: str
     title: str
-    engines: tuple[str, ...]
     pattern: re.Pattern[str]
     diagnosis: str
     adjustment: str
@@ -78,7 +78,6 @@ MODES: tuple[FailureMode, ...] = (
     FailureMode(
         "vllm_kv_cache_too_small",
         "max_model_len larger than the KV cache",
-        ("vllm",),
         re.compile(
             r"max seq len \((?P<max_len>\d+)\) is larger than the maximum number of tokens that can be stored in "
             r"KV cache \((?P<kv_tokens>\d+)\)"
@@ -95,7 +94,6 @@ MODES: tuple[FailureMode, ...] = (
     FailureMode(
         "vllm_no_cache_blocks",
         "no memory left for the KV cache",
-        ("vllm",),
         re.compile(r"No available memory for the cache blocks"),
         "vLLM loaded the weights but nothing of its memory budget was left for KV cache blocks: the weights "
         "(plus activations and CUDA graphs) take all of gpu_memory_utilization x the GPU, or another process "
@@ -109,7 +107,6 @@ MODES: tuple[FailureMode, ...] = (
     FailureMode(
         "quantization_unsupported",
         "quantization not supported on this GPU",
-        ("vllm", "sglang"),
         re.compile(
             r"(?:quantization method (?P<method>\S+)|Quantization scheme) is not supported for (?:', ')?the current "
             r"GPU\. Min(?:imum)? capability: (?P<min_cc>\d+)\.(?: ', ')? ?Current capability: (?P<cc>\d+)",
@@ -126,7 +123,6 @@ MODES: tuple[FailureMode, ...] = (
     FailureMode(
         "cuda_graph_capture",
         "CUDA graph capture failed",
-        ("vllm", "sglang"),
         re.compile(
             r"operation not permitted when stream is capturing|operation failed due to a previous error during "
             r"capture|Capture cuda graph failed",
@@ -142,7 +138,6 @@ MODES: tuple[FailureMode, ...] = (
     FailureMode(
         "nccl_error",
         "NCCL error",
-        ("vllm", "sglang"),
         re.compile(r"NCCL error|ncclUnhandledCudaError|ncclSystemError|ncclInternalError|DistBackendError"),
         "The GPUs of this tensor-parallel node could not talk to each other (NCCL): a GPU that fell off the bus, "
         "peer-to-peer not supported between these cards, too little shared memory in the container, or a "
@@ -156,7 +151,6 @@ MODES: tuple[FailureMode, ...] = (
     FailureMode(
         "sglang_mem_fraction",
         "SGLang memory pool has no room",
-        ("sglang",),
         re.compile(
             r"Not enough memory\. Please try to increase --mem-fraction-static|is larger than the profiled value "
             r"-\d+|No space left for only one request"
@@ -172,7 +166,6 @@ MODES: tuple[FailureMode, ...] = (
     FailureMode(
         "metal_out_of_memory",
         "Metal buffer allocation failed",
-        ("llamacpp", "ollama"),
         re.compile(
             r"kIOGPUCommandBufferCallbackErrorOutOfMemory|ggml_backend_metal_buffer_type_alloc_buffer: error: "
             r"failed to allocate buffer|failed to allocate Metal buffer|size \d+ is larger than buffer maximum"
@@ -187,7 +180,6 @@ MODES: tuple[FailureMode, ...] = (
     FailureMode(
         "llamacpp_buffer_alloc",
         "llama.cpp buffer allocation failed",
-        ("llamacpp", "ollama"),
         re.compile(
             r"cudaMalloc failed: out of memory|failed to allocate (?P<device>\w+) buffer of size (?P<size>\d+)|"
             r"unable to allocate (?:\w+ )?buffer|failed to allocate buffer of size (?P<cpu_size>\d+)|"
@@ -204,7 +196,6 @@ MODES: tuple[FailureMode, ...] = (
     FailureMode(
         "ollama_system_memory",
         "Ollama: model needs more memory than is free",
-        ("ollama",),
         re.compile(
             r"model requires more system memory \((?P<need>[\d.]+ ?\w+)\) than is available \((?P<have>[\d.]+ ?\w+)\)"
         ),
@@ -218,7 +209,6 @@ MODES: tuple[FailureMode, ...] = (
     FailureMode(
         "gb10_nv_err_no_memory",
         "GB10 driver out of memory (NV_ERR_NO_MEMORY)",
-        ("vllm", "sglang", "llamacpp", "ollama"),
         re.compile(r"NV_ERR_NO_MEMORY"),
         "The NVIDIA driver could not allocate memory on a unified-memory host (GB10 / DGX Spark): CPU and GPU "
         "share the same RAM, and the engine's budget (gpu_memory_utilization of the whole RAM) plus the page "
@@ -233,7 +223,6 @@ MODES: tuple[FailureMode, ...] = (
     FailureMode(
         "cuda_out_of_memory",
         "CUDA out of memory",
-        ("vllm", "sglang", "llamacpp", "ollama"),
         re.compile(
             r"CUDA out of memory(?:\. Tried to allocate (?P<asked>[\d.]+ [KMG]iB))?|CUDA error: out of memory", _I
         ),

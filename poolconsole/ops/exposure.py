@@ -23,33 +23,16 @@ from urllib.parse import urlsplit
 import httpx
 
 from poolconsole.collect.auth import auth_headers
+from poolconsole.collect.engines.kinds import Capability, adapter
 from poolconsole.collect.hosts import poll as host_commands
 from poolconsole.collect.ssh import SSHFailure, SSHPool
-from poolconsole.config.models import Engine, EngineKind, Host, PoolConfig
+from poolconsole.config.models import Engine, Host, PoolConfig
 from poolconsole.ops.smoke.stream import failed_request
 
 PROBE_ORIGIN = "https://exposure-probe.poolconsole.invalid"
 LISTEN_COMMAND = host_commands.LISTENING
 TAILNET_V4 = ipaddress.ip_network("100.64.0.0/10")
 TAILNET_V6 = ipaddress.ip_network("fd7a:115c:a1e0::/48")
-METRICS_KINDS = (EngineKind.VLLM, EngineKind.SGLANG, EngineKind.LLAMACPP, EngineKind.LITELLM)
-BIND_FLAG = {
-    EngineKind.VLLM: "--host 127.0.0.1 (or the tailnet address)",
-    EngineKind.SGLANG: "--host 127.0.0.1 (or the tailnet address)",
-    EngineKind.LLAMACPP: "--host 127.0.0.1 (or the tailnet address)",
-    EngineKind.OLLAMA: "OLLAMA_HOST=127.0.0.1:{port} (or the tailnet address)",
-    EngineKind.LITELLM: "--host 127.0.0.1 (or the tailnet address)",
-    EngineKind.OPENAI: "its listen address set to 127.0.0.1 or the tailnet address",
-}
-KEY_FIX = {
-    EngineKind.VLLM: "start vLLM with --api-key (or VLLM_API_KEY) and set api_key_env for it in hosts.toml",
-    EngineKind.SGLANG: "start SGLang with --api-key and set api_key_env for it in hosts.toml",
-    EngineKind.LLAMACPP: "start llama-server with --api-key (or --api-key-file) and set api_key_env in hosts.toml",
-    EngineKind.OLLAMA: "Ollama has no keys: bind it to loopback or the tailnet address and let callers in only "
-    "through the gateway",
-    EngineKind.LITELLM: "set general_settings.master_key (or LITELLM_MASTER_KEY) and give callers virtual keys",
-    EngineKind.OPENAI: "require a key at the server or a proxy in front of it",
-}
 
 
 @dataclass(frozen=True)
@@ -184,7 +167,7 @@ def listen_findings(engine: Engine, listeners: list[Listener]) -> list[Finding]:
         bind = (
             f"publish the port on 127.0.0.1 or the tailnet address only (-p 127.0.0.1:{sock.port}:{sock.port})"
             if container
-            else f"bind it with {BIND_FLAG[engine.kind].format(port=sock.port)}"
+            else f"bind it with {adapter(engine.kind).bind_fix.format(port=sock.port)}"
         )
         if scope == "all":
             findings.append(
@@ -274,12 +257,13 @@ async def probe(client: httpx.AsyncClient, engine: Engine, completion: bool) -> 
             result.completion_status = answer.status_code
         except httpx.HTTPError as exc:
             errors.append(failed_request(base + "/v1/completions", exc, waited))
-    if engine.kind in METRICS_KINDS:
+    kind = adapter(engine.kind)
+    if kind.probes_metrics:
         try:
             result.metrics_status = (await client.get(base + "/metrics")).status_code
         except httpx.HTTPError as exc:
             errors.append(failed_request(base + "/metrics", exc, waited))
-    if engine.kind is EngineKind.LLAMACPP:
+    if Capability.SLOTS in kind.capabilities:
         try:
             slots = await client.get(base + "/slots")
             result.slots_status = slots.status_code
@@ -413,12 +397,13 @@ def judge(engine: Engine, got: Probe, listeners: list[Listener] | None, listen_w
         # refused without the key, served with it: a refusal, whatever its status (LiteLLM without its
         # database package answers a key-less caller with HTTP 500 rather than 401)
         models_open = False
-    if engine.kind is EngineKind.LLAMACPP and models_open:
+    kind = adapter(engine.kind)
+    if kind.models_public_with_key and models_open:
         models_open = _llamacpp_models(got, unchecked)
     completion_open = _verdict(got.completion_status)
-    gateway = engine.kind is EngineKind.LITELLM
+    gateway = kind.is_gateway
     unauthenticated = completion_open if completion_open is not None else models_open
-    key_fix = KEY_FIX[engine.kind]
+    key_fix = kind.key_fix
     if completion_open:
         who = "the gateway accepts a caller without a key" if gateway else "it generates for a caller without a key"
         findings.append(
@@ -444,7 +429,7 @@ def judge(engine: Engine, got: Probe, listeners: list[Listener] | None, listen_w
             Finding(
                 "litellm_master_key",
                 f"no master key is set: LiteLLM without general_settings.master_key lets every caller in{where}",
-                KEY_FIX[EngineKind.LITELLM],
+                key_fix,
                 not contained,
             )
         )
@@ -529,7 +514,6 @@ def document(results: list[EngineExposure], completion: bool) -> dict[str, Any]:
         "completion_probe": completion,
         "engines": [r.to_json() for r in results],
     }
-
 
 
 def text_lines(results: list[EngineExposure]) -> list[str]:

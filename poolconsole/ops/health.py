@@ -14,19 +14,12 @@ from typing import Any
 import httpx
 
 from poolconsole.collect.auth import auth_headers
-from poolconsole.config.models import Engine, EngineKind
+from poolconsole.collect.engines.kinds import adapter
+from poolconsole.config.models import Engine
 from poolconsole.ops.smoke.stream import failed_request
 
 Progress = Callable[[str], None]
 
-HEALTH_PATH = {
-    EngineKind.VLLM: "/health",
-    EngineKind.SGLANG: "/health",
-    EngineKind.LLAMACPP: "/health",
-    EngineKind.OLLAMA: "/api/version",
-    EngineKind.LITELLM: "/health/liveliness",
-    EngineKind.OPENAI: "/v1/models",
-}
 REQUEST_TIMEOUT_S = 30.0
 """One request of the check: a first completion after a load can be slow (graph capture, warm-up)."""
 
@@ -58,7 +51,7 @@ async def check_once(client: httpx.AsyncClient, engine: Engine, want_model: str 
     base = engine.url
     body: dict[str, object]
     headers = auth_headers(engine)
-    path = HEALTH_PATH[engine.kind]
+    path = adapter(engine.kind).health_path
     try:
         health = await client.get(base + path, headers=headers)
         if health.status_code != 200:

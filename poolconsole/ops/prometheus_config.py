@@ -15,20 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from poolconsole.config.models import Engine, EngineKind, PoolConfig
+from poolconsole.collect.engines.kinds import adapter
+from poolconsole.config.models import Engine, PoolConfig
 
 NODE_EXPORTER_PORT = 9100
 DCGM_EXPORTER_PORT = 9400
-REMINDERS = {
-    EngineKind.SGLANG: "SGLang serves /metrics only when started with --enable-metrics",
-    EngineKind.LLAMACPP: "llama-server serves /metrics only when started with --metrics",
-    EngineKind.VLLM: "vLLM serves /metrics always (its --disable-log-stats empties it)",
-    EngineKind.LITELLM: 'LiteLLM serves /metrics with callbacks: ["prometheus"] in its config',
-}
-SKIPPED = {
-    EngineKind.OLLAMA: "Ollama has no /metrics endpoint",
-    EngineKind.OPENAI: "a generic OpenAI-compatible server has no known /metrics",
-}
 
 
 @dataclass
@@ -40,6 +31,8 @@ class Job:
     credentials_file: str | None = None
     comment: str = ""
     targets: list[tuple[str, dict[str, str]]] = field(default_factory=list)
+    reminder: bool = False
+    """Its comment is a step the operator must still take on the engines (a flag that turns /metrics on)."""
 
 
 @dataclass
@@ -59,16 +52,17 @@ def jobs_for(config: PoolConfig, credentials_dir: Path) -> tuple[list[Job], list
     notes: list[str] = []
     jobs: dict[tuple[str, str, str, str | None], Job] = {}
     for engine in config.engines:
-        if engine.kind in SKIPPED:
-            notes.append(f"engine {engine.name}: not scraped ({SKIPPED[engine.kind]})")
+        kind = adapter(engine.kind)
+        if not kind.scraped:
+            notes.append(f"engine {engine.name}: not scraped ({kind.scrape_note})")
             continue
         key = _engine_job_key(engine)
         job = jobs.get(key)
         if job is None:
-            kind, scheme, path, env = key
-            same_kind = sum(1 for k in jobs if k[0] == kind)
-            name = kind if same_kind == 0 else f"{kind}-{same_kind + 1}"
-            job = Job(name, scheme, path, env, comment=REMINDERS.get(engine.kind, ""))
+            kind_name, scheme, path, env = key
+            same_kind = sum(1 for k in jobs if k[0] == kind_name)
+            name = kind_name if same_kind == 0 else f"{kind_name}-{same_kind + 1}"
+            job = Job(name, scheme, path, env, comment=kind.scrape_note, reminder=kind.scrape_reminder)
             if env is not None:
                 job.credentials_file = str(credentials_dir / f"{name}.token")
             jobs[key] = job
@@ -147,11 +141,6 @@ def write_files(files: dict[Path, str]) -> None:
             path.chmod(0o600)
 
 
-
 def reminders(config: PoolConfig, credentials_dir: Path) -> list[str]:
     """What the operator must still do on the engines themselves (SGLang's and llama.cpp's metrics flags)."""
-    return [
-        job.comment
-        for job in jobs_for(config, credentials_dir)[0]
-        if job.comment and job.name.split("-")[0] in ("sglang", "llamacpp")
-    ]
+    return [job.comment for job in jobs_for(config, credentials_dir)[0] if job.reminder]

@@ -64,6 +64,8 @@ class EngineAdapter:
     """Why /metrics has no series of the engine (defaults to metrics_hint)."""
     scrape_note: ClassVar[str] = ""
     """prometheus-config: what the operator must do for a Prometheus to scrape it, or why it is not scraped."""
+    scraped: ClassVar[bool] = False
+    """prometheus-config writes a scrape job for it (it serves a /metrics page worth scraping)."""
     scrape_reminder: ClassVar[bool] = False
     """prometheus-config lists scrape_note among the steps left for the operator (a flag the engine needs)."""
     kv_paths: ClassVar[tuple[str, ...]] = ()
@@ -74,6 +76,9 @@ class EngineAdapter:
     """The exposure audit: how to make it ask for a key."""
     probes_metrics: ClassVar[bool] = False
     """The exposure audit GETs /metrics without a key."""
+    models_public_with_key: ClassVar[bool] = False
+    """Its /v1/models may answer a caller without a key even when it requires one (some llama.cpp builds):
+    the exposure audit asks the key-guarded endpoints instead."""
     no_metrics: ClassVar[str] = "this engine exposes no metrics"
     """Why every metric is unknown, for a kind the base poll reads (only /v1/models)."""
 
@@ -82,10 +87,13 @@ class EngineAdapter:
         if cls.spec is not None:
             cls.capabilities |= Capability.METRICS
 
+    log_patterns: ClassVar[tuple[str, ...]] = ()
+    """The failure modes (ids in model/failure_modes.py, which holds their patterns) its logs can show."""
+
     @property
-    def log_patterns(self) -> tuple[FailureMode, ...]:
-        """The failure modes this kind's logs can show (model/failure_modes.py holds them as data)."""
-        return tuple(mode for mode in MODES if self.kind in mode.engines)
+    def failure_modes(self) -> tuple[FailureMode, ...]:
+        """The failure modes of log_patterns, in the library's order (the order they are tried in)."""
+        return tuple(mode for mode in MODES if mode.id in self.log_patterns)
 
     @property
     def no_series_hint(self) -> str:

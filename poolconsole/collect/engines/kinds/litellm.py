@@ -27,6 +27,7 @@ class LitellmAdapter(EngineAdapter):
     bind_fix = BIND_LOOPBACK
     key_fix = "set general_settings.master_key (or LITELLM_MASTER_KEY) and give callers virtual keys"
     probes_metrics = True
+    scraped = True
 
     async def poll(self, poller: EnginePoller, poll: Scratch) -> None:
         headers = poller.headers(poll)

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 class LlamacppAdapter(MetricsEngineAdapter):
     kind = EngineKind.LLAMACPP
     title = "llama.cpp"
+    log_patterns = ("metal_out_of_memory", "llamacpp_buffer_alloc", "gb10_nv_err_no_memory", "cuda_out_of_memory")
     capabilities = Capability.KV_CAPACITY | Capability.SLOTS
     spec: ClassVar[MetricSpec] = specs.LLAMACPP
     version_path = "/props"
@@ -32,6 +33,7 @@ class LlamacppAdapter(MetricsEngineAdapter):
     kv_paths = ("/slots",)
     extra_paths = ("/slots",)
     loading_on_503 = True
+    models_public_with_key = True
     bind_fix = BIND_LOOPBACK
     key_fix = "start llama-server with --api-key (or --api-key-file) and set api_key_env in hosts.toml"
 

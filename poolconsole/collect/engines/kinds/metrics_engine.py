@@ -25,6 +25,7 @@ class MetricsEngineAdapter(EngineAdapter):
     spec: ClassVar[MetricSpec]
     health_path: ClassVar[str] = "/health"
     probes_metrics: ClassVar[bool] = True
+    scraped: ClassVar[bool] = True
     extra_paths: ClassVar[tuple[str, ...]] = ()
     """Read on every poll beside /metrics (llama.cpp's /slots)."""
     loading_on_503: ClassVar[bool] = False

@@ -19,6 +19,13 @@ if TYPE_CHECKING:
 class OllamaAdapter(EngineAdapter):
     kind = EngineKind.OLLAMA
     title = "Ollama"
+    log_patterns = (
+        "metal_out_of_memory",
+        "llamacpp_buffer_alloc",
+        "ollama_system_memory",
+        "gb10_nv_err_no_memory",
+        "cuda_out_of_memory",
+    )
     capabilities = Capability.RESIDENCY
     health_path = "/api/version"
     version_path = "/api/version"

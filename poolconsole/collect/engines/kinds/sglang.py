@@ -17,6 +17,14 @@ from poolconsole.config.models import EngineKind
 class SglangAdapter(MetricsEngineAdapter):
     kind = EngineKind.SGLANG
     title = "SGLang"
+    log_patterns = (
+        "quantization_unsupported",
+        "cuda_graph_capture",
+        "nccl_error",
+        "sglang_mem_fraction",
+        "gb10_nv_err_no_memory",
+        "cuda_out_of_memory",
+    )
     capabilities = Capability.KV_CAPACITY
     spec: ClassVar[MetricSpec] = specs.SGLANG
     version_path = "/server_info"

@@ -17,6 +17,15 @@ from poolconsole.config.models import EngineKind
 class VllmAdapter(MetricsEngineAdapter):
     kind = EngineKind.VLLM
     title = "vLLM"
+    log_patterns = (
+        "vllm_kv_cache_too_small",
+        "vllm_no_cache_blocks",
+        "quantization_unsupported",
+        "cuda_graph_capture",
+        "nccl_error",
+        "gb10_nv_err_no_memory",
+        "cuda_out_of_memory",
+    )
     capabilities = Capability.KV_CAPACITY
     spec: ClassVar[MetricSpec] = specs.VLLM
     version_path = "/version"
