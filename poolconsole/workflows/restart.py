@@ -7,6 +7,7 @@ from poolconsole.config.models import Engine
 from poolconsole.model.gateway import restart_effect
 from poolconsole.model.pool_state import PoolState
 from poolconsole.ops import lifecycle
+from poolconsole.workflows import drain
 from poolconsole.workflows.plan import Plan, PlanLine, Refusal, refused
 from poolconsole.workflows.workspace import Workspace
 
@@ -40,8 +41,10 @@ def plan(ws: Workspace, name: str, state: PoolState | None = None) -> Plan:
         return refused(ACTION, name, str(exc), Refusal.REFUSED)
     if ws.read_only:
         return refused(ACTION, name, "read-only mode", Refusal.REFUSED)
+    gateway = drain.plan_lines(ws.config, state, engine)  # behind a gateway: drained first (workflows.drain)
     lines: list[PlanLine] = [
-        *in_flight(state, engine, drains=False),
+        *in_flight(state, engine, drains=bool(gateway)),
+        *gateway,
         f"host {host.name}:",
         *(f"  $ {c}" for c in commands),
         "then wait until the engine answers healthy (time-to-ready is reported)",
@@ -59,4 +62,7 @@ async def run(ws: Workspace, plan: Plan, progress: lifecycle.Progress, *, rule: 
     ctx = lifecycle.ActionContext(
         ws.config, ws.connection(host), ws.audit_path, progress, ws.read_only, automatic=rule is not None, rule=rule
     )
-    return await lifecycle.restart(ctx, engine)
+    drained = await drain.before(ws.config, engine, progress)
+    outcome = await lifecycle.restart(ctx, engine)
+    drain.after(engine, progress, drained and outcome.outcome == "ok")
+    return outcome

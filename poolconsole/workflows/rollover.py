@@ -9,6 +9,7 @@ import asyncio
 from poolconsole.model.pool_state import PoolState
 from poolconsole.ops import audit, lifecycle
 from poolconsole.ops.fit import KvCapacity, LiveMemory, Verdict, fit, live_memory
+from poolconsole.workflows import drain
 from poolconsole.workflows.plan import Plan, PlanLine, Refusal, refused
 from poolconsole.workflows.restart import in_flight
 from poolconsole.workflows.workspace import Workspace
@@ -82,6 +83,7 @@ def plan(
     lines: list[PlanLine] = [
         *report.rows(),
         *in_flight(state, engine, drains=True),
+        *drain.plan_lines(ws.config, state, engine),
         f"host {host.name}:",
         f"  $ (write {engine.control.profile_file} atomically, its values over stdin)",
         *(f"  $ {c}" for c in commands),
@@ -119,4 +121,9 @@ async def run(ws: Workspace, plan: Plan, progress: lifecycle.Progress, *, rule: 
         ws.config, ws.connection(host), ws.audit_path, progress, ws.read_only, automatic=rule is not None, rule=rule
     )
     gate = smoke_gate(ws.config, engine.name) if plan.smoke else None
-    return await lifecycle.rollover(ctx, engine, plan.profile, force=plan.force, smoke=gate, live=plan.live, kv=plan.kv)
+    drained = await drain.before(ws.config, engine, progress)
+    outcome = await lifecycle.rollover(
+        ctx, engine, plan.profile, force=plan.force, smoke=gate, live=plan.live, kv=plan.kv
+    )
+    drain.after(engine, progress, drained and outcome.outcome == "ok")
+    return outcome
