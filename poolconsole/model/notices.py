@@ -17,6 +17,7 @@ WORDS = {
     "restart_loop": "in a restart loop",
     "swap": "swapping on unified memory",
     "stalled": "stalled (answering, generating nothing)",
+    "canary": "idle and not answering a one-token canary",
     "gpu_xid": "with a GPU Xid in the kernel log",
     "gpu_ecc": "with uncorrected GPU memory errors",
     "gpu_throttle": "with GPU clocks held down",

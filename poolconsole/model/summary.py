@@ -23,7 +23,14 @@ from poolconsole.model.units import NA, gib, num
 
 CRITICAL = "critical"
 WARNING = "warning"
-SEVERITY = {"down": CRITICAL, "restart_loop": CRITICAL, "stalled": CRITICAL, "swap": WARNING, "tps_collapse": WARNING}
+SEVERITY = {
+    "down": CRITICAL,
+    "restart_loop": CRITICAL,
+    "stalled": CRITICAL,
+    "canary": CRITICAL,
+    "swap": WARNING,
+    "tps_collapse": WARNING,
+}
 """Each alert rule's severity; a rule not named here is a warning (a GPU-health rule has model.alerts')."""
 
 
