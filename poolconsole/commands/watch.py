@@ -21,9 +21,10 @@ def add_parser(sub: Subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     """The headless runtime as a service (issue 37): polls, records, evaluates the alert rules and delivers
     them to the [[notify]] receivers; with --listen also serves /metrics. Until SIGINT, SIGTERM or SIGHUP."""
+    from poolconsole.runtime.alerts_canary import canary, cost
     from poolconsole.runtime.exporter import ListenError, parse_listen
     from poolconsole.runtime.store import StoreProblem
-    from poolconsole.runtime.watch import Watching, watch
+    from poolconsole.runtime.watch import Companions, Watching, watch
     from poolconsole.workflows import remediation
 
     try:
@@ -52,12 +53,18 @@ def run(args: argparse.Namespace) -> int:
         ]
         if w.metrics:
             lines.append(f"serving {w.metrics}")
+        alerts = config.alerts
+        if alerts.canary_interval_s is not None:
+            lines.append(cost(alerts.canary_interval_s, alerts.canary_timeout_s))
         lines.append(remediation.said_at_start(config, audit_path, dry_run=args.dry_run))
         print("\n".join(lines) + "\nSIGINT, SIGTERM or SIGHUP stops", flush=True)
 
     async def run() -> None:
         heal = remediation.remediation(config, audit_path, dry_run=args.dry_run)
-        await watch(config, path, asyncio.Event(), listen=listen, ready=ready, on_problem=problem, companions=[heal])
+        companions: Companions = [heal] if config.alerts.canary_interval_s is None else [canary, heal]
+        await watch(
+            config, path, asyncio.Event(), listen=listen, ready=ready, on_problem=problem, companions=companions
+        )
 
     try:
         asyncio.run(run())

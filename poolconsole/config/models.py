@@ -114,6 +114,16 @@ class AlertSettings(Strict):
     """Stalled (the wedge `/health` hides): the engine answers, requests are running or waiting, and neither its
     generation counter nor its prompt (prefill) counter has grown for this long. It clears once either moves
     again or nothing is running or waiting."""
+    canary_interval_s: Annotated[float, Field(gt=0)] | None = None
+    """canary (critical, `poolconsole watch` only; off by default): a vLLM, SGLang or llama.cpp engine that has
+    been idle this long (no request running or waiting, its counters still) gets one completion of one token
+    (a one-word prompt: about 2 prompt tokens and 1 generated token per probe, so at most 86400 / this
+    probes per engine a day); it fires when the answer does not come within `canary_timeout_s` or is an
+    error, and clears once a probe answers or the engine generates again. A busy engine is never probed."""
+    canary_timeout_s: Annotated[float, Field(gt=0, le=600)] = 30.0
+    """How long a canary completion may take before the canary fires."""
+    canary_for_s: Annotated[float, Field(ge=0)] = 0.0
+    """The canary fires once its probes have failed this long (0: the first failed probe)."""
     gpu_xid_for_s: Annotated[float, Field(ge=0)] = 0.0
     """gpu_xid (critical): the kernel logged an `NVRM: Xid` for a GPU in the last 5 minutes; fires once that
     held this long ..."""

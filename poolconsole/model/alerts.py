@@ -28,7 +28,7 @@ the overview's verdict called a healthy pool '1 problem'."""
 record is read once a minute while the engine stays up)."""
 
 
-CRITICAL_RULES = frozenset({"down", "restart_loop", "stalled", "gpu_xid", "gpu_ecc"})
+CRITICAL_RULES = frozenset({"down", "restart_loop", "stalled", "canary", "gpu_xid", "gpu_ecc"})
 """The rules that page at once: a target that does not answer, one that serves nothing, one that keeps dying,
 a GPU the kernel or its memory says is failing."""
 
@@ -270,6 +270,25 @@ class Alerts:
         )
         back = "generating again" if running + waiting > 0 else "no requests running or waiting"
         return self._set(view.name, "stalled", stalled, said, now, back)
+
+    def canary(self, name: str, failed: str | None, now: float) -> AlertEvent | None:
+        """A canary probe's outcome (the watcher's runtime.alerts_canary sends it): `failed` in words fires
+        `canary` once failures have held `canary_for_s`; a probe that answered (None) clears it."""
+        return self._set(
+            name,
+            "canary",
+            failed is not None,
+            f"canary: idle, and a one-token completion failed: {failed} (it answers /health and serves nothing)",
+            now,
+            "canary answered",
+            self.settings.canary_for_s,
+        )
+
+    def canary_progress(self, name: str, now: float) -> AlertEvent | None:
+        """The engine generated (its counters moved while the canary fired): it serves, the canary clears."""
+        if (name, "canary") not in self.active:
+            return None
+        return self._set(name, "canary", False, "", now, "generating again")
 
     def host(self, snap: HostSnapshot, now: float) -> list[AlertEvent]:
         events: list[AlertEvent | None] = []
