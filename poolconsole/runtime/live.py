@@ -20,8 +20,7 @@ from poolconsole.collect.containers import ContainerStart, inspect_command, pars
 from poolconsole.collect.engine_logs import has_log_source, read_logs
 from poolconsole.collect.engine_sources import EngineSource, engine_pollers
 from poolconsole.collect.engines.poll import EnginePoller
-from poolconsole.collect.hosts.poll import HostPoller
-from poolconsole.collect.hosts.sampling import local_snapshot
+from poolconsole.collect.hosts.sampling import HostSource, host_pollers
 from poolconsole.collect.ollama_server import read_server_settings
 from poolconsole.collect.ssh import SSHFailure, SSHPool
 from poolconsole.collect.tasks import reap
@@ -35,8 +34,7 @@ from poolconsole.model.snapshots import EngineSnapshot, EngineState
 from poolconsole.model.view import EngineView
 
 if TYPE_CHECKING:
-    from poolconsole.collect.prometheus_hosts import PrometheusHostPoller
-    from poolconsole.collect.prometheus_source import PrometheusAPI
+    from poolconsole.runtime.store.charts import StoredHistory
 
 GC_SETTLE_S = 15.0
 GC_THRESHOLD = 50_000
@@ -62,10 +60,17 @@ class Update:
     """One applied result: which target, and what it changed that a person should hear about."""
 
     target: str
-    kind: Literal["engine", "host", "gateway", "restart", "problem", "diagnosis"]
+    kind: Literal["engine", "host", "gateway", "restart", "problem", "diagnosis", "history"]
     events: tuple[AlertEvent, ...] = ()
     message: str | None = None
     """In words, for "restart" (a container's record) and "problem" (a poll loop that stopped)."""
+    at: float | None = None
+    """When, on the pool's clock (a poll's fetch, the container check, the log read, the loop's end)."""
+    restarts: tuple[float, ...] = ()
+    """The restart marks this update put on the target's history: its counters reset at this poll
+    ("engine"), the container's record ("restart"), those the charts read back on launch ("history")."""
+    diagnosis: Diagnosis | None = None
+    """For "diagnosis": what the log read after the engine went down or restarted found."""
 
 
 Subscriber = Callable[[Update], None]
@@ -179,6 +184,7 @@ class LivePool:
         self._subscribers: list[Subscriber] = []
         self._tasks: set[asyncio.Task[None]] = set()
         self._timers: list[asyncio.TimerHandle] = []
+        self.subscribe(self.events.heard)  # the first subscriber: the timeline is current when the others hear
 
     # -- subscribers ----------------------------------------------------------------------------------
     def subscribe(self, callback: Subscriber) -> Callable[[], None]:
@@ -186,7 +192,6 @@ class LivePool:
         return lambda: self._subscribers.remove(callback)
 
     def _tell(self, update: Update) -> None:
-        self.events.heard(update, self.state)
         for callback in list(self._subscribers):
             callback(update)
 
@@ -202,18 +207,9 @@ class LivePool:
             self._spawn(self._engine_loop(poller), poller.engine.name)
         remote = [h for h in self.config.hosts if not h.local]
         self.ssh = SSHPool(remote, settings.ssh_timeout_s, settings.ssh_concurrency)
-        hosts_api: PrometheusAPI | None = None
-        if self.config.prometheus is not None:  # its modules load only for a pool that has one
-            from poolconsole.collect.prometheus_hosts import PrometheusHostPoller
-            from poolconsole.collect.prometheus_source import PrometheusAPI
-
-            hosts_api = PrometheusAPI(self.config.prometheus, settings)
-        for host in self.config.hosts:
-            if host.read == "prometheus" and hosts_api is not None:  # telemetry there, actions still over SSH
-                reader = PrometheusHostPoller(host, hosts_api, self.config.engines)
-                self._spawn(self._prometheus_host_loop(reader), host.name)
-            else:
-                self._spawn(self._host_loop(host.name), host.name)
+        # where each host is read from (SSH streaming, NVML, [prometheus]): the one choice, as `status` makes it
+        for source in host_pollers(self.config, self.ssh, interval_s=settings.poll_interval_s, wakers=self.sleepers):
+            self._spawn(self._host_loop(source), source.host.name)
         every = settings.litellm_health_interval_s
         if every > 0:
             for gateway in (e for e in self.config.engines if e.kind is EngineKind.LITELLM):
@@ -247,7 +243,8 @@ class LivePool:
         self._tasks.discard(task)
         if not task.cancelled() and task.exception() is not None:
             error = task.exception()
-            self._tell(Update(target, "problem", message=f"the poll loop of {target} stopped: {error!r}"))
+            said = f"the poll loop of {target} stopped: {error!r}"
+            self._tell(Update(target, "problem", message=said, at=self.state.clock()))
 
     def poll_now(self) -> None:
         """Every loop polls now (`r`): the sleeping ones, and the streamed hosts waiting for a sample."""
@@ -285,36 +282,15 @@ class LivePool:
         finally:
             await poller.aclose()
 
-    async def _host_loop(self, name: str) -> None:
-        host = next(h for h in self.config.hosts if h.name == name)
-        interval = self.config.settings.poll_interval_s
-        poller = (
-            HostPoller(host, self.ssh[name], self.config.engines, interval, self.sleepers)
-            if self.ssh and name in self.ssh.connections
-            else None
-        )
-        while True:
-            started = time.monotonic()
-            if poller is None:
-                snapshot = await asyncio.to_thread(local_snapshot, host)
-                if snapshot is None:  # NVML absent: fall back to SSH to this machine
-                    assert self.ssh is not None
-                    poller = HostPoller(host, self.ssh.add(host), self.config.engines, interval, self.sleepers)
-                    snapshot = await poller.poll()
-            else:
-                snapshot = await poller.poll()
-            self.apply_host(snapshot)
-            await self._sleep(interval - (time.monotonic() - started))
-
-    async def _prometheus_host_loop(self, poller: PrometheusHostPoller) -> None:
-        """A host read from `[prometheus]`: the next poll starts only after this one finished."""
+    async def _host_loop(self, source: HostSource) -> None:
+        """One loop per host: the next poll starts only after this one finished (no overlap)."""
         try:
             while True:
                 started = time.monotonic()
-                self.apply_host(await poller.poll())
+                self.apply_host(await source.poll())
                 await self._sleep(self.config.settings.poll_interval_s - (time.monotonic() - started))
         finally:
-            await poller.aclose()
+            await source.aclose()
 
     async def _deep_health_loop(self, gateway: Engine, every: float) -> None:
         """LiteLLM's deep /health on its own slow cadence (it spends tokens); the first once the pool has
@@ -345,7 +321,8 @@ class LivePool:
         if start is not None:
             self.container_starts[engine.name] = start
         if why is not None and start is not None and self.state.record_restart(engine.name, now, start.started_epoch):
-            self._tell(Update(engine.name, "restart", tuple(self.alerts.restarted(engine.name, now)), why))
+            events = tuple(self.alerts.restarted(engine.name, now))
+            self._tell(Update(engine.name, "restart", events, why, at=now, restarts=(now,)))
             if engine.name in self._logged:
                 self._spawn(self._read_log(engine, f"restarted ({why})"), engine.name)
         elif why is not None:  # the restart its counters marked already: the container's record says why
@@ -359,9 +336,10 @@ class LivePool:
             return
         read = await read_logs(conn, engine, since_s=LOG_WINDOW_S, lines=LOG_LINES)
         now = self.state.clock()
-        self.state.engines[engine.name].diagnosis = Diagnosis(now, why, read.source, read.findings, read.error)
+        diagnosis = Diagnosis(now, why, read.source, read.findings, read.error)
+        self.state.engines[engine.name].diagnosis = diagnosis
         events = self.alerts.log_findings(engine.name, read.findings, now, f"{engine.name} {why}")
-        self._tell(Update(engine.name, "diagnosis", tuple(events), read.error))
+        self._tell(Update(engine.name, "diagnosis", tuple(events), read.error, at=now, diagnosis=diagnosis))
 
     async def _read_ollama_server(self, engine: Engine) -> None:
         """OLLAMA_KEEP_ALIVE / OLLAMA_NUM_PARALLEL from the server config line of the Ollama engine's log."""
@@ -370,6 +348,14 @@ class LivePool:
             return
         self.state.engines[engine.name].ollama_server = await read_server_settings(conn, engine)
         self._tell(Update(engine.name, "engine"))
+
+    def fill_history(self, stored: StoredHistory) -> None:
+        """The charts' points read back on launch (the history store, `[prometheus]`) put before the live
+        ones, on the event loop; the restarts among them told, as the live ones are."""
+        from poolconsole.runtime.store.charts import fill_history  # the store's modules load with a store
+
+        for name, marks in fill_history(self.state, stored).items():
+            self._tell(Update(name, "history", restarts=marks))
 
     # -- applying results ----------------------------------------------------------------------------
     # The loops run on the event loop of the runtime's clients, so a result goes straight into the model
@@ -394,7 +380,8 @@ class LivePool:
                 self._inspected_at[snapshot.name] = snapshot.fetched_at
                 self._spawn(self._container_check(track.config), snapshot.name)
         self.update_times.add(time.perf_counter() - started)
-        self._tell(Update(snapshot.name, "engine", tuple(events)))
+        marks = (snapshot.fetched_at,) if track.counted_reset else ()
+        self._tell(Update(snapshot.name, "engine", tuple(events), at=snapshot.fetched_at, restarts=marks))
         return view
 
     def apply_host(self, snapshot: HostSnapshot) -> None:
@@ -404,4 +391,4 @@ class LivePool:
         if self.recorder is not None:
             self.recorder.host(snapshot, snapshot.fetched_at)
         self.update_times.add(time.perf_counter() - started)
-        self._tell(Update(snapshot.name, "host", tuple(events)))
+        self._tell(Update(snapshot.name, "host", tuple(events), at=snapshot.fetched_at))
