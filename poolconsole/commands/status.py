@@ -1,16 +1,15 @@
-"""`poolconsole status`: every target polled a few times, as a table or one JSON document."""
+"""`poolconsole status`: every target polled a few times, as a table or one JSON document: a bounded sampling run
+of the runtime's own pollers (runtime.sampling)."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime as dt
 import json
 import sys
 from typing import Any
 
 from poolconsole.commands.common import EXIT_CONFIG, EXIT_OK, EXIT_PROBLEM, Subparsers, discovered, empty, load
-from poolconsole.config import PoolConfig
 from poolconsole.model import units
 
 
@@ -65,19 +64,6 @@ def _table(doc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-async def _status_doc(config: PoolConfig, samples: int, interval: float) -> dict[str, Any]:
-    from poolconsole.collect.engine_sampling import sample_engines
-    from poolconsole.collect.hosts.sampling import sample_hosts
-    from poolconsole.model.view import engine_view
-
-    engines, hosts = await asyncio.gather(sample_engines(config, samples, interval), sample_hosts(config))
-    return {
-        "taken_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "engines": [engine_view(engines[e.name]).to_json() for e in config.engines],
-        "hosts": [h.to_json() for h in hosts],
-    }
-
-
 def run(args: argparse.Namespace) -> int:
     if args.samples < 1 or args.interval < 0:
         print("poolconsole status: --samples must be >= 1 and --interval >= 0", file=sys.stderr)
@@ -85,10 +71,12 @@ def run(args: argparse.Namespace) -> int:
     config = discovered(args.prometheus) if args.prometheus else load(args.config)
     if empty(config, args, "poll"):
         return EXIT_CONFIG
-    doc = asyncio.run(_status_doc(config, args.samples, args.interval))
+    from poolconsole.runtime.sampling import sample
+
+    taken = asyncio.run(sample(config, args.samples, args.interval))
+    doc = taken.to_json()
     if args.json:
         print(json.dumps(doc, indent=2, allow_nan=False, default=str))
     else:
         print(_table(doc))
-    healthy = all(e["state"] == "ok" for e in doc["engines"]) and all(h["state"] == "ok" for h in doc["hosts"])
-    return EXIT_OK if healthy else EXIT_PROBLEM
+    return EXIT_OK if taken.healthy else EXIT_PROBLEM

@@ -16,7 +16,7 @@ from typing import IO, cast
 import httpx
 import pytest
 
-from poolconsole.collect.engine_sampling import sample_engines
+from poolconsole.runtime.sampling import sample_engines
 from poolconsole.collect.prom import parse_exposition
 from poolconsole.config import parse_config
 from poolconsole.model.view import engine_view

@@ -14,7 +14,7 @@ def test_core_layers_import_without_textual_or_rich() -> None:
     """Everything but ui/ imports with Textual and Rich made unimportable: the runtime, the CLI, the demo."""
     code = (
         "import sys; sys.modules['textual'] = None; sys.modules['rich'] = None\n"
-        "import poolconsole.cli, poolconsole.config, poolconsole.collect.engine_sampling, poolconsole.model.view\n"
+        "import poolconsole.cli, poolconsole.config, poolconsole.runtime.sampling, poolconsole.model.view\n"
         "import poolconsole.sim.demo, poolconsole.collect.engines.poll, poolconsole.collect.hosts.sampling\n"
         "import poolconsole.ops.lifecycle, poolconsole.ops.smoke.runner, poolconsole.ops.planning\n"
         "import poolconsole.model.alerts, poolconsole.model.gateway, poolconsole.runtime.live\n"
