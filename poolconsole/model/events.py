@@ -1,7 +1,7 @@
 """The pool's events timeline: restarts (with their cause when it is known), alerts fired and cleared,
-actions with their outcome and smoke verdicts, newest first, in a bounded log. Pure data: the runtime
-feeds it from what it already sees (its updates to subscribers, the pool state's restart marks), the
-console adds the actions and smoke runs it starts, and a replay derives what a recording holds
+actions with their outcome and smoke verdicts, newest first, in a bounded log. Pure data: it subscribes to
+the runtime's updates like any client (each says what it meant: the restart marks it put, the log read, the
+alerts), the console adds the actions and smoke runs it starts, and a replay derives what a recording holds
 (restarts and alerts). No Textual, no Rich."""
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ INFO = "info"
 OK = "ok"
 
 _SEVERE_RULES = CRITICAL_RULES
+COUNTERS_RESET = "its counters went back to zero: a new process"
+"""A restart's cause when its counters told it (the cause() of a later source replaces it)."""
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,15 @@ class Told(Protocol):
     @property
     def message(self) -> str | None: ...
 
+    @property
+    def at(self) -> float | None: ...
+
+    @property
+    def restarts(self) -> tuple[float, ...]: ...
+
+    @property
+    def diagnosis(self) -> Diagnosis | None: ...
+
 
 class EventLog:
     """Bounded, newest last in storage and newest first when read; `version` moves on every change, so a
@@ -96,25 +107,24 @@ class EventLog:
         return out
 
     # -- what the runtime sees -------------------------------------------------------------------------
-    def heard(self, update: Told, state: PoolState) -> None:
-        """One update of the runtime: a new restart mark on the target (its counters reset, or the
-        container's record, whose words are the cause), a log read after it went down or restarted (its
-        findings the cause), a poll loop that stopped, and the alerts it raised."""
-        if update.kind == "restart":
-            self.restarts(state, update.target, update.message)
-        elif update.kind == "diagnosis":
-            track = state.engines.get(update.target)
-            if track is not None and track.diagnosis is not None:
-                self.diagnosed(update.target, track.diagnosis)
-        elif update.kind == "problem" and update.message:
-            self.add(Event(state.clock(), update.target, "problem", update.message, CRITICAL))
-        elif update.kind == "engine":
-            self.restarts(state, update.target)
+    def heard(self, update: Told) -> None:
+        """One update of the runtime (a subscriber): the restart marks it put on the target (its counters
+        reset at a poll, the container's record, whose words are the cause, or those the charts read back
+        from the history), a log read after it went down or restarted (its findings the cause), a poll loop
+        that stopped, and the alerts it raised."""
+        if update.kind == "diagnosis" and update.diagnosis is not None:
+            self.diagnosed(update.target, update.diagnosis)
+        elif update.kind == "problem" and update.message and update.at is not None:
+            self.add(Event(update.at, update.target, "problem", update.message, CRITICAL))
+        if update.restarts:
+            cause = {"restart": update.message, "engine": COUNTERS_RESET}.get(update.kind)
+            for at in update.restarts:
+                self.add(Event(at, update.target, "restart", "restarted", WARNING, cause))
         self.alerts(e for e in update.events if not e.rule.startswith("log:"))  # a log's findings: the cause
 
     def restarts(self, state: PoolState, target: str, cause: str | None = None) -> None:
-        """Every restart the pool state marked on `target` since the last look (a counter reset, a new
-        process start, the container's record); `cause` in words when the caller knows it."""
+        """Every restart the pool state marked on `target` since the last look (a replay's, whose rows say
+        nothing more); `cause` in words when the caller knows it."""
         track = state.engines.get(target)
         if track is None or not track.history.restarts:
             return
@@ -125,7 +135,7 @@ class EventLog:
         self._restart_seen[target] = new[-1]
         view = track.view
         for at in new:
-            why = cause or ("its counters went back to zero: a new process" if view and view.counter_resets else None)
+            why = cause or (COUNTERS_RESET if view and view.counter_resets else None)
             self.add(Event(at, target, "restart", "restarted", WARNING, why))
 
     def cause(self, target: str, cause: str, at: float) -> None:

@@ -6,18 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from poolconsole.config import parse_config
 from poolconsole.model.alerts import AlertEvent
 from poolconsole.model.events import CRITICAL, OK, WARNING, EventLog
 from poolconsole.model.failure_modes import Diagnosis, Finding
-from poolconsole.model.pool_state import PoolState
-
-ONE_ENGINE = """
-[[engines]]
-name = "e"
-kind = "vllm"
-url = "http://127.0.0.1:9"
-"""
 
 
 @dataclass(frozen=True)
@@ -26,14 +17,15 @@ class Told:
     kind: str
     events: tuple[AlertEvent, ...] = ()
     message: str | None = None
+    at: float | None = None
+    restarts: tuple[float, ...] = ()
+    diagnosis: Diagnosis | None = None
 
 
 def test_a_restart_with_its_cause_refined_as_more_is_known() -> None:
-    state = PoolState(parse_config(ONE_ENGINE), clock=lambda: 1000.0)
     log = EventLog()
-    state.engines["e"].history.restarts.append(990.0)  # its counters went back at this poll
-    log.heard(Told("e", "engine"), state)
-    log.heard(Told("e", "engine"), state)  # the same mark again: not a second restart
+    log.heard(Told("e", "engine", restarts=(990.0,)))  # its counters went back at this poll
+    log.heard(Told("e", "engine", at=991.0))  # the next poll marks none: not a second restart
     assert [(e.kind, e.at) for e in log.entries] == [("restart", 990.0)]
     log.cause("e", "container restarted, restart count 0 -> 1", 995.0)  # the container's record says why
     log.diagnosed("e", Diagnosis(996.0, "restarted", "journal", ()))  # a log with nothing known: no cause
@@ -50,12 +42,11 @@ def test_a_restart_with_its_cause_refined_as_more_is_known() -> None:
 
 
 def test_alerts_actions_smoke_newest_first_filtered_and_bounded() -> None:
-    state = PoolState(parse_config(ONE_ENGINE), clock=lambda: 1000.0)
     log = EventLog(maxlen=6)
     fired = AlertEvent(10.0, "e", "down", True, "down: connection refused")
     cleared = AlertEvent(20.0, "e", "down", False, "answering again")
     queue = AlertEvent(30.0, "e", "queue", True, "47 requests waiting")
-    log.heard(Told("e", "engine", (fired, cleared, queue)), state)
+    log.heard(Told("e", "engine", (fired, cleared, queue)))
     log.action(40.0, "restart", "e", "ok", "healthy after 12 s")
     log.action(50.0, "rollover", "e", "rolled back", "smoke test failed: chat\nmore")
     log.smoke(60.0, [("e", "chat", True, ""), ("e", "tool_call", False, "no tool call"), ("f", "chat", True, "")])

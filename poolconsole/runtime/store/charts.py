@@ -63,8 +63,10 @@ def read_history(path: Path, config: PoolConfig, since: float, until: float) -> 
     return out
 
 
-def fill_history(state: PoolState, stored: StoredHistory) -> None:
-    """Put the stored points before what the live polls already appended (on the event loop)."""
+def fill_history(state: PoolState, stored: StoredHistory) -> dict[str, tuple[float, ...]]:
+    """Put the stored points before what the live polls already appended (on the event loop); the restart
+    marks it put there, per engine (LivePool.fill_history tells them)."""
+    marked: dict[str, tuple[float, ...]] = {}
     for name, points in stored.engines.items():
         track = state.engines.get(name)
         if track is None:
@@ -88,6 +90,8 @@ def fill_history(state: PoolState, stored: StoredHistory) -> None:
             target = getattr(new, series)
             for value in getattr(old, series).tail(count):
                 target.append(value)
+        if new.restarts:
+            marked[name] = tuple(new.restarts)
         new.restarts.extend(old.restarts)
         track.history = new
     for name, host_points in stored.hosts.items():
@@ -100,3 +104,4 @@ def fill_history(state: PoolState, stored: StoredHistory) -> None:
             host.vram.append(fraction)
         for fraction in live:
             host.vram.append(fraction)
+    return marked
