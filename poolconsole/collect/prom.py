@@ -185,8 +185,10 @@ def _fast(text: str) -> list[Sample] | None:
         if line[0] == "#":
             parts = line.split(None, 3)
             if len(parts) > 2 and parts[1] in ("HELP", "TYPE"):
-                if '"' in parts[2] or line != line.strip() or (parts[1] == "TYPE" and len(parts) < 4):
-                    return None  # a quoted name, spaces around the line, a TYPE without its type
+                if '"' in line[: len(line) - len(parts[3])] if len(parts) > 3 else '"' in line:
+                    return None  # a quote before the help text: prometheus_client splits such a line otherwise
+                if line != line.strip() or (parts[1] == "TYPE" and len(parts) < 4):
+                    return None  # spaces around the line, a TYPE without its type
                 if parts[2] != family:
                     close()
                     family, counter, allowed = parts[2], False, (parts[2],)
@@ -280,6 +282,9 @@ class _Family:
     stem: str | None
     """The name every sample of the family starts with (None: not a HELP/TYPE line)."""
     prefixed: bool
+    shadows: bool = False
+    """An unwanted family whose stem begins a wanted name (`# TYPE x_se` before `x_seconds 0` on a broken
+    page): its block cannot be dropped whole, since a line in it may be a wanted sample."""
 
 
 class _Selection:
@@ -296,7 +301,10 @@ class _Selection:
         if len(parts) < 2 or parts[0] not in ("HELP", "TYPE"):
             return _Family(False, None, False)
         name = parts[1]
-        return _Family(name in self.exposed, name.removesuffix("_total") or None, name.startswith(self.prefixes))
+        wanted = name in self.exposed
+        stem = name.removesuffix("_total") or None
+        shadows = not wanted and stem is not None and any(w.startswith(stem) for w in self.exposed)
+        return _Family(wanted, stem, name.startswith(self.prefixes), shadows)
 
 
 @functools.lru_cache(maxsize=64)
@@ -361,15 +369,16 @@ def select_lines(text: str, wanted: frozenset[str], prefix: str = "") -> Selecte
             family = families[header] = selection.family(header)
         if family.wanted:
             keep.append("#" + header)
-        elif in_wanted:
+        elif in_wanted and family.stem is not None:
             # Another family's HELP/TYPE line ends the wanted family before it for prometheus_client (a family
             # opened again later is then a new one, typed anew): keep that one header, its samples still dropped.
             keep.append("#" + header)
-        in_wanted = family.wanted
+        if family.stem is not None:  # a plain comment ends no family
+            in_wanted = family.wanted
         if not body:
             continue
         stem = family.stem
-        if stem is not None and body.startswith(stem):
+        if stem is not None and not family.shadows and body.startswith(stem):
             count = body.count("\n") + 1
             if body.count("\n" + stem) == count - 1:
                 counts[0] += count

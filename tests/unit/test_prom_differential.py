@@ -139,3 +139,25 @@ def test_a_family_typed_twice_around_another_family_header() -> None:
         "# TYPE sglang:cache_hit_rate counter\nsglang:cache_hit_rate 0\n# TYPE llamacpp:kv_cache_usage_ratio counter\n"
         "# TYPE sglang:cache_hit_rate gauge\n"
     )
+
+
+def test_an_unwanted_family_whose_name_begins_a_wanted_one() -> None:
+    """Fuzz finding: a TYPE line cut to `llamacpp:predicted_tokens_se` before the sample
+    `llamacpp:predicted_tokens_seconds 0`; the selection dropped the block whole as the unwanted family's,
+    where prometheus_client reads the sample as a family of its own."""
+    check(
+        "# HELP llamacpp:predicted_tokens_seconds Average generation throughput\n"
+        "# TYPE llamacpp:predicted_tokens_se gauge\nllamacpp:predicted_tokens_seconds 0\n"
+        "# HELP llamacpp:requests_processing Number of requests processing\n"
+        "# TYPE llamacpp:requests_processing gauge\nllamacpp:requests_processing 1\n"
+    )
+
+
+def test_a_comment_with_a_quote_before_its_type_word() -> None:
+    """Fuzz finding: `#ab"c TYPE llamacpp:n_tokens_max counter` is one unterminated quoted token for
+    prometheus_client, so a comment, and the family stays untyped (`n_tokens_max`, no `_total`); the fast path
+    split it on blanks, read a TYPE line, and named the sample `n_tokens_max_total`."""
+    check(
+        "# HELP llamacpp:n_tokens_max Largest observed sequence length\n"
+        '#ab"c TYPE llamacpp:n_tokens_max counter\nllamacpp:n_tokens_max 23\n'
+    )
