@@ -33,7 +33,7 @@ from poolconsole.model.snapshots import EngineSnapshot
 from poolconsole.ops import audit
 from poolconsole.runtime.live import Backlog, LivePool, Update
 from poolconsole.runtime.recording import Recording
-from poolconsole.runtime.store import Store, StoreBusy, StoredHistory, StoreProblem, fill_history, read_history
+from poolconsole.runtime.store import Store, StoreBusy, StoredHistory, StoreProblem, read_history
 from poolconsole.ui import registry, themes
 from poolconsole.ui.palette import Entry, PoolCommands
 from poolconsole.ui.screens.overview import OverviewScreen
@@ -252,7 +252,7 @@ class PoolApp(App[None]):
 
             for problem in await with_prometheus_history(self.config, stored, until):
                 self.notify(problem, severity="warning", timeout=10)
-        fill_history(self.state, stored)
+        self.runtime.fill_history(stored)
         self._dirty = True
 
     @work(group="audit-events", description="reading the audit log", exclusive=True, exit_on_error=False)
