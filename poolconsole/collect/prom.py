@@ -169,14 +169,14 @@ def _fast(text: str) -> list[Sample] | None:
     named: list[int] = []
     """The family a HELP or TYPE line opened, whether its last TYPE says counter (prometheus_client types a
     family when it ends, so a later TYPE line of the same name decides), the sample names it holds, and its
-    samples named as the family: those of a counter whose name lacks `_total` gain it (prometheus_client's
-    OpenMetrics form). A sample of another name ends the family (it is a family of its own, untyped)."""
+    samples: when it ends a counter whose name lacks `_total`, every one of them gains it (prometheus_client's
+    OpenMetrics form, `_bucket_total` too for a histogram retyped counter). A sample of another name ends the
+    family (it is a family of its own, untyped)."""
 
     def close() -> None:
         if counter and not family.endswith("_total"):
-            renamed = _normalise_name(family + "_total")
             for i in named:
-                samples[i] = Sample(renamed, samples[i].labels, samples[i].value)
+                samples[i] = Sample(samples[i].name + "_total", samples[i].labels, samples[i].value)
         named.clear()
 
     for line in text.splitlines():
@@ -213,7 +213,7 @@ def _fast(text: str) -> list[Sample] | None:
             if name is None or name[0] not in allowed:
                 close()
                 family, counter, allowed = "", False, ("",)
-            elif name[0] == family and known[0]:
+            elif known[0]:
                 named.append(len(samples))
         if known[0]:
             samples.append(Sample(known[0], known[1], value))

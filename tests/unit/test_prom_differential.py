@@ -161,3 +161,15 @@ def test_a_comment_with_a_quote_before_its_type_word() -> None:
         "# HELP llamacpp:n_tokens_max Largest observed sequence length\n"
         '#ab"c TYPE llamacpp:n_tokens_max counter\nllamacpp:n_tokens_max 23\n'
     )
+
+
+def test_a_histogram_retyped_counter_later_on_the_page() -> None:
+    """Found by the generated pages: prometheus_client types a family when it ends, and a counter's samples all
+    gain `_total` then (`_bucket_total`, `_count_total`); the fast path renamed only those named as the family."""
+    check(
+        "# TYPE vllm:time_to_first_token_seconds histogram\n"
+        'vllm:time_to_first_token_seconds_bucket{le="+Inf",model_name="m"} 0\n'
+        'vllm:time_to_first_token_seconds_sum{model_name="m"} 0\n'
+        'vllm:time_to_first_token_seconds_count{model_name="m"} 0\n'
+        "# TYPE vllm:time_to_first_token_seconds counter\n# a comment \n"
+    )
