@@ -20,6 +20,11 @@ class HostState(StrEnum):
         """It answered with readings (degraded: some of them); the others are down in some way."""
         return self in (HostState.OK, HostState.DEGRADED)
 
+    @property
+    def severity(self) -> int:
+        """As EngineState.severity: 0 ok, 1 degraded, 2 not answering (unreachable, auth, host key)."""
+        return 0 if self is HostState.OK else 1 if self is HostState.DEGRADED else 2
+
 
 @dataclass(frozen=True)
 class GpuProcess:

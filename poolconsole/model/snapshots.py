@@ -33,12 +33,13 @@ class EngineState(StrEnum):
 
     @property
     def severity(self) -> int:
-        """How bad, for the worst of several (a poll's endpoints, a rollup's polls, a sort by state): ok 0,
-        degraded 1, auth_failed 2, down 3. The one ranking of engine states."""
-        return _ENGINE_SEVERITY[self]
+        """How bad, the one ranking of states (engines' and hosts' alike): 0 ok, 1 degraded (answering with
+        some readings), 2 not answering (down, auth failed). For the worst of several and a sort by state."""
+        return 0 if self is EngineState.OK else 1 if self is EngineState.DEGRADED else FAILING
 
 
-_ENGINE_SEVERITY = {EngineState.OK: 0, EngineState.DEGRADED: 1, EngineState.AUTH_FAILED: 2, EngineState.DOWN: 3}
+FAILING = 2
+"""The severity of every state that does not answer (and of a state word no enum knows)."""
 
 
 # The normalized vocabulary every engine maps onto.

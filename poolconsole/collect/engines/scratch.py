@@ -42,7 +42,9 @@ class Scratch:
     """time.monotonic() when the /metrics page arrived: the snapshot's time (rates divide by its steps)."""
 
     def worse(self, state: EngineState, error: str) -> None:
-        if state.severity > self.state.severity:
+        # Among the states that do not answer, down wins: an endpoint that refused or timed out says more
+        # about the engine than one that refused the key.
+        if state.severity > self.state.severity or state is EngineState.DOWN:
             self.state = state
         self.errors.append(error)
 
