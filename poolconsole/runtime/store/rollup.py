@@ -8,6 +8,8 @@ from collections.abc import Mapping, Sequence
 from enum import Enum
 from typing import Any
 
+from poolconsole.model.states import severity_of
+
 
 class Rule(Enum):
     """How a minute's values of one field become one. A value that is not a number (text, a flag) is
@@ -163,7 +165,6 @@ def _by_name() -> dict[str, Rule]:
 
 
 RULES = _by_name()
-_SEVERITY = {"ok": 0, "degraded": 1}
 
 
 def _merge(values: Sequence[Any], weights: Sequence[int], key: str, mode: str) -> Any:
@@ -205,7 +206,7 @@ def rollup(weighted: Sequence[tuple[dict[str, Any], int]]) -> dict[str, Any]:
     docs = [d for d, _ in weighted]
     weights = [w for _, w in weighted]
     out: dict[str, Any] = _merge(docs, weights, "", "mean")
-    worst = max(range(len(docs)), key=lambda i: (_SEVERITY.get(str(docs[i].get("state")), 2), i))
+    worst = max(range(len(docs)), key=lambda i: (severity_of(docs[i].get("state")), i))
     out["state"], out["error"] = docs[worst].get("state"), docs[worst].get("error")
     if "unknown" in out:  # why a field is null, for the fields the rollup left null
         reasons: dict[str, Any] = {}
