@@ -12,6 +12,7 @@ from poolconsole.config.models import Engine, PoolConfig
 from poolconsole.model.hosts import GpuProcess, GpuReading, HostSnapshot, HostState, SystemMemory
 from poolconsole.model.pool_state import EngineTrack, HostTrack, PoolState, binned, sparkline
 from poolconsole.model.snapshots import EngineState
+from poolconsole.model.states import severity_of
 from poolconsole.model.units import NA, gib, num, pct, seconds
 from poolconsole.model.view import EngineView
 from poolconsole.ui.grid import Column, ColumnSpec, fit_columns
@@ -187,8 +188,12 @@ def engine_memory(
 
 COLLAPSED = "▸ "
 """Before a group line whose rows are folded away (c, Enter or a click opens it again)."""
-STATE_SEVERITY = {"ok": 0, "polling": 1, "degraded": 2}
-"""Worse states rank higher; any state not named here (down, unreachable, auth failed, ...) ranks 3."""
+
+
+def state_rank(word: str) -> int:
+    """A state word's rank, worse higher: its state's severity doubled, and "polling" (no answer yet) between
+    ok and degraded. 3 and above: not answering (down, unreachable, auth failed, ...)."""
+    return 1 if word == "polling" else 2 * severity_of(word)
 
 
 def state_word(state: EngineState | HostState | None) -> str:
@@ -199,12 +204,12 @@ def group_tag(states: Sequence[str], engines: int, problems: int, severity: int 
     """A folded group's count and worst state ("[4 engines, worst down, 2 problems]"), in the colour of
     its worst problem: what the hidden rows hold stays on screen. `states` are the state words of its
     `engines` engines (and of its host), `severity` the worst problem's (0 critical, 1 warning, None: none)."""
-    worst = max(states, key=lambda w: STATE_SEVERITY.get(w, 3), default="ok")
+    worst = max(states, key=state_rank, default="ok")
     count = f"{engines} engine{'' if engines == 1 else 's'}"
     words = f"{count}, all ok" if worst == "ok" and not problems else f"{count}, worst {worst}"
     if problems:
         words += f", {problems} problem{'' if problems == 1 else 's'}"
-    bad = severity == 0 or STATE_SEVERITY.get(worst, 3) >= 3
+    bad = severity == 0 or state_rank(worst) >= 3
     colour = c.bad if bad else c.warn if severity == 1 or worst != "ok" else c.ok
     return Text(f"[{words}]", style=f"bold {colour}")
 
@@ -223,8 +228,8 @@ def model_line(model: str, tracks: Sequence[EngineTrack], c: Colors, width: int,
         counts[word] = counts.get(word, 0) + 1
     if tag is None:  # folded, the tag says how many and their worst: not said twice ("1 engine, all ok]  1 engine")
         text.append(f"  {len(tracks)} engine{'' if len(tracks) == 1 else 's'}", style=c.dim)
-        for word, count in sorted(counts.items(), key=lambda kv: -STATE_SEVERITY.get(kv[0], 3)):
-            style = c.ok if word == "ok" else c.warn if STATE_SEVERITY.get(word, 3) < 3 else f"bold {c.bad}"
+        for word, count in sorted(counts.items(), key=lambda kv: -state_rank(kv[0])):
+            style = c.ok if word == "ok" else c.warn if state_rank(word) < 3 else f"bold {c.bad}"
             text.append(f"  {count} {word}", style=style)
 
     def total(values: list[float | None]) -> tuple[str, int]:
