@@ -42,7 +42,6 @@ LABELS = {s.key: s.label for s in cells.SPECS} | {"queue": "Run/Wait (waiting)"}
 """How the status line names the sort column: its header's words ("name" and "waiting" were not)."""
 TEXT_SORTS = frozenset({"host", "engine", "kind", "model", "why"})
 """Columns sorted by their text (A to Z, empty last); the others by the model's numbers, highest first."""
-STATE_RANK = {"ok": 0.0, "degraded": 1.0, "down": 2.0, "auth_failed": 2.0}
 
 
 BY_IDENTITY = (EngineView, HostSnapshot)
@@ -204,7 +203,7 @@ def _view_number(state: PoolState, key: str, column: str) -> float | None:
             return state.age_s(host.last_ok_at)
         if column == "vram" and snap is not None:
             return host_vram_fraction(snap)
-        return STATE_RANK.get(snap.state.value, 2.0) if column == "state" and snap is not None else None
+        return float(snap.state.severity) if column == "state" and snap is not None else None
     track = state.engines.get(key.removeprefix("engine:"))
     view = track.view if track else None
     if track is None or view is None:
@@ -217,7 +216,7 @@ def _view_number(state: PoolState, key: str, column: str) -> float | None:
         "ttft": view.ttft_p50_s,
         "age": state.age_s(track.last_ok_at),
         "vram": state.engine_vram_fraction(track.config.name),
-        "state": STATE_RANK.get(view.state.value, 2.0),
+        "state": float(view.state.severity),
     }.get(column)
     return value
 
