@@ -1,12 +1,13 @@
-"""HTTP servers of the simulated engines (aiohttp), one per engine on 127.0.0.1."""
+"""HTTP servers of the simulated engines (aiohttp), one per engine on 127.0.0.1: the engine (its load,
+lifecycle, restart and wedge switches, auth, health, metrics and each kind's own info routes). The APIs
+that serve requests live beside it: openai_routes (chat, completions, tokenize), ollama_api, gateway_api
+(LiteLLM's proxy and accounting)."""
 
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -15,56 +16,15 @@ from aiohttp import web
 
 from poolconsole.sim import expose
 from poolconsole.sim.demo_pool import EngineSpec
+from poolconsole.sim.gateway_api import GatewayRoutes
 from poolconsole.sim.litellm_metrics import GatewayUsage
-from poolconsole.sim.load import EngineLoad, Req
+from poolconsole.sim.load import EngineLoad
 from poolconsole.sim.logs import ContainerLog, startup_lines
 from poolconsole.sim.ollama import OllamaResidency
-from poolconsole.sim.openai_api import (
-    Style,
-    draft_acceptance,
-    embedding,
-    json_content_for,
-    max_tokens,
-    prompt_tokens,
-    sse,
-    tool_call_for,
-    words,
-)
-
-JSON = "application/json"
-
-
-def _openai_error(status: int, message: str, etype: str | None, code: int | str | None) -> web.Response:
-    """The OpenAI error body (vLLM puts the status in `code`, LiteLLM the status as a string, Ollama null)."""
-    body = {"error": {"message": message, "type": etype, "param": None, "code": code}}
-    return web.json_response(body, status=status)
-
-
-def _error(kind: str, status: int, message: str, etype: str) -> web.Response:
-    if kind == "vllm":
-        return _openai_error(status, message, etype, status)
-    return web.json_response({"error": {"code": status, "message": message, "type": etype}}, status=status)
-
-
-def _static(payload: Any) -> Callable[[web.Request], Awaitable[web.Response]]:
-    async def handler(request: web.Request) -> web.Response:
-        return web.json_response(payload() if callable(payload) else payload)
-
-    return handler
-
-
-def _redirect(to: str) -> Callable[[web.Request], Awaitable[web.Response]]:
-    async def handler(request: web.Request) -> web.Response:
-        raise web.HTTPTemporaryRedirect(to + (f"?{request.query_string}" if request.query_string else ""))
-
-    return handler
-
-
-def _static_text(text: str) -> Callable[[web.Request], Awaitable[web.Response]]:
-    async def handler(request: web.Request) -> web.Response:
-        return web.Response(text=text)
-
-    return handler
+from poolconsole.sim.ollama_api import OllamaRoutes
+from poolconsole.sim.openai_api import Style
+from poolconsole.sim.openai_routes import OpenAIRoutes
+from poolconsole.sim.responses import redirect, static, static_text
 
 
 class SimEngine:
@@ -204,23 +164,31 @@ class SimEngine:
             return web.json_response(body, status=503)
         return await handler(request)
 
+    @property
+    def context(self) -> int:
+        """The context one request may use: the model's, on llama.cpp its slot's (n_ctx / slots)."""
+        if self.spec.kind == "llamacpp" and self.load is not None:
+            return self.spec.context // self.load.profile.max_seqs
+        return self.spec.context
+
     # -- routes ---------------------------------------------------------------------------------------
     def app(self) -> web.Application:
         app = web.Application(client_max_size=4 * 1024 * 1024, middlewares=[self._auth, self._loading_state])
         kind = self.spec.kind
         r = app.router
+        openai, ollama, gateway = OpenAIRoutes(self), OllamaRoutes(self), GatewayRoutes(self)
         if kind in ("vllm", "sglang", "llamacpp"):
             r.add_get("/health", self.health)
             r.add_get("/metrics", self.metrics)
             r.add_get("/v1/models", self.models)
-            r.add_post("/v1/chat/completions", self.chat)
-            r.add_post("/v1/completions", self.completions)
+            r.add_post("/v1/chat/completions", openai.chat)
+            r.add_post("/v1/completions", openai.completions)
         if kind in ("vllm", "llamacpp"):
-            r.add_post("/tokenize", self.tokenize)
+            r.add_post("/tokenize", openai.tokenize)
         if kind == "vllm":
-            r.add_get("/version", _static({"version": self.spec.version}))
+            r.add_get("/version", static({"version": self.spec.version}))
             r.add_get("/ping", self.health)
-            r.add_get("/load", _static({"server_load": 0}))
+            r.add_get("/load", static({"server_load": 0}))
         if kind == "sglang":
             r.add_get("/server_info", self.sglang_server_info)
             r.add_get("/model_info", self.sglang_model_info)
@@ -230,25 +198,25 @@ class SimEngine:
             r.add_get("/slots", self.slots)
             r.add_get("/props", self.props)
         if kind == "ollama":
-            r.add_get("/", _static_text("Ollama is running"))
-            r.add_get("/api/version", _static({"version": self.spec.version}))
-            r.add_get("/api/ps", self.ollama_ps)
-            r.add_post("/api/generate", self.ollama_generate)
-            r.add_get("/api/tags", self.ollama_tags)
-            r.add_post("/api/embed", self.ollama_embed)
-            r.add_post("/v1/embeddings", self.embeddings)
+            r.add_get("/", static_text("Ollama is running"))
+            r.add_get("/api/version", static({"version": self.spec.version}))
+            r.add_get("/api/ps", ollama.ps)
+            r.add_post("/api/generate", ollama.generate)
+            r.add_get("/api/tags", ollama.tags)
+            r.add_post("/api/embed", ollama.embed)
+            r.add_post("/v1/embeddings", ollama.embeddings)
             r.add_get("/v1/models", self.models)
         if kind == "litellm":
-            r.add_get("/health/liveliness", _static("I'm alive!"))
-            r.add_get("/health/liveness", _static("I'm alive!"))
-            r.add_get("/health/readiness", _static({"status": "healthy", "db": "Not connected"}))
-            r.add_get("/health", self.litellm_health)
-            r.add_get("/metrics", _redirect("/metrics/"))  # LiteLLM mounts its Prometheus app at /metrics/
-            r.add_get("/metrics/", self.litellm_metrics)
+            r.add_get("/health/liveliness", static("I'm alive!"))
+            r.add_get("/health/liveness", static("I'm alive!"))
+            r.add_get("/health/readiness", static({"status": "healthy", "db": "Not connected"}))
+            r.add_get("/health", gateway.health)
+            r.add_get("/metrics", redirect("/metrics/"))  # LiteLLM mounts its Prometheus app at /metrics/
+            r.add_get("/metrics/", gateway.metrics)
             r.add_get("/v1/models", self.models)
-            r.add_post("/v1/chat/completions", self.litellm_proxy)
-            r.add_post("/v1/completions", self.litellm_proxy)
-            r.add_post("/v1/embeddings", self.litellm_proxy)
+            r.add_post("/v1/chat/completions", gateway.proxy)
+            r.add_post("/v1/completions", gateway.proxy)
+            r.add_post("/v1/embeddings", gateway.proxy)
         return app
 
     @web.middleware
@@ -424,349 +392,3 @@ class SimEngine:
                 "is_generation": True,
             }
         )
-
-    # -- OpenAI API -----------------------------------------------------------------------------------
-    async def _admit(self, body: dict[str, Any]) -> tuple[Req, int]:
-        assert self.load is not None
-        n_out = max_tokens(body)
-        req = self.load.add_external(prompt_tokens(body), n_out, time.monotonic(), draft_acceptance(body))
-        while req.first_token is None:
-            await asyncio.sleep(0.01)
-        return req, n_out
-
-    async def _body(self, request: web.Request) -> dict[str, Any] | web.Response:
-        try:
-            body = await request.json()
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            status = 500 if self.spec.kind == "llamacpp" else 400
-            return _error(self.spec.kind, status, "invalid JSON body", "BadRequestError")
-        if not isinstance(body, dict):
-            return _error(self.spec.kind, 400, "body must be a JSON object", "BadRequestError")
-        model = body.get("model")
-        if self.spec.kind == "vllm" and model not in self.spec.models:
-            return _error("vllm", 404, f"The model `{model}` does not exist.", "NotFoundError")
-        too_long = self._over_context(prompt_tokens(body), max_tokens(body))
-        return too_long or body
-
-    @property
-    def context(self) -> int:
-        """The context one request may use: the model's, on llama.cpp its slot's (n_ctx / slots)."""
-        if self.spec.kind == "llamacpp" and self.load is not None:
-            return self.spec.context // self.load.profile.max_seqs
-        return self.spec.context
-
-    def _over_context(self, prompt: int, output: int) -> web.Response | None:
-        """A request longer than the context, refused in the engine's own words (vLLM 0.32's two messages,
-        llama.cpp's exceed_context_size_error)."""
-        limit = self.context
-        if self.spec.kind == "llamacpp":
-            if prompt < limit:
-                return None
-            return web.json_response(
-                {
-                    "error": {
-                        "code": 400,
-                        "message": f"request ({prompt} tokens) exceeds the available context size ({limit} tokens), "
-                        "try increasing it",
-                        "type": "exceed_context_size_error",
-                        "n_prompt_tokens": prompt,
-                        "n_ctx": limit,
-                    }
-                },
-                status=400,
-            )
-        if prompt > limit:
-            message = (
-                f"This model's maximum context length is {limit} tokens. However, your prompt contains at least "
-                f"{prompt} input tokens, which exceeds this limit even without any output tokens. Please reduce "
-                f"the length of the input prompt. (parameter=input_tokens, value={prompt})"
-            )
-            return _error(self.spec.kind, 400, message, "BadRequestError")
-        if prompt + output > limit:
-            message = (
-                f"'max_tokens' or 'max_completion_tokens' is too large: {output}. This model's maximum context "
-                f"length is {limit} tokens and your request has {prompt} input tokens ({output} > {limit} - "
-                f"{prompt}). (parameter=max_tokens, value={output})"
-            )
-            return _error(self.spec.kind, 400, message, "BadRequestError")
-        return None
-
-    async def tokenize(self, request: web.Request) -> web.Response:
-        """vLLM `POST /tokenize {"model", "prompt"}` -> {"count", "max_model_len", "tokens"}; llama.cpp
-        `{"content"}` -> {"tokens"}. Counted as the completions endpoint counts a prompt."""
-        try:
-            body = await request.json()
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            return _error(self.spec.kind, 400, "invalid JSON body", "BadRequestError")
-        text = body.get("prompt", body.get("content", "")) if isinstance(body, dict) else ""
-        count = prompt_tokens({"prompt": text})
-        tokens = [(i * 7919) % 32000 for i in range(count)]
-        if self.spec.kind == "llamacpp":
-            return web.json_response({"tokens": tokens})
-        return web.json_response({"count": count, "max_model_len": self.context, "tokens": tokens, "token_strs": None})
-
-    async def chat(self, request: web.Request) -> web.StreamResponse:
-        body = await self._body(request)
-        if isinstance(body, web.Response):
-            return body
-        assert self.load is not None
-        model = str(body.get("model") or self.spec.models[0])
-        req, n_out = await self._admit(body)
-        tool = tool_call_for(body) if self.spec.tools else None
-        structured = json_content_for(body) if self.spec.tools and tool is None else None
-        text = words(f"{self.spec.name}-{req.arrived}", n_out)
-        finish = "length"
-        if tool is not None:  # the arguments, a few characters a token
-            args = tool["function"]["arguments"]
-            text = [args[i : i + 6] for i in range(0, len(args), 6)]
-            n_out, finish = len(text), "tool_calls"
-        elif structured is not None:  # guided decoding: the JSON, whole, then a stop
-            text = [structured[i : i + 4] for i in range(0, len(structured), 4)]
-            n_out, finish = len(text), "stop"
-        try:
-            if not body.get("stream"):
-                await self._generate(req, n_out, None)
-                return web.json_response(self.style.completion(model, "".join(text), req.prompt, n_out, finish, tool))
-            response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
-            await response.prepare(request)
-            cid, created = f"chatcmpl-{uuid.uuid4().hex[:16]}", int(time.time())
-            await response.write(sse(self.style.chunk(cid, model, created, {"role": "assistant", "content": ""})))
-            if tool is not None:
-                await response.write(sse(self.style.chunk(cid, model, created, self.style.tool_call_start(tool))))
-                pieces = [
-                    self.style.chunk(cid, model, created, self.style.tool_call_delta({"arguments": p})) for p in text
-                ]
-            else:
-                pieces = [self.style.chunk(cid, model, created, {"content": w}) for w in text]
-            await self._generate(req, n_out, response, pieces=pieces)
-            await response.write(sse(self.style.chunk(cid, model, created, {}, finish)))
-            if (body.get("stream_options") or {}).get("include_usage"):
-                await response.write(sse(self.style.usage_chunk(cid, model, created, req.prompt, n_out)))
-            await response.write(sse("[DONE]"))
-            await response.write_eof()
-            return response
-        finally:
-            req.generated = max(req.generated, req.output)
-
-    async def completions(self, request: web.Request) -> web.StreamResponse:
-        body = await self._body(request)
-        if isinstance(body, web.Response):
-            return body
-        model = str(body.get("model") or self.spec.models[0])
-        req, n_out = await self._admit(body)
-        text = words(f"{self.spec.name}-{req.arrived}", n_out)
-        try:
-            if not body.get("stream"):
-                await self._generate(req, n_out, None)
-                return web.json_response(self.style.text_completion(model, "".join(text), req.prompt, n_out, "length"))
-            response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-            await response.prepare(request)
-            cid, created = f"cmpl-{uuid.uuid4().hex[:16]}", int(time.time())
-            chunks = [
-                {
-                    "id": cid,
-                    "object": "text_completion",
-                    "created": created,
-                    "model": model,
-                    "choices": [{"index": 0, "text": w, "logprobs": None, "finish_reason": None}],
-                }
-                for w in text
-            ]
-            await self._generate(req, n_out, response, pieces=chunks)
-            await response.write(
-                sse(
-                    {
-                        "id": cid,
-                        "object": "text_completion",
-                        "created": created,
-                        "model": model,
-                        "choices": [{"index": 0, "text": "", "logprobs": None, "finish_reason": "length"}],
-                    }
-                )
-            )
-            await response.write(sse("[DONE]"))
-            await response.write_eof()
-            return response
-        finally:
-            req.generated = max(req.generated, req.output)
-
-    async def _generate(
-        self, req: Req, n: int, response: web.StreamResponse | None, pieces: list[dict[str, Any]] | None = None
-    ) -> None:
-        """Emit n tokens at the engine's current per-user speed, counting them in the load model."""
-        assert self.load is not None
-        due = time.monotonic()
-        for i in range(n):
-            if self.wedged:  # it hangs: no token until a restart, which cuts this connection
-                await self.unwedged.wait()
-                raise web.HTTPServiceUnavailable(text="the engine restarted while this request hung")
-            speed = self.load.per_user_tps() * self.load.spec_gain(req)
-            if i:
-                due += 1.0 / speed
-                delay = due - time.monotonic()
-                if delay > 0:
-                    await asyncio.sleep(delay)
-            self.load.emit(req, 1.0, speed)
-            if response is not None and pieces is not None:
-                await response.write(sse(pieces[i]))
-
-    # -- Ollama ---------------------------------------------------------------------------------------
-    async def ollama_ps(self, request: web.Request) -> web.Response:
-        assert self.ollama is not None
-        return web.json_response(self.ollama.ps())
-
-    async def ollama_generate(self, request: web.Request) -> web.Response:
-        """Only what changes residency: load (an empty prompt) and unload (`keep_alive: 0`); the demo's
-        Ollama serves embedding models, which do not generate."""
-        assert self.ollama is not None
-        try:
-            body = await request.json()
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            return web.json_response({"error": "invalid character in request body"}, status=400)
-        if not isinstance(body, dict):
-            return web.json_response({"error": "json: cannot unmarshal the body"}, status=400)
-        status, answer = self.ollama.generate(body)
-        return web.json_response(answer, status=status, dumps=lambda o: json.dumps(o, separators=(",", ":")))  # Go's
-
-    async def ollama_tags(self, request: web.Request) -> web.Response:
-        return web.json_response(
-            {
-                "models": [
-                    {
-                        "name": n,
-                        "model": n,
-                        "modified_at": "2026-11-01T10:00:00Z",
-                        "size": d * 700_000,
-                        "digest": uuid.uuid5(uuid.NAMESPACE_DNS, n).hex,
-                        "details": {
-                            "format": "gguf",
-                            "family": "bert",
-                            "parameter_size": "137M",
-                            "quantization_level": "F16",
-                        },
-                    }
-                    for n, d in self.spec.embedding_dims.items()
-                ]
-            }
-        )
-
-    def _embed(self, model: str, inputs: Any, keep_alive: Any = None) -> list[list[float]] | None:
-        dims = self.spec.embedding_dims.get(model)
-        if dims is None:
-            return None
-        if self.ollama is not None:
-            self.ollama.used(model, keep_alive=keep_alive)
-        items = inputs if isinstance(inputs, list) else [inputs]
-        return [embedding(f"{model}:{x}", dims) for x in items]
-
-    async def ollama_embed(self, request: web.Request) -> web.Response:
-        """Ollama's /api/embed: no input loads the model (no embeddings), keep_alive as given."""
-        body = await request.json()
-        vectors = self._embed(str(body.get("model")), body.get("input", []), body.get("keep_alive"))
-        if vectors is None:
-            return web.json_response(
-                {"error": f'model "{body.get("model")}" not found, try pulling it first'}, status=404
-            )
-        return web.json_response(
-            {
-                "model": body.get("model"),
-                "embeddings": vectors,
-                "total_duration": 14_000_000,
-                "load_duration": 1_000_000,
-                "prompt_eval_count": 8,
-            }
-        )
-
-    async def embeddings(self, request: web.Request) -> web.Response:
-        body = await request.json()
-        vectors = self._embed(str(body.get("model")), body.get("input", ""))
-        if vectors is None:
-            return _openai_error(404, f'model "{body.get("model")}" not found', "api_error", None)
-        return web.json_response(
-            {
-                "object": "list",
-                "model": body.get("model"),
-                "data": [{"object": "embedding", "embedding": v, "index": i} for i, v in enumerate(vectors)],
-                "usage": {"prompt_tokens": 8, "total_tokens": 8},
-            }
-        )
-
-    # -- LiteLLM --------------------------------------------------------------------------------------
-    async def litellm_health(self, request: web.Request) -> web.Response:
-        healthy: list[dict[str, str]] = []
-        unhealthy: list[dict[str, str]] = []
-        client = self._client()
-        for model, base in self.backends.items():
-            try:
-                answer = await client.get(base + "/v1/models", timeout=2.0, headers=self._backend_headers())
-                ok = answer.status_code == 200
-                error = ""
-            except httpx.HTTPError as exc:
-                ok, error = False, f"litellm.APIConnectionError: {type(exc).__name__}"
-            entry = {"api_base": base + "/v1", "model": f"openai/{model}"}
-            (healthy if ok else unhealthy).append(entry if ok else {**entry, "error": error})
-        return web.json_response(
-            {
-                "healthy_endpoints": healthy,
-                "unhealthy_endpoints": unhealthy,
-                "healthy_count": len(healthy),
-                "unhealthy_count": len(unhealthy),
-            }
-        )
-
-    def _backend_headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.backend_key}"} if self.backend_key else {}
-
-    def _client(self) -> httpx.AsyncClient:
-        if self.client is None:
-            self.client = httpx.AsyncClient(timeout=httpx.Timeout(300.0, connect=5.0), trust_env=False)
-        return self.client
-
-    async def litellm_metrics(self, request: web.Request) -> web.Response:
-        assert self.usage is not None
-        return web.Response(
-            text=self.usage.render(request.query_string),
-            headers={"Content-Type": "text/plain; version=1.0.0; charset=utf-8"},
-        )
-
-    async def litellm_proxy(self, request: web.Request) -> web.StreamResponse:
-        assert self.usage is not None
-        self.usage.in_flight += 1
-        started = time.monotonic()
-        try:
-            return await self._litellm_proxy(request, started)
-        finally:
-            self.usage.in_flight -= 1
-
-    async def _litellm_proxy(self, request: web.Request, started: float) -> web.StreamResponse:
-        assert self.usage is not None
-        raw = await request.read()
-        try:
-            model = json.loads(raw).get("model")
-        except (ValueError, AttributeError):
-            return _openai_error(400, "invalid JSON", "invalid_request_error", "400")
-        base = self.backends.get(str(model))
-        if base is None:
-            return _openai_error(400, f"Invalid model name passed in model={model}", "invalid_request_error", "400")
-        client = self._client()
-        try:
-            headers = {"Content-Type": JSON, **self._backend_headers()}
-            upstream = client.build_request("POST", base + request.path, content=raw, headers=headers)
-            resp = await client.send(upstream, stream=True)
-        except httpx.HTTPError as exc:
-            return _openai_error(500, f"litellm.InternalServerError: Connection error. {exc}", None, "500")
-        out = web.StreamResponse(
-            status=resp.status_code, headers={"Content-Type": resp.headers.get("content-type", JSON)}
-        )
-        await out.prepare(request)
-        tail = b""
-        try:
-            async for chunk in resp.aiter_raw():
-                await out.write(chunk)
-                tail = (tail + chunk)[-8192:]  # the usage is in the last chunk (or the whole small body)
-        finally:
-            await resp.aclose()
-        await out.write_eof()
-        if resp.status_code == 200:
-            self.usage.proxied(str(model), str(model), self.api_key is not None, tail, time.monotonic() - started)
-        return out
