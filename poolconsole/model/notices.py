@@ -18,6 +18,8 @@ WORDS = {
     "swap": "swapping on unified memory",
     "stalled": "stalled (answering, generating nothing)",
     "canary": "idle and not answering a one-token canary",
+    "slo_burn_page": "burning its TTFT error budget fast",
+    "slo_burn_warn": "burning its TTFT error budget",
     "gpu_xid": "with a GPU Xid in the kernel log",
     "gpu_ecc": "with uncorrected GPU memory errors",
     "gpu_throttle": "with GPU clocks held down",

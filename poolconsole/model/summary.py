@@ -28,6 +28,7 @@ SEVERITY = {
     "restart_loop": CRITICAL,
     "stalled": CRITICAL,
     "canary": CRITICAL,
+    "slo_burn_page": CRITICAL,
     "swap": WARNING,
     "tps_collapse": WARNING,
 }
