@@ -1,5 +1,5 @@
 """`poolconsole smoke`: engines and gateway routes tested (TTFT, tok/s, SLOs), stored and compared; with
---ab PROFILE, speculative decoding measured with and without (ops/smoke/ab.py)."""
+--ab PROFILE, speculative decoding measured with and without (workflows/smoke_ab.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import contextlib
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from poolconsole.commands.common import (
     EXIT_CONFIG,
@@ -21,8 +21,10 @@ from poolconsole.commands.common import (
     demo_stores_of,
     load,
 )
-from poolconsole.config import PoolConfig
-from poolconsole.ops.sqlite import StoreUnusable
+
+if TYPE_CHECKING:
+    from poolconsole.workflows.smoke_options import SmokeOptions
+    from poolconsole.workflows.workspace import Workspace
 
 
 def _levels(text: str) -> tuple[int, ...]:
@@ -72,39 +74,28 @@ def _to_stderr(line: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from poolconsole.ops.smoke import store
-    from poolconsole.ops.smoke.context import LengthError, parse_lengths
-    from poolconsole.ops.smoke.runner import SmokeOptions, choose_targets
-    from poolconsole.ops.smoke.workloads import WorkloadError, parse_workloads
+    from poolconsole.workflows import stores
+    from poolconsole.workflows.smoke_options import CheckResult, SmokeRefused, smoke_options
 
     config = load(args.config)
     try:
-        workloads = parse_workloads(args.workload) if args.workload is not None else ()
-        lengths = parse_lengths(args.context) if args.context is not None else ()
-    except (WorkloadError, LengthError) as exc:
+        options = smoke_options(
+            config,
+            tuple(args.targets),
+            via_gateway=args.via_gateway,
+            concurrency=args.concurrency,
+            requests=args.requests,
+            seed=args.seed,
+            stall_s=args.stall_timeout,
+            total_s=args.timeout,
+            workload=args.workload,
+            context=args.context,
+        )
+    except SmokeRefused as exc:
         print(f"poolconsole smoke: {exc}", file=sys.stderr)
         return EXIT_CONFIG
-    options = SmokeOptions(
-        tuple(args.targets),
-        args.via_gateway,
-        args.concurrency,
-        args.requests,
-        args.seed,
-        args.stall_timeout,
-        args.timeout,
-        workloads=workloads,
-        context=lengths,
-    )
-    unknown = [t for t in args.targets if t not in {e.name for e in config.engines}]
-    if unknown:
-        print(f"poolconsole smoke: no engine named {', '.join(unknown)} in the config", file=sys.stderr)
-        return EXIT_CONFIG
-    targets = choose_targets(config, options)
-    if not targets:
-        print("poolconsole smoke: nothing to test (no engine; gateways need --via-gateway)", file=sys.stderr)
-        return EXIT_CONFIG
 
-    def progress(result: Any) -> None:
+    def progress(result: CheckResult) -> None:
         if not args.json:
             mark = "PASS" if result.passed else "FAIL"
             level = f" c={result.concurrency}" if result.concurrency else ""
@@ -115,14 +106,15 @@ def run(args: argparse.Namespace) -> int:
 
     demo = demo_stores_of(args.config)
     audit_path = audit_read(args, demo, writes=bool(args.audit_db or args.ab))  # --ab's rollovers are audited
-    db = Path(args.db) if args.db else demo[1] if demo else store.default_db()
-    store.require_writable(db)  # before the checks run for minutes: their results must have a place to go
-    if args.ab:
-        return _ab(config, options, args, audit_path, db)
-    from poolconsole.workflows import smoke
+    db = Path(args.db) if args.db else demo[1] if demo else stores.default_runs_path()
+    stores.require_runs_writable(db)  # before the checks run for minutes: their results must have a place to go
     from poolconsole.workflows.workspace import Workspace
 
     ws = Workspace(config, audit_path, read_only=getattr(args, "read_only", False))
+    if args.ab:
+        return _ab(ws, options, args, db)
+    from poolconsole.workflows import smoke
+
     command = " ".join(sys.argv[1:])
     done = asyncio.run(
         smoke.run(ws, options, db, landed=progress, command=command, compare=args.compare, say=_to_stderr)
@@ -141,62 +133,41 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK if doc["passed"] else EXIT_PROBLEM
 
 
-def _ab(config: PoolConfig, options: Any, args: argparse.Namespace, audit_path: Path, db: Path) -> int:
+def _ab(ws: Workspace, options: SmokeOptions, args: argparse.Namespace, db: Path) -> int:
     """`smoke ENGINE --workload ... --ab PROFILE [--yes]`: the plan first, then --yes (or an answer at a
     terminal) confirms; exit 0 when every workload passed on both profiles and both rollovers were ok, 1 when
     anything failed (a rollover rolled back included), 2 for a refusal before anything ran."""
-    from poolconsole.ops import audit, lifecycle
-    from poolconsole.ops.smoke import ab
+    from poolconsole.workflows import smoke_ab
+    from poolconsole.workflows.plan import ActionRefused, Refusal
 
     def err(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
-    if len(options.targets) != 1 or not options.workloads or options.context:
-        err("poolconsole smoke: --ab measures one engine's workloads: give one ENGINE and --workload (no --context)")
-        return 2
-    if getattr(args, "read_only", False):
-        err("refused: read-only mode (--ab switches the engine's profile twice)")
+    plan = smoke_ab.plan(ws, options, args.ab)
+    if plan.refused is not None:
+        if plan.refusal is Refusal.CONFIG:
+            err(f"poolconsole smoke: {plan.refused}")
+            return 2
+        err(f"refused: {plan.refused}")
         return 1
-    engine = next(e for e in config.engines if e.name == options.targets[0])
-    current = audit.active_profile(audit_path, engine.name) or engine.profile
-    try:
-        ab.check_ab(config, engine, args.ab, current)
-    except ab.AbRefused as exc:
-        err(f"poolconsole smoke: --ab refused: {exc}")
-        return 2
-    assert current is not None
-    host = config.host(engine.host)
-    assert host is not None and engine.control is not None
-    restart = lifecycle.plan_restart(engine)[0]
     say = err if args.json else print
-    say(f"smoke --ab on {engine.name} ({host.name}, {host.address}): measure, switch, measure, switch back:")
-    say(f"  1. workloads {', '.join(w.name for w in options.workloads)} on {current}")
-    for step, to in ((2, args.ab), (4, current)):
-        say(f"  {step}. rollover to {to}: fit check, write {engine.control.profile_file} (profile {to}'s values")
-        say(f"     over stdin), $ {restart}, wait until it serves; any failure rolls back")
-        if step == 2:
-            say(f"  3. the same workloads on {args.ab}")
+    say(plan.question)
+    for line in plan.text():
+        say(line)
     refused = confirm(args.yes)
     if refused is not None:
         return refused
 
-    async def main() -> ab.AbOutcome:
-        return await ab.run_ab(config, options, engine, args.ab, current, audit_path, lambda line: say(f"  {line}"))
-
     try:
-        outcome = asyncio.run(main())
-    except lifecycle.ActionRefused as exc:
+        outcome = asyncio.run(smoke_ab.run(ws, plan, options, lambda line: say(f"  {line}")))
+    except ActionRefused as exc:
         err(f"refused: {exc}")
         return 1
-    try:
-        runs = ab.store_ab(db, outcome, " ".join(sys.argv[1:]))
-    except (OSError, StoreUnusable) as exc:
-        runs = (0, 0)
-        err(f"results not stored: {exc}")
-    doc = ab.document(outcome, runs)
-    doc["db"] = str(db)
+    stored = smoke_ab.store(db, outcome, " ".join(sys.argv[1:]))
+    if stored.store_error is not None:
+        err(stored.store_error)
     if args.json:
-        print(json.dumps(doc, indent=2, allow_nan=False))
+        print(json.dumps(stored.doc, indent=2, allow_nan=False))
     else:
-        print("\n".join(ab.text_lines(doc)))
-    return 0 if doc["passed"] else 1
+        print("\n".join(stored.text_lines()))
+    return 0 if stored.passed else 1
