@@ -1,5 +1,6 @@
-"""Scrape configs for a Prometheus watching the pool, once for every asker: the YAML rendered from the config
-(ops.prometheus_config), the file_sd and credentials files written, and what the operator must still do."""
+"""What a Prometheus watching the pool is given, once for every asker: the scrape configs rendered from the config
+(ops.prometheus_config) with their file_sd and credentials files written and what the operator must still do, and
+the watcher's pager rules as a rule file (ops.prometheus_rules)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from poolconsole.config.models import PoolConfig
-from poolconsole.ops import prometheus_config
+from poolconsole.ops import prometheus_config, prometheus_rules
 
 
 @dataclass(frozen=True)
@@ -28,3 +29,8 @@ def generate(config: PoolConfig, file_sd: Path | None, credentials_dir: Path) ->
     prometheus_config.write_files(rendered.files)
     reminders = prometheus_config.reminders(config, credentials_dir)
     return Generated(rendered.yaml, tuple(rendered.files), tuple(reminders), tuple(rendered.notes))
+
+
+def rule_file(config: PoolConfig) -> str:
+    """The watcher's pager rules (down, stalled) as a Prometheus rule file, for the same Prometheus to evaluate."""
+    return prometheus_rules.render(config)
