@@ -16,7 +16,7 @@ def add_parser(sub: Subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """The watcher's pager rules (down, stalled) as a Prometheus rule file on stdout."""
-    from poolconsole.ops.prometheus_rules import render
+    from poolconsole.workflows.prometheus_config import rule_file
 
-    sys.stdout.write(render(load(args.config)))
+    sys.stdout.write(rule_file(load(args.config)))
     return EXIT_OK
