@@ -38,8 +38,6 @@ from typing import Any, Protocol
 
 from poolconsole.config.models import LedgerSettings
 
-DECISION_DAYS = 14
-"""The seed's two weeks: with fewer days of data the ledger does not decide."""
 MAX_GAP_S = 300.0
 """Two rows further apart than this are a gap: the time between is neither busy nor idle and burns no
 counted energy (a recorder that was not running knows nothing of it)."""
@@ -355,7 +353,6 @@ class Ledger:
         return out
 
 
-# -- prices and the decision -------------------------------------------------------------------------------
 def short(tokens: float) -> str:
     """412k, 38k, 3.4k, 950, 1.2M."""
     if tokens >= 1e6:
@@ -367,239 +364,12 @@ def short(tokens: float) -> str:
     return f"{tokens:.0f}"
 
 
-def price_of(day: Day, settings: LedgerSettings) -> float | None:
-    """The API-equivalent price per million output tokens: by engine name, else by its first priced model,
-    else "*"."""
-    prices = settings.api_price_per_mtok
-    if day.engine in prices:
-        return prices[day.engine]
-    for model in day.models:
-        if model in prices:
-            return prices[model]
-    return prices.get("*")
-
-
-def pool_per_day(days: list[Day]) -> dict[str, int]:
-    """Output tokens of the whole pool per date (gateways left out), for the dates with a reading."""
-    out: dict[str, int] = {}
-    for day in days:
-        if day.kind in GATEWAY_KINDS or day.output_tokens is None:
-            continue
-        out[day.date] = out.get(day.date, 0) + day.output_tokens
-    return out
-
-
-def decide(days: list[Day], settings: LedgerSettings) -> dict[str, Any]:
-    """The median day's output tokens against the threshold; no verdict with under DECISION_DAYS days."""
-    per_day = pool_per_day(days)
-    threshold = settings.threshold_output_tokens_per_day
-    line = f"threshold {short(threshold)}"
-    if not per_day:
-        return {
-            "output_tokens_per_day": None,
-            "days_of_data": 0,
-            "threshold": threshold,
-            "pays_off": None,
-            "reason": f"no output tokens recorded yet ({line}): too early to decide",
-        }
-    median = statistics.median(per_day.values())
-    count = len(per_day)
-    days_text = f"{count} day{'s' if count != 1 else ''}"
-    pays: bool | None
-    if count < DECISION_DAYS:
-        pays = None
-        reason = (
-            f"{short(median)} output tokens/day over {days_text} ({line}): only {days_text} of data, under "
-            f"{DECISION_DAYS}: too early to decide"
-        )
-    elif median >= threshold:
-        pays = True
-        reason = f"{short(median)} output tokens/day over {days_text} ({line}): pooling pays off"
-    else:
-        pays = False
-        reason = (
-            f"{short(median)} output tokens/day over {days_text} ({line}): "
-            "treat the pool as an on-prem compliance backup"
-        )
-    return {
-        "output_tokens_per_day": round(median),
-        "days_of_data": count,
-        "threshold": threshold,
-        "pays_off": pays,
-        "reason": reason,
-    }
-
-
-def costs(days: list[Day], settings: LedgerSettings, unattributed_kwh: float) -> dict[str, Any]:
-    """Value produced, energy cost, idle burn, depreciation and payback over the window; each entry gets
-    its `value` and `energy_cost` where the prices allow. Amounts are in `settings.currency`."""
-    electricity = settings.electricity_per_kwh
-    value = energy_cost = 0.0
-    priced = False
-    kwh = idle_kwh = 0.0
-    for day in days:
-        if day.kind in GATEWAY_KINDS:
-            continue
-        price = price_of(day, settings)
-        if price is not None and day.output_tokens is not None:
-            day.value = day.output_tokens / 1e6 * price
-            value += day.value
-            priced = True
-        if day.energy_kwh is not None:
-            kwh += day.energy_kwh
-            idle_kwh += day.idle_energy_kwh or 0.0
-            if electricity is not None:
-                day.energy_cost = day.energy_kwh * settings.pue * electricity
-                energy_cost += day.energy_cost
-    wall_kwh = (kwh + unattributed_kwh) * settings.pue
-    if electricity is not None:
-        energy_cost += unattributed_kwh * settings.pue * electricity
-    count = len({d.date for d in days}) or 1
-    depreciation = (
-        settings.hardware_cost / (settings.hardware_lifetime_years * 365.25) if settings.hardware_cost else None
-    )
-    doc: dict[str, Any] = {
-        "currency": settings.currency,
-        "gpu_energy_kwh": round(kwh + unattributed_kwh, 6),
-        "unattributed_energy_kwh": round(unattributed_kwh, 6),
-        "wall_energy_kwh": round(wall_kwh, 6),
-        "idle_energy_kwh": round(idle_kwh, 6),
-        "value": round(value, 4) if priced else None,
-        "energy_cost": round(energy_cost, 4) if electricity is not None else None,
-        "idle_cost": round(idle_kwh * settings.pue * electricity, 4) if electricity is not None else None,
-        "depreciation_per_day": round(depreciation, 4) if depreciation is not None else None,
-        "net_per_day": None,
-        "payback_days": None,
-        "unknown": {},
-    }
-    unknown: dict[str, str] = doc["unknown"]
-    if not priced:
-        unknown["value"] = "no api_price_per_mtok in [ledger] for these engines' models"
-    if electricity is None:
-        unknown["energy_cost"] = unknown["idle_cost"] = "no electricity_per_kwh in [ledger]"
-    if depreciation is None:
-        unknown["depreciation_per_day"] = unknown["payback_days"] = "no hardware_cost in [ledger]"
-    if not priced:
-        unknown["net_per_day"] = "no value without api_price_per_mtok"
-    if priced:
-        margin = (value - (energy_cost if electricity is not None else 0.0)) / count
-        doc["net_per_day"] = round(margin - (depreciation or 0.0), 4)
-        if settings.hardware_cost:
-            if margin > 0:
-                doc["payback_days"] = round(settings.hardware_cost / margin, 1)
-            else:
-                unknown["payback_days"] = "never at this rate: the energy costs more than the tokens are worth"
-    elif settings.hardware_cost:
-        unknown["payback_days"] = unknown["value"]
-    return doc
-
-
-def ledger_doc(
-    ledger: Ledger, settings: LedgerSettings, *, start: float, end: float, store: str, config: str | None
-) -> dict[str, Any]:
-    """The whole `ledger --json` document."""
-    days = ledger.days()
-    unattributed = [
-        {"date": date, "host": host, "energy_kwh": round(j / 3.6e6, 6)}
-        for (date, host), j in sorted(ledger.unattributed_j.items())
-    ]
-    money = costs(days, settings, sum(j for j in ledger.unattributed_j.values()) / 3.6e6)
-    entries = [d.to_json() for d in days]
-    from poolconsole.model.gateway_ledger import compare
-
-    gateway = ledger.gateways.entries()
-    beside = compare(gateway, [e for e in entries if e["kind"] not in GATEWAY_KINDS])
-    return {
-        "store": store,
-        "config": config,
-        "from": utc_date(start),
-        "to": utc_date(end),
-        "entries": entries,
-        "unattributed_energy": unattributed,
-        "costs": money,
-        "decision": decide(days, settings),
-        "gateway": gateway,
-        "gateway_unknown": ledger.gateways.unknown_entries(),
-        "gateway_vs_engines": beside,
-        "mismatches": [c for c in beside if c["mismatch"]],
-        "callers_now": ledger.gateways.callers_now(),
-        "hosts": ledger.hosts.entries(),
-    }
-
-
 def build(
     rows: Iterable[StoredRow], settings: LedgerSettings, *, start: float, end: float, store: str, config: str | None
 ) -> dict[str, Any]:
     ledger = Ledger(start, end)
     for row in rows:
         ledger.add(row)
+    from poolconsole.model.ledger_report import ledger_doc  # it builds on this module
+
     return ledger_doc(ledger, settings, start=start, end=end, store=store, config=config)
-
-
-# -- text ----------------------------------------------------------------------------------------------
-def _cell(value: Any, kind: str = "") -> str:
-    if value is None:
-        return "n/a"
-    if kind == "tok":
-        return short(value)
-    if kind == "h":
-        return f"{value:.0f}s" if value < 60 else f"{value / 60:.0f}m" if value < 3600 else f"{value / 3600:.1f}h"
-    if kind == "s":
-        return f"{value:.2f}s"
-    if kind == "kwh":
-        return f"{value * 1000:.1f} Wh" if value < 1 else f"{value:.2f} kWh"
-    return str(value)
-
-
-def text(doc: dict[str, Any]) -> str:
-    """The table `poolconsole ledger` prints without --json."""
-    header = ["DATE", "ENGINE", "PROMPT", "OUTPUT", "REQS", "BUSY", "IDLE", "TTFT p50", "p95", "ENERGY", "IDLE BURN"]
-    rows = [header]
-    for e in doc["entries"]:
-        rows.append(
-            [
-                e["date"],
-                e["engine"] + (" (gateway)" if e["kind"] in GATEWAY_KINDS else ""),
-                _cell(e["prompt_tokens"], "tok"),
-                _cell(e["output_tokens"], "tok"),
-                _cell(e["requests"]),
-                _cell(e["busy_s"], "h"),
-                _cell(e["idle_s"], "h"),
-                _cell(e["ttft_p50_s"], "s"),
-                _cell(e["ttft_p95_s"], "s"),
-                _cell(e["energy_kwh"], "kwh"),
-                _cell(e["idle_energy_kwh"], "kwh"),
-            ]
-        )
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
-    if not doc["entries"]:
-        lines.append(f"no engine rows in {doc['store']} from {doc['from']} to {doc['to']}")
-    c = doc["costs"]
-    money = c["currency"] + " " if c["currency"] else ""
-    lines.append("")
-    lines.append(
-        f"energy: {c['gpu_energy_kwh']:.3f} kWh of GPUs ({c['wall_energy_kwh']:.3f} kWh at the wall), "
-        f"idle burn {c['idle_energy_kwh']:.3f} kWh"
-    )
-    for key, label in (
-        ("value", "value produced (API-equivalent)"),
-        ("energy_cost", "energy cost"),
-        ("idle_cost", "idle burn cost"),
-        ("depreciation_per_day", "depreciation per day"),
-        ("net_per_day", "net per day"),
-    ):
-        shown = f"{money}{c[key]:.2f}" if c[key] is not None else f"n/a ({c['unknown'].get(key, 'unknown')})"
-        lines.append(f"{label}: {shown}")
-    if c["payback_days"] is not None:
-        lines.append(f"payback: {c['payback_days']:.0f} days")
-    elif "payback_days" in c["unknown"]:
-        lines.append(f"payback: n/a ({c['unknown']['payback_days']})")
-    lines.append(f"decision: {doc['decision']['reason']}")
-    from poolconsole.model.gateway_ledger import text_lines
-
-    lines += text_lines(doc)
-    from poolconsole.model.host_ledger import text_lines as host_lines
-
-    lines += host_lines(doc.get("hosts") or [], doc["to"])
-    return "\n".join(lines)

@@ -18,7 +18,8 @@ from poolconsole.collect.engines.litellm_usage import caller_name, key_id, parse
 from poolconsole.collect.prom import ParseError
 from poolconsole.config.models import LedgerSettings
 from poolconsole.model.gateway_ledger import compare
-from poolconsole.model.ledger import build, text
+from poolconsole.model.ledger import build
+from poolconsole.model.ledger_report import text
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "litellm-prometheus"
 T0 = dt.datetime(2026, 11, 30, 10, 0, tzinfo=dt.UTC).timestamp()

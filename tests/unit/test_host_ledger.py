@@ -11,7 +11,8 @@ import pytest
 
 from poolconsole.config.models import LedgerSettings
 from poolconsole.model.host_ledger import KEEP_ALIVE_HINT, SLEEP_HINT, text_lines
-from poolconsole.model.ledger import MAX_GAP_S, build, text
+from poolconsole.model.ledger import MAX_GAP_S, build
+from poolconsole.model.ledger_report import text
 from tests.unit.test_ledger import DAY, T0, Row, engine, host
 
 STEP = 10.0

@@ -12,7 +12,8 @@ import pytest
 
 from poolconsole.config import ConfigError, parse_config
 from poolconsole.config.models import LedgerSettings
-from poolconsole.model.ledger import MAX_GAP_S, Ledger, build, costs, decide
+from poolconsole.model.ledger import MAX_GAP_S, Ledger, build
+from poolconsole.model.ledger_costs import costs, decide
 
 T0 = dt.datetime(2026, 11, 30, 10, 0, tzinfo=dt.UTC).timestamp()
 DAY = "2026-11-30"
