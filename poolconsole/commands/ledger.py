@@ -24,7 +24,7 @@ def run(args: argparse.Namespace) -> int:
     import time
 
     from poolconsole.config.models import LedgerSettings
-    from poolconsole.model.ledger import text
+    from poolconsole.model.ledger_report import text
     from poolconsole.runtime.ledger import read_ledger
     from poolconsole.runtime.store import StoreProblem
 
