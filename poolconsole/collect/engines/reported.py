@@ -22,6 +22,7 @@ import json
 import math
 from typing import Any
 
+from poolconsole.collect.engines.kinds import adapter_named
 from poolconsole.collect.prom import ParseError, parse_exposition
 
 FIELDS = (
@@ -151,14 +152,9 @@ def parse_llamacpp_props(body: bytes | str) -> dict[str, Any]:
     return out
 
 
-SOURCES = {
-    "vllm": ["/metrics", "/v1/models"],
-    "sglang": ["/server_info", "/get_server_info", "/v1/models"],
-    "llamacpp": ["/props"],
-}
-"""What is read per engine kind. SGLang's `/get_server_info` is the older name of `/server_info` (read only
-where the newer one is missing); its context_length is null unless --context-length was given, so its
-/v1/models max_model_len (the model's) fills it then."""
+def models_context(body: bytes | str) -> dict[str, Any]:
+    """/v1/models max_model_len as the context length (vLLM's, SGLang's)."""
+    return {"max_context": parse_vllm_models(body)}
 
 
 async def read_reported(kind: str, base_url: str, headers: dict[str, str], timeout_s: float = 5.0) -> dict[str, Any]:
@@ -167,15 +163,16 @@ async def read_reported(kind: str, base_url: str, headers: dict[str, str], timeo
     import httpx
 
     out: dict[str, Any] = {**empty(), "source": [], "unknown": None}
-    paths = SOURCES.get(kind)
-    if paths is None:
+    found_kind = adapter_named(kind)
+    if found_kind is None or not found_kind.reported:
         out["unknown"] = f"a {kind} engine does not report its configuration"
         return out
     async with httpx.AsyncClient(timeout=timeout_s, trust_env=False, headers=headers) as client:
-        for path in paths:
-            if path == "/get_server_info" and "/server_info" in out["source"]:
+        for path, parse in found_kind.reported:
+            newer = found_kind.reported_older.get(path)
+            if newer is not None and newer in out["source"]:
                 continue
-            if path == "/v1/models" and kind == "sglang" and out["max_context"] is not None:
+            if path in found_kind.reported_if_unknown and out["max_context"] is not None:
                 continue
             try:
                 got = await client.get(base_url.rstrip("/") + path)
@@ -186,14 +183,7 @@ async def read_reported(kind: str, base_url: str, headers: dict[str, str], timeo
                 out["unknown"] = f"{path} answered {got.status_code}"
                 continue
             try:
-                if path == "/metrics":
-                    found = parse_vllm_metrics(got.content)
-                elif path == "/v1/models":
-                    found = {"max_context": parse_vllm_models(got.content)}
-                elif path == "/props":
-                    found = parse_llamacpp_props(got.content)
-                else:
-                    found = parse_sglang_server_info(got.content)
+                found = parse(got.content)
             except ParseError as exc:
                 out["unknown"] = str(exc)
                 continue

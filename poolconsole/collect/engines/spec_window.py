@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from functools import cache
 from types import MappingProxyType
 from typing import Any
 
 import httpx
 
-from poolconsole.collect.engines import specs
+from poolconsole.collect.engines.kinds import adapter_named
 from poolconsole.collect.engines.mapping import Agg, MetricSpec, parse_metrics
 from poolconsole.collect.prom import ParseError
 from poolconsole.model.snapshots import EMPTY
@@ -53,18 +54,14 @@ def _window(
     )
 
 
-WINDOW: dict[str, MetricSpec] = {
-    "vllm": _window(specs.VLLM, counters={"drafts": ("vllm:spec_decode_num_drafts_total",)}),
-    "sglang": _window(specs.SGLANG, gauges={"accept_length": (("sglang:spec_accept_length",), "mean")}),
-    "llamacpp": _window(
-        specs.LLAMACPP,
-        counters={
-            "drafts": ("llamacpp:spec_decode_num_drafts_total",),
-            # prompt_tokens_total leaves out cached tokens: both together are what was sent
-            "prompt_tokens_cached": ("llamacpp:prompt_tokens_cached_total",),
-        },
-    ),
-}
+@cache
+def window_spec(kind: str) -> MetricSpec | None:
+    """The window's spec of a kind (its metric spec narrowed, with the families its adapter adds); None for
+    a kind with no /metrics spec."""
+    found = adapter_named(kind)
+    if found is None or found.spec is None:
+        return None
+    return _window(found.spec, dict(found.window_gauges), dict(found.window_counters))
 
 
 @dataclass(frozen=True)
@@ -82,7 +79,7 @@ class Reading:
 
 def parse_window(kind: str, body: bytes | str) -> Reading:
     """A /metrics page -> the window's counters (pure)."""
-    spec = WINDOW.get(kind)
+    spec = window_spec(kind)
     if spec is None:
         return Reading(kind, error=f"{kind} serves no speculative-decoding or request counters")
     try:
@@ -94,7 +91,7 @@ def parse_window(kind: str, body: bytes | str) -> Reading:
 
 async def read_window(client: httpx.AsyncClient, base_url: str, kind: str, headers: dict[str, str]) -> Reading:
     """GET /metrics and read the window's counters; never raises for network or HTTP problems."""
-    if kind not in WINDOW:
+    if window_spec(kind) is None:
         return parse_window(kind, "")
     try:
         response = await client.get(base_url + "/metrics", headers=headers)
@@ -130,7 +127,8 @@ def spec_figures(before: Reading, after: Reading) -> dict[str, Any]:
     if before.error or after.error:
         out["reason"] = after.error or before.error
         return out
-    if after.kind == "sglang":
+    spec = window_spec(after.kind)
+    if spec is not None and "accept_rate" in spec.gauges:  # a kind that says its rate (SGLang), not counts
         rate, length = after.get("accept_rate"), after.get("accept_length")
         if rate is None or not rate:
             out["reason"] = "no speculative decoding: sglang:spec_accept_rate is absent or 0"

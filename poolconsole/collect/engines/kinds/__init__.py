@@ -10,7 +10,7 @@ from functools import cache
 from poolconsole.collect.engines.kinds.base import Capability, EngineAdapter
 from poolconsole.config.models import EngineKind
 
-__all__ = ["Capability", "EngineAdapter", "adapter", "adapters"]
+__all__ = ["Capability", "EngineAdapter", "adapter", "adapter_named", "adapters"]
 
 
 @cache
@@ -20,6 +20,15 @@ def adapter(kind: EngineKind) -> EngineAdapter:
     if not isinstance(found, EngineAdapter) or found.kind is not kind:
         raise TypeError(f"{__name__}.{kind.value}.ADAPTER is not the adapter of {kind.value!r}")
     return found
+
+
+def adapter_named(kind: str) -> EngineAdapter | None:
+    """The adapter of a kind given as its hosts.toml word (as stored and passed around); None for a word
+    that names no kind."""
+    return adapter(EngineKind(kind)) if kind in _WORDS else None
+
+
+_WORDS = frozenset(kind.value for kind in EngineKind)
 
 
 def adapters() -> tuple[EngineAdapter, ...]:

@@ -7,12 +7,13 @@ Optional capabilities are declared, as harlequin's HarlequinAdapter declares its
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from enum import Flag, auto
-from typing import TYPE_CHECKING, ClassVar
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from poolconsole.collect.engines import jsonparse
-from poolconsole.collect.engines.mapping import MetricSpec
+from poolconsole.collect.engines.mapping import Agg, MetricSpec
 from poolconsole.collect.engines.scratch import Scratch
 from poolconsole.collect.fetch import Fetched
 from poolconsole.collect.prom import ParseError, Sample
@@ -22,6 +23,10 @@ from poolconsole.model.snapshots import EngineMetrics
 
 if TYPE_CHECKING:
     from poolconsole.collect.engines.poll import EnginePoller
+
+Reader = Callable[[bytes], dict[str, Any]]
+"""A pure parser of one endpoint's body into the figures an engine reports of itself (collect/engines/reported)."""
+NOTHING: Mapping[str, Any] = MappingProxyType({})
 
 KvReading = tuple[int, str]
 """Tokens the KV cache holds, and where that was read (e.g. "sglang:max_total_num_tokens 1,000")."""
@@ -87,6 +92,16 @@ class EngineAdapter:
         if cls.spec is not None:
             cls.capabilities |= Capability.METRICS
 
+    window_gauges: ClassVar[Mapping[str, tuple[tuple[str, ...], Agg]]] = NOTHING
+    """Families only a measured window reads (collect/engines/spec_window), beyond its metric spec's."""
+    window_counters: ClassVar[Mapping[str, tuple[str, ...]]] = NOTHING
+    reported: ClassVar[tuple[tuple[str, Reader], ...]] = ()
+    """Where it says what it runs with (context, quantization, KV dtype ...), each path with its parser, in
+    the order read (collect/engines/reported)."""
+    reported_if_unknown: ClassVar[frozenset[str]] = frozenset()
+    """Paths among `reported` read only while the context length is still unknown."""
+    reported_older: ClassVar[Mapping[str, str]] = NOTHING
+    """An older path among `reported` -> its newer name: the older one is read only where the newer failed."""
     log_patterns: ClassVar[tuple[str, ...]] = ()
     """The failure modes (ids in model/failure_modes.py, which holds their patterns) its logs can show."""
 

@@ -7,6 +7,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, ClassVar
 
 from poolconsole.collect.engines import jsonparse, specs
+from poolconsole.collect.engines import reported as reported_figures
 from poolconsole.collect.engines.kinds.base import BIND_LOOPBACK, Capability, KvReading, int_or_none
 from poolconsole.collect.engines.kinds.metrics_engine import MetricsEngineAdapter
 from poolconsole.collect.engines.mapping import MetricSpec
@@ -31,6 +32,14 @@ class LlamacppAdapter(MetricsEngineAdapter):
     scrape_note = "llama-server serves /metrics only when started with --metrics"
     scrape_reminder = True
     kv_paths = ("/slots",)
+    window_counters = MappingProxyType(
+        {
+            "drafts": ("llamacpp:spec_decode_num_drafts_total",),
+            # prompt_tokens_total leaves out cached tokens: both together are what was sent
+            "prompt_tokens_cached": ("llamacpp:prompt_tokens_cached_total",),
+        }
+    )
+    reported = (("/props", reported_figures.parse_llamacpp_props),)
     extra_paths = ("/slots",)
     loading_on_503 = True
     models_public_with_key = True

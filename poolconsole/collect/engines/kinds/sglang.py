@@ -4,8 +4,10 @@ capacity (max_total_num_tokens, also a metric), /health."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from types import MappingProxyType
 from typing import ClassVar
 
+from poolconsole.collect.engines import reported as reported_figures
 from poolconsole.collect.engines import specs
 from poolconsole.collect.engines.kinds.base import BIND_LOOPBACK, Capability, KvReading, int_or_none
 from poolconsole.collect.engines.kinds.metrics_engine import MetricsEngineAdapter
@@ -32,6 +34,16 @@ class SglangAdapter(MetricsEngineAdapter):
     scrape_note = "SGLang serves /metrics only when started with --enable-metrics"
     scrape_reminder = True
     kv_paths = ("/metrics", "/server_info")
+    window_gauges = MappingProxyType({"accept_length": (("sglang:spec_accept_length",), "mean")})
+    # /get_server_info is the older name of /server_info; its context_length is null unless --context-length
+    # was given, so /v1/models max_model_len (the model's) fills it then.
+    reported = (
+        ("/server_info", reported_figures.parse_sglang_server_info),
+        ("/get_server_info", reported_figures.parse_sglang_server_info),
+        ("/v1/models", reported_figures.models_context),
+    )
+    reported_if_unknown = frozenset({"/v1/models"})
+    reported_older = MappingProxyType({"/get_server_info": "/server_info"})
     bind_fix = BIND_LOOPBACK
     key_fix = "start SGLang with --api-key and set api_key_env for it in hosts.toml"
 

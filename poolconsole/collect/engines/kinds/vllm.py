@@ -4,8 +4,10 @@ vllm:cache_config_info (kv_cache_size_tokens from 0.24, else num_gpu_blocks x bl
 from __future__ import annotations
 
 from collections.abc import Sequence
+from types import MappingProxyType
 from typing import ClassVar
 
+from poolconsole.collect.engines import reported as reported_figures
 from poolconsole.collect.engines import specs
 from poolconsole.collect.engines.kinds.base import BIND_LOOPBACK, Capability, KvReading, int_or_none
 from poolconsole.collect.engines.kinds.metrics_engine import MetricsEngineAdapter
@@ -33,6 +35,11 @@ class VllmAdapter(MetricsEngineAdapter):
     empty_metrics_hint = "the engine runs with --disable-log-stats"
     scrape_note = "vLLM serves /metrics always (its --disable-log-stats empties it)"
     kv_paths = ("/metrics",)
+    window_counters = MappingProxyType({"drafts": ("vllm:spec_decode_num_drafts_total",)})
+    reported = (
+        ("/metrics", reported_figures.parse_vllm_metrics),
+        ("/v1/models", reported_figures.models_context),
+    )
     bind_fix = BIND_LOOPBACK
     key_fix = "start vLLM with --api-key (or VLLM_API_KEY) and set api_key_env for it in hosts.toml"
 
