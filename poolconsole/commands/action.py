@@ -41,13 +41,13 @@ def add_parser(sub: Subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     """restart / rollover from the command line: the workflow's plan printed, confirmed (--yes, or a yes at the
     terminal), run, and its outcome said; the console runs the same plan (poolconsole.workflows)."""
-    from poolconsole.workflows import restart, rollover, stores
+    from poolconsole.workflows import audit_log, restart, rollover
     from poolconsole.workflows.plan import ActionRefused, Outcome, Plan, Refusal
     from poolconsole.workflows.workspace import Workspace
 
     config = load(args.config)
     demo = demo_stores_of(args.config)
-    chosen = Path(args.audit_db) if args.audit_db else demo[0] if demo else stores.default_audit_path()
+    chosen = Path(args.audit_db) if args.audit_db else demo[0] if demo else audit_log.default_path()
     ws = Workspace(config, chosen, read_only=args.read_only)
 
     async def planned() -> Plan:

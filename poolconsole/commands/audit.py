@@ -21,12 +21,14 @@ def add_parser(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from poolconsole.workflows import stores
+    from poolconsole.workflows import audit_log
+    from poolconsole.workflows.stores import StoreUnusable
 
     demo = None if args.db else stores_read(args)
-    path = Path(args.db) if args.db else demo[0] if demo else stores.default_audit_path()
-    # a path typed on the command line must be there: a typo, not an empty log
-    rows = stores.audit_entries(path, args.limit, named=bool(args.db))
+    path = Path(args.db) if args.db else demo[0] if demo else audit_log.default_path()
+    if args.db and not path.exists():  # a path typed on the command line: a typo, not an empty log
+        raise StoreUnusable(f"no audit log at {path}")
+    rows = audit_log.entries(path, args.limit)
     if args.json:
         print(json.dumps([e.to_json() for e in rows], indent=2))
         return EXIT_OK

@@ -86,9 +86,9 @@ def audit_read(args: argparse.Namespace, demo: tuple[Path, Path, Path] | None, *
     hosts.toml, else the user's. A --audit-db is checked now, naming it: where the command `writes` (actions,
     smoke --ab) it must be usable or creatable, before anything runs; where it only reads, a --audit-db must
     exist (a typo is not an empty log)."""
-    from poolconsole.workflows import stores
+    from poolconsole.workflows import audit_log, stores
 
-    path = Path(args.audit_db) if args.audit_db else demo[0] if demo else stores.default_audit_path()
+    path = Path(args.audit_db) if args.audit_db else demo[0] if demo else audit_log.default_path()
     if writes:
         stores.require_audit_writable(path)
     elif args.audit_db and not path.exists():

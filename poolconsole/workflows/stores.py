@@ -1,5 +1,6 @@
-"""The stores the actions write and the commands read: where the audit log and the smoke runs are by default,
-whether one can take a write before work whose result would be lost, and reading them back.
+"""The stores the actions write and the commands read: whether the audit log can take a write before an action
+runs, and the smoke runs (where they are by default, whether one can take a run before its checks run for
+minutes, reading them back). Reading the audit log is workflows.audit_log's.
 
 Their errors are the askers' to say, so they are named here: StoreUnusable (a store's file cannot be opened,
 created or written, or is not one of ours; ops.sqlite) and AuditUnreadable (the audit log cannot be read;
@@ -11,45 +12,27 @@ from pathlib import Path
 from typing import Any
 
 from poolconsole.ops import audit
-from poolconsole.ops.audit import AuditUnreadable, Entry
+from poolconsole.ops.audit import AuditUnreadable
 from poolconsole.ops.smoke import store as smoke_runs
 from poolconsole.ops.sqlite import StoreUnusable, require
 
 __all__ = [
     "AuditUnreadable",
-    "Entry",
     "StoreUnusable",
-    "active_profile",
-    "audit_entries",
-    "default_audit_path",
+    "compare_runs",
     "default_runs_path",
+    "figure_words",
     "require_audit_writable",
     "require_runs_existing",
     "require_runs_writable",
+    "stored_run",
+    "stored_runs",
 ]
-
-
-def default_audit_path() -> Path:
-    """The user's audit log (the user data directory's)."""
-    return audit.default_path()
 
 
 def require_audit_writable(path: Path) -> None:
     """StoreUnusable now, naming `path`, where an action could not be audited there (it is then not run)."""
     require(path, "an audit log", audit.SCHEMA)
-
-
-def audit_entries(path: Path, limit: int, *, named: bool = False) -> list[Entry]:
-    """The newest `limit` entries of the audit log at `path`. `named`: the path was typed on the command line,
-    so a missing file is a typo (StoreUnusable), not an empty log."""
-    if named and not path.exists():
-        raise StoreUnusable(f"no audit log at {path}")
-    return audit.entries(path, limit)
-
-
-def active_profile(path: Path, engine: str) -> str | None:
-    """The profile the audit log's last promotion left `engine` on, if any."""
-    return audit.active_profile(path, engine)
 
 
 def default_runs_path() -> Path:
