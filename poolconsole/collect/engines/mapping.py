@@ -17,6 +17,7 @@ from poolconsole.collect.prom import (
     label_value,
     parse_exposition,
 )
+from poolconsole.config.models import EngineKind
 from poolconsole.model.snapshots import EngineMetrics, Histogram, RankMetrics
 
 if TYPE_CHECKING:
@@ -29,7 +30,7 @@ Agg = Literal["sum", "max", "mean"]
 class MetricSpec:
     """How one engine names things. Aliases are listed newest first; the first one present wins."""
 
-    kind: str
+    kind: EngineKind
     gauges: Mapping[str, tuple[tuple[str, ...], Agg]]
     counters: Mapping[str, tuple[str, ...]]
     histograms: Mapping[str, tuple[str, ...]]

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from poolconsole.collect.engines.mapping import MetricSpec
 from poolconsole.collect.prom import Sample
+from poolconsole.config.models import EngineKind
 
 VLLM = MetricSpec(
-    kind="vllm",
+    kind=EngineKind.VLLM,
     prefix="vllm:",
     rank_label="engine",
     gauges={
@@ -49,7 +50,7 @@ def _sglang_duplicate_rank(sample: Sample) -> bool:
 
 
 SGLANG = MetricSpec(
-    kind="sglang",
+    kind=EngineKind.SGLANG,
     prefix="sglang:",
     rank_label="dp_rank",
     model_labels=("model_name", "name"),
@@ -83,7 +84,7 @@ SGLANG = MetricSpec(
 )
 
 LLAMACPP = MetricSpec(
-    kind="llamacpp",
+    kind=EngineKind.LLAMACPP,
     prefix="llamacpp:",
     model_labels=(),
     gauges={
