@@ -1,32 +1,27 @@
-"""`poolconsole demo`: run the simulated pool on 127.0.0.1 and show it; `--serve-only --config-out FILE` for tools."""
+"""`poolconsole demo`'s simulated pool on 127.0.0.1: its engines and hosts, the load clock and the scenario
+driver. Its hosts.toml is written by sim.demo_config; running it alone or beside the console, sim.demo_run."""
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import os
 import secrets
 import shutil
-import threading
 import time
-from collections.abc import Callable
-from contextlib import AbstractContextManager
-from dataclasses import replace
 from pathlib import Path
 
 import asyncssh
 import httpx
 
 from poolconsole.collect.tasks import reap
-from poolconsole.sim.demo_files import CONFIG_HEADER, prune_ended
+from poolconsole.sim.demo_config import DEMO_KEY_ENV as DEMO_KEY_ENV  # re-exported: the demo's callers read it
+from poolconsole.sim.demo_config import KEYLESS_ENGINE as KEYLESS_ENGINE
+from poolconsole.sim.demo_config import config_toml
 from poolconsole.sim.demo_files import SCENARIOS as SCENARIOS  # the scenarios it plays, re-exported
-from poolconsole.sim.demo_pool import EngineSpec, HostSpec, KvShape, pool
+from poolconsole.sim.demo_pool import EngineSpec, HostSpec, pool
 from poolconsole.sim.hosts import (
-    BROKEN_PROFILE,
     HW_SLOWDOWN,
     HW_THERMAL_SLOWDOWN,
-    NO_SPEC_ENV,
-    NO_SPEC_SUFFIX,
     SimHost,
 )
 from poolconsole.sim.logs import OOM_LINE, vllm_line
@@ -35,8 +30,6 @@ from poolconsole.sim.server import SimEngine
 TICK_S = 0.1
 STATS_EVERY_S = 10.0
 """How often a simulated vLLM logs its throughput line, as vLLM does."""
-DEMO_KEY_ENV = "POOLCONSOLE_DEMO_KEY"
-"""With keys on (`--scenario oom`): the environment variable the demo's hosts.toml names as api_key_env."""
 OOM_ENGINE = "qwen3-next-80b"
 """`--scenario oom`: the engine that runs out of GPU memory under load (TP=4 on 24 GB cards)."""
 WEDGE_ENGINE = "qwen3-30b-a3b"
@@ -45,8 +38,6 @@ until it is restarted (its host's `docker restart`, or SimPool.restart)."""
 FAULT_HOST, FAULT_GPU = "tp4", 2
 """`--scenario gpu-fault`: the GPU whose kernel log shows an Xid and whose clocks are held down (hardware
 slowdown and thermal), serving on."""
-KEYLESS_ENGINE = "embeddings"
-"""With keys on: the one engine that answers without a key (Ollama has no keys)."""
 
 
 class SimPool:
@@ -333,253 +324,5 @@ class SimPool:
             shutil.rmtree(self.keys_dir, ignore_errors=True)
 
     def config_toml(self) -> str:
-        lines = [
-            CONFIG_HEADER + " (127.0.0.1, free ports).",
-            "# Commands given this file keep to the demo's own stores beside it; delete the first line to use yours.",
-            "",
-            "[settings]",
-            "poll_interval_s = 1.0",
-            "http_timeout_s = 3.0",
-            "",
-        ]
-        for host_spec in self.hosts:
-            host = self.sim_hosts.get(host_spec.name)
-            if host is None or self.keys_dir is None:
-                continue
-            lines += [
-                "[[hosts]]",
-                f'name = "{host_spec.name}"',
-                'address = "127.0.0.1"',
-                f"port = {host.port}",
-                'user = "demo"',
-                f'identity_file = "{self.keys_dir / "id_ed25519"}"',
-                f'known_hosts = "{self.keys_dir / "known_hosts"}"',
-                f'description = "{host_spec.description} (simulated)"',
-            ]
-            if host_spec.platform in ("nvidia-unified", "apple"):
-                lines.append('memory_kind = "unified"')
-            lines.append("")
-        for spec in self.engine_specs:
-            engine = self.engines[spec.name]
-            lines += [
-                "[[engines]]",
-                f'name = "{spec.name}"',
-                f'kind = "{spec.kind}"',
-                f'url = "{engine.url}"',
-                f'host = "{spec.host}"',
-                f'model = "{spec.description}"',
-                f'profile = "{spec.profile}"',
-                f'container = "{spec.name}"',
-            ]
-            if self.key is not None and spec.name != KEYLESS_ENGINE:
-                lines.append(f'api_key_env = "{DEMO_KEY_ENV}"')
-            if spec.gpus:
-                lines.append(f"gpus = [{', '.join(str(g) for g in spec.gpus)}]")
-            if spec.degrade_to is not None:
-                lines.append(f'degrade_to = "{spec.degrade_to}"')
-            if spec.tools and spec.kind in ("vllm", "sglang", "llamacpp"):
-                # the simulated engines answer tools with a tool call and response_format with JSON
-                lines += ["", "[engines.smoke]", "tools = true", "json_schema = true"]
-            if spec.kind in ("vllm", "sglang", "llamacpp") and self.sim_hosts:
-                lines += [
-                    "",
-                    "[engines.control]",
-                    'backend = "docker"',
-                    f'name = "{spec.name}"',
-                    f'profile_file = "/srv/pool/{spec.name}.env"',
-                    "health_timeout_s = 20",
-                    "drain_timeout_s = 0",
-                ]
-                lines += demo_profiles(spec)
-            elif spec.kind == "ollama" and self.sim_hosts:
-                lines += ["", "[engines.logs]", 'source = "docker"', f'name = "{spec.name}"']
-            lines.append("")
-        return "\n".join(lines)
-
-
-def demo_profiles(spec: EngineSpec) -> list[str]:
-    """Two profiles per engine for the operator loop (a speculative engine has a third, `-nospec`, the same
-    model without its draft); on the 80B node two more: fp8-tp4, the demo's broken
-    profile (it fits by memory, so the fit check passes, but the engine never loads it: /health answers
-    503 until the rollover's timeout, and the rollover rolls back), and bf16-tp4, which does not fit in
-    4x24 GB (the fit check refuses it). Each carries the model's KV figures (`spec.kv`), so `plan` and the
-    fit dialog estimate weights + KV cache."""
-    gpus = max(1, len(spec.gpus))
-    base = spec.weights_gib
-    shape = spec.kv
-    out: list[str] = []
-    variants: list[tuple[str, float, str, KvShape | None, int]] = [
-        (spec.profile, base, "1.0", shape, spec.context),
-        (f"{spec.profile}-long", base, "0.9", shape, spec.context),
-    ]
-    if spec.name == "qwen3-next-80b":
-        variants += [
-            # FP8 weights and an FP8 KV cache at half the context and sequences: it fits, 1.2 GiB to spare
-            (BROKEN_PROFILE, 74.5, "1.1", shape and replace(shape, kv_dtype="fp8", seqs=8), spec.context // 2),
-            ("bf16-tp4", 149.0, "1.0", shape and replace(shape, kv_dtype="bf16"), spec.context),
-        ]
-    for name, weights, speed, kv, context in variants:
-        out += [
-            "",
-            "[[engines.profiles]]",
-            f'name = "{name}"',
-            'format = "demo"',
-            f"weights_gib = {weights}",
-            f"tp_size = {gpus}",
-            *_kv_lines(spec, kv, context),
-            f'env = {{ POOL_SPEED = "{speed}" }}',
-        ]
-    if spec.load is not None and spec.load.spec_accept is not None:
-        # the same model without its draft: what `smoke --workload ... --ab` measures against
-        out += [
-            "",
-            "[[engines.profiles]]",
-            f'name = "{spec.profile}-{NO_SPEC_SUFFIX}"',
-            'format = "demo"',
-            f"weights_gib = {base}",
-            f"tp_size = {gpus}",
-            *_kv_lines(spec, shape, spec.context),
-            f'env = {{ POOL_SPEED = "1.0", {NO_SPEC_ENV} = "off" }}',
-        ]
-    return out
-
-
-def _kv_lines(spec: EngineSpec, kv: KvShape | None, context: int) -> list[str]:
-    """A profile's memory keys: utilisation and overhead, and with the model's KV figures its context and
-    sequences (on llama.cpp -c is split over -np slots: max_model_len is one slot's, as the sim serves it)."""
-    llamacpp = spec.kind == "llamacpp"
-    # llama.cpp has no utilisation knob: leave the driver its margin, and it needs less runtime overhead
-    out = ["gpu_memory_utilization = 0.98", "overhead_gib = 1.0"] if llamacpp else ["gpu_memory_utilization = 0.92"]
-    if kv is None:
-        return out
-    return [
-        *out,
-        f"max_model_len = {context // kv.seqs if llamacpp else context}",
-        f"max_num_seqs = {kv.seqs}",
-        f'kv_dtype = "{kv.kv_dtype}"',
-        f"layers = {kv.layers}",
-        f"kv_heads = {kv.kv_heads}",
-        f"head_dim = {kv.head_dim}",
-    ]
-
-
-def write_atomically(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
-async def _serve(
-    args: argparse.Namespace, ready: Callable[[Path | None], None] | None = None, stop: asyncio.Event | None = None
-) -> int:
-    """Run the pool until `stop` is set; `ready(config_path)` once every target answers."""
-    sim = SimPool(args.scenario, args.nodes, args.seed)
-    stop = stop or asyncio.Event()
-    config_path = Path(args.config_out) if args.config_out else None
-    keys_dir = config_path.with_name(config_path.name + ".ssh") if config_path is not None else None
-    try:
-        await sim.start(keys_dir)
-        await sim.wait_ready()
-        if config_path is not None:
-            write_atomically(config_path, sim.config_toml())
-        if ready is not None:
-            ready(config_path)
-        await stop.wait()
-        return 0
-    finally:
-        await sim.stop()
-        if config_path is not None and config_path == demo_config_path():
-            # its own hosts.toml and SSH keys name ports that are gone now; the audit log and the smoke
-            # runs beside them stay (`poolconsole audit` points at the newest)
-            config_path.unlink(missing_ok=True)
-            if keys_dir is not None:
-                shutil.rmtree(keys_dir, ignore_errors=True)
-
-
-def serve_only(args: argparse.Namespace, stopping: Callable[[asyncio.Event], AbstractContextManager[None]]) -> int:
-    """The pool alone until a stop: `stopping(stop)` is the caller's (the command's signals: SIGINT, SIGTERM,
-    SIGHUP, each a clean stop that removes its throwaway hosts.toml and SSH key)."""
-    if args.config_out is None:
-        args.config_out = str(demo_config_path())
-
-    def ready(path: Path | None) -> None:
-        print(f"simulated pool serving on 127.0.0.1; its config is {path}; Ctrl-C stops it", flush=True)
-        if args.scenario == "oom":
-            key = os.environ.get(DEMO_KEY_ENV, "")
-            print(f"its engines and gateway want a key: export {DEMO_KEY_ENV}={key}", flush=True)
-
-    async def run() -> int:
-        stop = asyncio.Event()
-        with stopping(stop):
-            return await _serve(args, ready, stop)
-
-    return asyncio.run(run())
-
-
-class BackgroundPool:
-    """The simulated pool on its own event loop in a thread, so the console's loop stays its own."""
-
-    def __init__(self, args: argparse.Namespace) -> None:
-        self.args = args
-        self.loop = asyncio.new_event_loop()
-        self.stop_event: asyncio.Event | None = None
-        self.ready = threading.Event()
-        self.config_path: Path | None = None
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, name="sim-pool", daemon=True)
-
-    def _run(self) -> None:
-        asyncio.set_event_loop(self.loop)
-
-        async def main() -> None:
-            self.stop_event = asyncio.Event()
-
-            def ready(path: Path | None) -> None:
-                self.config_path = path
-                self.ready.set()
-
-            await _serve(self.args, ready, self.stop_event)
-
-        try:
-            self.loop.run_until_complete(main())
-        except BaseException as exc:
-            self.error = exc
-            self.ready.set()
-
-    def __enter__(self) -> Path:
-        self.thread.start()
-        self.ready.wait(60)
-        if self.error is not None or self.config_path is None:
-            raise RuntimeError(f"the simulated pool did not start: {self.error}")
-        return self.config_path
-
-    def __exit__(self, *exc: object) -> None:
-        if self.stop_event is not None:
-            self.loop.call_soon_threadsafe(self.stop_event.set)
-        self.thread.join(15)
-
-
-def demo_config_path() -> Path:
-    """Where `poolconsole demo` writes the simulated pool's hosts.toml when no --config-out is given."""
-    import warnings
-
-    from platformdirs import user_runtime_path
-
-    with warnings.catch_warnings():
-        # without $XDG_RUNTIME_DIR (a plain root shell) platformdirs warns, on the terminal the console
-        # then draws over, before falling back to its own checked directory: that fallback is fine here
-        warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR")
-        runtime = user_runtime_path("poolconsole", ensure_exists=True)
-    prune_ended(runtime)
-    return runtime / f"demo-{os.getpid()}.toml"
-
-
-def latest_demo_audit() -> Path | None:
-    """The newest demo console's audit log (where `poolconsole audit` points a user who tried the demo)."""
-    written: list[tuple[float, Path]] = []
-    for log in demo_config_path().parent.glob("demo-*.audit.sqlite3"):
-        try:
-            written.append((log.stat().st_mtime, log))
-        except OSError:  # removed meanwhile
-            continue
-    return max(written)[1] if written else None
+        """The hosts.toml that points the console at this pool (sim.demo_config)."""
+        return config_toml(self)

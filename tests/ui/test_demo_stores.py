@@ -80,7 +80,7 @@ def test_the_demo_config_path_prints_no_runtime_dir_warning(tmp_path: Path) -> N
     env["PYTHONPATH"] = str(ROOT)
     env["TMPDIR"] = str(tmp_path)  # platformdirs' fallback, when /run/user/UID is not there, lands here
     env["PYTHONWARNINGS"] = "default"
-    code = "from poolconsole.sim.demo import demo_config_path; print(demo_config_path())"
+    code = "from poolconsole.sim.demo_run import demo_config_path; print(demo_config_path())"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().endswith(".toml"), proc.stdout
