@@ -27,7 +27,7 @@ def add_parser(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from poolconsole.sim.demo import BackgroundPool, demo_config_path, serve_only
+    from poolconsole.sim.demo_run import BackgroundPool, demo_config_path, serve_only
 
     if not 0 <= args.nodes <= 256:
         print("poolconsole demo: --nodes must be between 0 and 256", file=sys.stderr)
