@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     if not rows:
         print(f"no actions recorded in {path}")
         if not args.db and demo is None:
-            from poolconsole.sim.demo import latest_demo_audit
+            from poolconsole.sim.demo_run import latest_demo_audit
 
             latest = latest_demo_audit()
             if latest is not None:  # the demo console's actions are kept apart from the user's
