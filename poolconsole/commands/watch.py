@@ -22,6 +22,7 @@ def run(args: argparse.Namespace) -> int:
     """The headless runtime as a service (issue 37): polls, records, evaluates the alert rules and delivers
     them to the [[notify]] receivers; with --listen also serves /metrics. Until SIGINT, SIGTERM or SIGHUP."""
     from poolconsole.runtime.alerts_canary import canary, cost
+    from poolconsole.runtime.alerts_slo import slo_burn
     from poolconsole.runtime.exporter import ListenError, parse_listen
     from poolconsole.runtime.store import StoreProblem
     from poolconsole.runtime.watch import Companions, Watching, watch
@@ -54,6 +55,11 @@ def run(args: argparse.Namespace) -> int:
         if w.metrics:
             lines.append(f"serving {w.metrics}")
         alerts = config.alerts
+        for slo in config.slo:
+            lines.append(
+                f"slo: {slo.target}: {slo.objective * 100:g}% of requests' TTFT within {slo.ttft_s:g} s (slo_burn: "
+                "1 h and 5 min over 14.4x page, 6 h and 30 min over 6x warn)"
+            )
         if alerts.canary_interval_s is not None:
             lines.append(cost(alerts.canary_interval_s, alerts.canary_timeout_s))
         lines.append(remediation.said_at_start(config, audit_path, dry_run=args.dry_run))
@@ -62,6 +68,8 @@ def run(args: argparse.Namespace) -> int:
     async def run() -> None:
         heal = remediation.remediation(config, audit_path, dry_run=args.dry_run)
         companions: Companions = [heal] if config.alerts.canary_interval_s is None else [canary, heal]
+        if config.slo:
+            companions = [slo_burn, *companions]
         await watch(
             config, path, asyncio.Event(), listen=listen, ready=ready, on_problem=problem, companions=companions
         )

@@ -124,6 +124,9 @@ class AlertSettings(Strict):
     """How long a canary completion may take before the canary fires."""
     canary_for_s: Annotated[float, Field(ge=0)] = 0.0
     """The canary fires once its probes have failed this long (0: the first failed probe)."""
+    slo_burn_for_s: Annotated[float, Field(ge=0)] = 0.0
+    """slo_burn fires once its two windows have burned over the factor this long (the short window already
+    makes it clear soon after the burn stops)."""
     gpu_xid_for_s: Annotated[float, Field(ge=0)] = 0.0
     """gpu_xid (critical): the kernel logged an `NVRM: Xid` for a GPU in the last 5 minutes; fires once that
     held this long ..."""
@@ -179,6 +182,35 @@ class Notify(Strict):
     @classmethod
     def _env(cls, value: str | None) -> str | None:
         return _check_env(value)
+
+
+class Slo(Strict):
+    """A TTFT objective (`[[slo]]`, a list) for one engine or one model (the engines that list it): the share of
+    requests whose time to first token is at most `ttft_s` should be at least `objective`. The watcher's
+    `slo_burn` alerts on the burn rate of its error budget (Google's multi-window alerts): 1 h and 5 min both
+    above 14.4x page (critical), 6 h and 30 min both above 6x warn."""
+
+    engine: str | None = None
+    """The engine it holds for (or `model`)."""
+    model: str | None = None
+    """The model it holds for, over every engine that lists it (or `engine`)."""
+    ttft_s: Annotated[float, Field(gt=0)]
+    """The time-to-first-token threshold in seconds: a bound of the engine's TTFT histogram (vLLM and SGLang:
+    0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, ...). Between two bounds the watcher counts against the
+    lower one (a request not proven fast is slow); `prometheus-rules` needs a bound."""
+    objective: Annotated[float, Field(gt=0, lt=1)]
+    """The share of requests that must be within `ttft_s`, e.g. 0.99 (its error budget: 1 - objective)."""
+
+    @model_validator(mode="after")
+    def _one(self) -> Slo:
+        if (self.engine is None) == (self.model is None):
+            raise ValueError("give engine or model, one of them")
+        return self
+
+    @property
+    def target(self) -> str:
+        """Who its alert is about: the engine's name, or `model:NAME`."""
+        return self.engine if self.engine is not None else f"model:{self.model}"
 
 
 class StoreSettings(Strict):
@@ -677,6 +709,8 @@ class PoolConfig(Strict):
     """The query API that engines and hosts with `read = "prometheus"` are read from."""
     notify: list[Notify] = []
     """Where `poolconsole watch` sends alerts (`[[notify]]`): webhook, alertmanager or ntfy receivers."""
+    slo: list[Slo] = []
+    """TTFT objectives (`[[slo]]`) the watcher's slo_burn rule and `prometheus-rules` hold engines and models to."""
     remediation: Remediation = Remediation()
     """What `poolconsole watch` may do by itself when a rule fires (`[remediation]`; off by default)."""
     hosts: list[Host] = []
@@ -720,6 +754,10 @@ class PoolConfig(Strict):
                 problems.append(f"engine {engine.name!r}: duplicate profile names")
             if engine.degrade_to is not None and engine.degrade_to not in engines:
                 problems.append(f"engine {engine.name!r}: degrade_to names no engine ({engine.degrade_to!r})")
+        targets = [s.target for s in self.slo]
+        problems += [f"slo: {t!r} has two objectives" for t in sorted({t for t in targets if targets.count(t) > 1})]
+        problems += [f"slo: engine {s.engine!r} is not an [[engines]] name" for s in self.slo if s.engine is not None
+                     and s.engine not in engines]  # fmt: skip
         if problems:
             raise ValueError("; ".join(problems))
         return self

@@ -28,7 +28,7 @@ the overview's verdict called a healthy pool '1 problem'."""
 record is read once a minute while the engine stays up)."""
 
 
-CRITICAL_RULES = frozenset({"down", "restart_loop", "stalled", "canary", "gpu_xid", "gpu_ecc"})
+CRITICAL_RULES = frozenset({"down", "restart_loop", "stalled", "canary", "slo_burn_page", "gpu_xid", "gpu_ecc"})
 """The rules that page at once: a target that does not answer, one that serves nothing, one that keeps dying,
 a GPU the kernel or its memory says is failing."""
 
@@ -283,6 +283,17 @@ class Alerts:
             "canary answered",
             self.settings.canary_for_s,
         )
+
+    def slo_burn(self, target: str, pages: bool, warns: bool, words: str, now: float) -> list[AlertEvent]:
+        """slo_burn's two alerts for one objective (runtime.alerts_slo reads the windows): slo_burn_page
+        (critical: 1 h and 5 min over 14.4x) and slo_burn_warn (6 h and 30 min over 6x), each after
+        `slo_burn_for_s`; receivers know both as alertname slo_burn."""
+        hold, said = self.settings.slo_burn_for_s, f"slo burn: {words}"
+        events = [
+            self._set(target, "slo_burn_page", pages, said, now, f"burn back under 14.4x: {words}", hold),
+            self._set(target, "slo_burn_warn", warns, said, now, f"burn back under 6x: {words}", hold),
+        ]
+        return [e for e in events if e is not None]
 
     def canary_progress(self, name: str, now: float) -> AlertEvent | None:
         """The engine generated (its counters moved while the canary fired): it serves, the canary clears."""

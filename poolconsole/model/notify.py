@@ -79,7 +79,8 @@ class Alert:
 
 def summary(target: str, rule: str, message: str) -> str:
     """The console's sentence for a fired alert (model.events): the rule named once, the target first."""
-    said = message if message.startswith(rule.replace("_", " ")) else f"{rule}: {message}"
+    name = "slo_burn" if rule.startswith("slo_burn_") else rule  # its page and its warning: one rule in words
+    said = message if message.startswith(name.replace("_", " ")) else f"{name}: {message}"
     return f"{target}: {said}"
 
 
@@ -87,7 +88,11 @@ def labels_for(rule: str, target: str, engines: Mapping[str, str | None], hosts:
     """`engines`: engine name -> the host it runs on (None if not said); `hosts`: the host names."""
     per_gpu = gpu_health.split(rule)  # gpu_xid_gpu2: alertname gpu_xid, gpu 2
     labels = {"alertname": per_gpu[0] if per_gpu else rule, "severity": severity(rule)}
-    if target in engines:
+    if rule.startswith("slo_burn_"):  # the page and the warning of one objective: one alertname, two severities
+        labels["alertname"] = "slo_burn"
+    if target.startswith("model:") and target not in engines:
+        labels["model"] = target.removeprefix("model:")
+    elif target in engines:
         labels["engine"] = target
         host = engines[target]
         if host:

@@ -6,7 +6,9 @@ alertnames, severities and labels as `poolconsole watch` sends.
 
 - down: a scrape target of an engine or host that does not answer (`up == 0`) for `down_for_s`.
 - stalled: per engine kind, requests running or waiting and no generation or prompt token counted for
-  `stall_s`."""
+  `stall_s`.
+- slo_burn: per `[[slo]]`, recording rules of the share of requests over its TTFT bound in 5 min, 30 min, 1 h
+  and 6 h, and the multi-window burn-rate alerts over them (critical and warning)."""
 
 from __future__ import annotations
 
@@ -42,12 +44,12 @@ def _duration(seconds: float) -> str:
     return f"{max(0, round(seconds))}s"
 
 
-def _rule(alert: str, expr: str, for_s: float, severity: str, summary: str) -> list[str]:
+def _rule(alert: str, expr: str, for_s: float, severity: str, summary: str, labels: str = "") -> list[str]:
     return [
         f"      - alert: {alert}",
         f"        expr: {json.dumps(expr)}",
         f"        for: {_duration(for_s)}",
-        f"        labels: {{severity: {severity}}}",
+        f"        labels: {{severity: {severity}{labels}}}",
         f"        annotations: {{summary: {json.dumps(summary)}}}",
     ]
 
@@ -86,4 +88,63 @@ def render(config: PoolConfig) -> str:
         f"processed for {window}"
     )
     lines += _rule("stalled", " or ".join(parts), 0, "critical", summary)
+    lines += _slo_rules(config)
     return "\n".join(lines) + "\n"
+
+
+TTFT = {EngineKind.VLLM: "vllm:time_to_first_token_seconds", EngineKind.SGLANG: "sglang:time_to_first_token_seconds"}
+"""The TTFT histograms slo_burn reads (llama.cpp exposes none)."""
+WINDOWS = {"5m": "5m", "30m": "30m", "1h": "1h", "6h": "6h"}
+RECORD = "poolconsole:slo_ttft_errors:ratio_rate"
+
+
+def _le(seconds: float) -> str:
+    """A bucket bound as prometheus_client writes it (vLLM's and SGLang's `le`): 1.0, 0.25, 10.0."""
+    return repr(float(seconds))
+
+
+def _slo_rules(config: PoolConfig) -> list[str]:
+    """slo_burn as Google's multi-window alerts: per objective, the share of requests over its TTFT bound in
+    each window (recording rules over the engines' TTFT histograms), then a page when 1 h and 5 min are both
+    over 14.4x its error budget and a warning when 6 h and 30 min are both over 6x."""
+    lines: list[str] = []
+    alerts: list[str] = []
+    kinds = {e.name: e.kind for e in config.engines}
+    hosts = {e.name: e.host for e in config.engines}
+    for slo in config.slo:
+        if slo.engine is not None:
+            used = [kinds[slo.engine]] if kinds.get(slo.engine) in TTFT else []
+            selector, labels = f'engine="{slo.engine}"', {"engine": slo.engine}
+            if hosts.get(slo.engine):
+                labels["host"] = str(hosts[slo.engine])
+        else:
+            used = sorted(TTFT)
+            selector, labels = f"model_name={json.dumps(slo.model)}", {"model": str(slo.model)}
+        if not used:
+            lines.append(f"      # slo {slo.target}: its engine kind exposes no TTFT histogram")
+            continue
+        shown = ", ".join(f"{k}: {json.dumps(v)}" for k, v in labels.items())
+        le = f',le="{_le(slo.ttft_s)}"'
+        for window in WINDOWS:
+            # per kind the requests over the bound (count - bucket): a bound the engine does not expose reads
+            # as no series, so no errors, never as every request slow
+            over = " + ".join(
+                f"((sum(rate({TTFT[k]}_count{{{selector}}}[{window}])) - "
+                f"sum(rate({TTFT[k]}_bucket{{{selector}{le}}}[{window}]))) or vector(0))"
+                for k in used
+            )
+            total = " + ".join(f"(sum(rate({TTFT[k]}_count{{{selector}}}[{window}])) or vector(0))" for k in used)
+            expr = f"({over}) / ({total})"
+            lines += [f"      - record: {RECORD}{window}", f"        expr: {json.dumps(expr)}"]
+            lines.append(f"        labels: {{{shown}}}")
+        budget = 1 - slo.objective
+        match = "{" + ", ".join(f"{k}={json.dumps(v)}" for k, v in labels.items()) + "}"
+        for (long, short, factor), severity in ((("1h", "5m", 14.4), "critical"), (("6h", "30m", 6.0), "warning")):
+            line = f"{factor * budget:.6g}"
+            expr = f"{RECORD}{long}{match} > {line} and {RECORD}{short}{match} > {line}"
+            summary = (
+                f"{slo.target}: slo burn: TTFT over {slo.ttft_s:g} s for more than {factor:g}x the "
+                f"{budget * 100:g}% error budget over {long} and {short}"
+            )
+            alerts += _rule("slo_burn", expr, config.alerts.slo_burn_for_s, severity, summary, f", {shown}")
+    return lines + alerts

@@ -57,3 +57,86 @@ def test_the_rule_file_passes_promtool(tmp_path: Path) -> None:
     assert out.stdout.count("alert: stalled") == 1 and out.stdout.count("alert: down") == 1
     assert all(name in out.stdout for name in ("llamacpp:tokens_predicted_total", "sglang:num_queue_reqs"))
     assert "increase(vllm:prompt_tokens_total" in out.stdout  # a long prefill is progress, not a wedge
+
+
+SLO_CONFIG = """
+[[slo]]
+engine = "a"
+ttft_s = 1
+objective = 0.99
+
+[[slo]]
+model = "qwen"
+ttft_s = 2.5
+objective = 0.995
+
+[[slo]]
+engine = "b"
+ttft_s = 1
+objective = 0.99
+
+[[engines]]
+name = "a"
+kind = "vllm"
+url = "http://127.0.0.1:8000"
+host = "box"
+
+[[engines]]
+name = "b"
+kind = "llamacpp"
+url = "http://127.0.0.1:8001"
+"""
+
+SLO_TEST = """
+rule_files: [rules.yml]
+evaluation_interval: 1m
+tests:
+  - interval: 1m
+    input_series:
+      # engine a: 100 requests a minute, 30 of them over 1 s (30x its 1% budget)
+      - series: 'vllm:time_to_first_token_seconds_bucket{engine="a",le="1.0",model_name="m"}'
+        values: '0+70x480'
+      - series: 'vllm:time_to_first_token_seconds_count{engine="a",model_name="m"}'
+        values: '0+100x480'
+      # model qwen on SGLang: 1000 a minute, 2 over 2.5 s (0.4x its 0.5% budget)
+      - series: 'sglang:time_to_first_token_seconds_bucket{engine="c",le="2.5",model_name="qwen"}'
+        values: '0+998x480'
+      - series: 'sglang:time_to_first_token_seconds_count{engine="c",model_name="qwen"}'
+        values: '0+1000x480'
+    alert_rule_test:
+      - eval_time: 70m
+        alertname: slo_burn
+        exp_alerts:
+          - exp_labels: {severity: critical, engine: a, host: box}
+            exp_annotations:
+              summary: "a: slo burn: TTFT over 1 s for more than 14.4x the 1% error budget over 1h and 5m"
+          - exp_labels: {severity: warning, engine: a, host: box}
+            exp_annotations:
+              summary: "a: slo burn: TTFT over 1 s for more than 6x the 1% error budget over 6h and 30m"
+    promql_expr_test:
+      - expr: 'round(poolconsole:slo_ttft_errors:ratio_rate5m{model="qwen"}, 0.0001)'
+        eval_time: 70m
+        exp_samples:
+          - labels: '{model="qwen"}'
+            value: 0.002
+"""
+
+
+def test_slo_burn_rules_pass_promtool_and_page_on_synthetic_histograms(tmp_path: Path) -> None:
+    """Recording rules per objective and window, the multi-window alerts over them: promtool checks the file
+    and runs it over histogram series as vLLM and SGLang expose them, 70 simulated minutes: engine a burning
+    30x pages and warns, the SGLang model within its budget does not; a llama.cpp engine has no histogram."""
+    hosts = tmp_path / "hosts.toml"
+    hosts.write_text(SLO_CONFIG)
+    argv = [sys.executable, "-m", "poolconsole", "prometheus-rules", "--config", str(hosts)]
+    out = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    (tmp_path / "rules.yml").write_text(out.stdout)
+    checked = subprocess.run([promtool(), "check", "rules", str(tmp_path / "rules.yml")], capture_output=True,
+                             text=True, timeout=60)  # fmt: skip
+    assert checked.returncode == 0 and "SUCCESS: 14 rules found" in checked.stdout, checked.stdout + checked.stderr
+    assert "# slo b: its engine kind exposes no TTFT histogram" in out.stdout
+    (tmp_path / "test.yml").write_text(SLO_TEST)
+    tested = subprocess.run([promtool(), "test", "rules", "test.yml"], cwd=tmp_path, capture_output=True, text=True,
+                            timeout=120)  # fmt: skip
+    assert tested.returncode == 0, tested.stdout + tested.stderr
