@@ -16,10 +16,10 @@ from typing import IO, cast
 import httpx
 import pytest
 
-from poolconsole.runtime.sampling import sample_engines
 from poolconsole.collect.prom import parse_exposition
 from poolconsole.config import parse_config
 from poolconsole.model.view import engine_view
+from poolconsole.runtime.sampling import sample_engines
 from poolconsole.sim.demo import SimPool
 from poolconsole.sim.demo_pool import ENGINES
 from poolconsole.sim.expose import render_llamacpp
