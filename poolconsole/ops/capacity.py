@@ -8,8 +8,7 @@ import json
 
 from poolconsole.collect.auth import auth_headers
 from poolconsole.collect.engines.kinds import Capability, adapter
-from poolconsole.collect.fetch import fetch
-from poolconsole.collect.poll_client import PollClient
+from poolconsole.collect.http import PollClient, fetch
 from poolconsole.collect.prom import ParseError, parse_exposition
 from poolconsole.config.models import Engine, EngineKind, Settings
 from poolconsole.ops.fit import KvCapacity

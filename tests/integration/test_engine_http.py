@@ -14,7 +14,7 @@ import pytest
 
 from poolconsole.collect.engines.litellm_usage import WANTED
 from poolconsole.collect.engines.poll import EnginePoller
-from poolconsole.collect.poll_client import PollClient
+from poolconsole.collect.http import PollClient
 from poolconsole.config.models import Engine, EngineKind, Settings
 from poolconsole.model.snapshots import EngineState
 from poolconsole.model.view import ONE_POLL, engine_view
@@ -389,7 +389,7 @@ async def test_metrics_are_asked_uncompressed_and_read_when_gzipped_anyway(
 
     from prometheus_client import CollectorRegistry, Gauge, start_http_server
 
-    from poolconsole.collect.fetch import fetch
+    from poolconsole.collect.http import fetch
 
     registry = CollectorRegistry()
     Gauge("sglang:num_running_reqs", "running", registry=registry).set(3)

@@ -1,4 +1,4 @@
-"""The poll client (collect.poll_client, on aiohttp) against loopback servers that frame responses every legal way and
+"""The poll client (collect.http, on aiohttp) against loopback servers that frame responses every legal way and
 break them in the ways engines and proxies do. Status-code meanings are tested through the engine
 poller (test_engine_http.py); here: framing, keep-alive, limits and the errors it raises."""
 
@@ -19,8 +19,7 @@ from pathlib import Path
 import pytest
 
 from poolconsole.collect import tls
-from poolconsole.collect.fetch import Failure, fetch
-from poolconsole.collect.poll_client import PollClient, PollError
+from poolconsole.collect.http import Failure, PollClient, PollError, fetch
 from tests.helpers.certs import self_signed
 
 
@@ -221,8 +220,7 @@ async def test_a_slow_answer_times_out_and_its_connection_is_not_reused(client: 
 
 SYSTEM_STORE_GET = """
 import asyncio, ssl, sys
-from poolconsole.collect.fetch import fetch
-from poolconsole.collect.poll_client import PollClient  # the first import of aiohttp, through collect.tls
+from poolconsole.collect.http import PollClient, fetch  # the first import of aiohttp, through collect.tls
 import aiohttp.connector
 
 async def main() -> None:
@@ -315,7 +313,7 @@ def test_aiohttp_is_imported_as_it_is_while_another_thread_runs(tmp_path: Path) 
     code = (
         "import threading, time\n"
         "threading.Thread(target=time.sleep, args=(2,), daemon=True).start()\n"
-        "import poolconsole.collect.poll_client, aiohttp.connector as c\n"
+        "import poolconsole.collect.http, aiohttp.connector as c\n"
         "print(c._SSL_CONTEXT_VERIFIED.cert_store_stats()['x509'])\n"
     )
     env = {**os.environ, "SSL_CERT_FILE": str(cert), "SSL_CERT_DIR": str(tmp_path)}

@@ -21,9 +21,9 @@ import pytest
 from aiohttp.client_proto import ResponseHandler
 
 from poolconsole.collect.engines import mapping
-from poolconsole.collect.engines import poll as engine_poll
+from poolconsole.collect.engines.kinds import metrics_engine
 from poolconsole.collect.engines.poll import EnginePoller
-from poolconsole.collect.poll_client import PollClient
+from poolconsole.collect.http import PollClient
 from poolconsole.config.models import Engine, EngineKind, Settings
 from poolconsole.model.snapshots import EngineSnapshot
 from poolconsole.model.view import engine_view
@@ -172,7 +172,7 @@ async def test_a_slow_parse(
             time.sleep(BLOCK_S)
         return parse(*args)
 
-    monkeypatch.setattr(engine_poll, "parse_metrics", slow_parse)
+    monkeypatch.setattr(metrics_engine, "parse_metrics", slow_parse)
     first, second = await two_polls(server, client, watch, lambda: slow.__setitem__(0, True))
     assert_rate_true(server, watch, first, second)
     assert T0 - second.fetched_at >= BLOCK_S - 1e-6

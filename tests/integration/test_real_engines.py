@@ -16,7 +16,7 @@ from poolconsole.collect.engines import specs
 from poolconsole.collect.engines.mapping import parse_metrics
 from poolconsole.collect.engines.poll import EnginePoller
 from poolconsole.collect.engines.reported import read_reported
-from poolconsole.collect.poll_client import PollClient
+from poolconsole.collect.http import PollClient
 from poolconsole.config.models import Engine, EngineKind, Settings
 from poolconsole.model.snapshots import EngineSnapshot, EngineState
 from poolconsole.model.view import engine_view

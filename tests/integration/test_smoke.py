@@ -136,8 +136,7 @@ async def test_malformed_tool_call(server: RawHTTPServer) -> None:
 async def test_a_refused_url_is_named_with_the_cause_status_gives() -> None:
     import socket
 
-    from poolconsole.collect.fetch import fetch
-    from poolconsole.collect.poll_client import PollClient
+    from poolconsole.collect.http import PollClient, fetch
 
     with socket.socket() as sock:  # a port nobody listens on
         sock.bind(("127.0.0.1", 0))

@@ -22,8 +22,7 @@ import httpx
 import pytest
 
 from poolconsole.collect import smoke_transport
-from poolconsole.collect.fetch import fetch
-from poolconsole.collect.poll_client import PollClient
+from poolconsole.collect.http import PollClient, fetch
 from poolconsole.config import parse_config
 from poolconsole.ops.smoke import stream as smoke_stream
 from poolconsole.ops.smoke.checks import Checker, Prompts, Target

@@ -15,14 +15,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from poolconsole.collect import poll_client
+from poolconsole.collect import http
 from poolconsole.collect.engines import specs
 from poolconsole.collect.engines.mapping import parse_metrics
 from poolconsole.collect.engines.page_memo import PageMemo
 from poolconsole.collect.engines.poll import EnginePoller
 from poolconsole.collect.hosts import nvidia_smi
 from poolconsole.collect.hosts.systems import MAX_OUTPUT, MIB, parse_amd_smi, parse_macmon, parse_rocm_smi
-from poolconsole.collect.poll_client import PollClient, PollError, Response
+from poolconsole.collect.http import PollClient, PollError, Response
 from poolconsole.collect.prom import ParseError
 from poolconsole.config.models import Engine, EngineKind
 from poolconsole.model.alerts import Alerts
@@ -319,7 +319,7 @@ async def test_a_body_shorter_than_its_content_length_is_cut() -> None:
 
     response = SimpleNamespace(content_length=len(PAGE), headers={}, status=200, read=read, close=lambda: None)
     with pytest.raises(PollError) as cut:
-        await poll_client._read(response, 1 << 20)  # type: ignore[arg-type]
+        await http._read(response, 1 << 20)  # type: ignore[arg-type]
     assert cut.value.kind == "truncated"
     assert str(cut.value) == f"connection closed mid-response (received 500 of {len(PAGE)} bytes)"
 

@@ -19,8 +19,7 @@ from poolconsole.collect.engines.live_generation import LiveGeneration
 from poolconsole.collect.engines.mapping import MetricSpec
 from poolconsole.collect.engines.page_memo import PageMemo
 from poolconsole.collect.engines.scratch import Scratch, failure_state
-from poolconsole.collect.fetch import Failure, Fetched, fetch
-from poolconsole.collect.poll_client import PollClient
+from poolconsole.collect.http import Failure, Fetched, PollClient, fetch
 from poolconsole.collect.prom import ParseError
 from poolconsole.config.models import Engine, EngineKind, Settings
 from poolconsole.model.snapshots import EngineSnapshot, EngineState

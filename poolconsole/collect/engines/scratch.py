@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from poolconsole.collect.fetch import Failure, Fetched
+from poolconsole.collect.http import Failure, Fetched
 from poolconsole.model.snapshots import (
     COUNTERS,
     GAUGES,

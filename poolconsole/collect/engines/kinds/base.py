@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from poolconsole.collect.engines import jsonparse
 from poolconsole.collect.engines.mapping import Agg, MetricSpec
 from poolconsole.collect.engines.scratch import Scratch
-from poolconsole.collect.fetch import Fetched
+from poolconsole.collect.http import Fetched
 from poolconsole.collect.prom import ParseError, Sample
 from poolconsole.config.models import EngineKind
 from poolconsole.model.failure_modes import MODES, FailureMode

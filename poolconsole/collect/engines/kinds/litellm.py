@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from poolconsole.collect.engines import jsonparse, litellm_usage
 from poolconsole.collect.engines.kinds.base import BIND_LOOPBACK, Capability, EngineAdapter
 from poolconsole.collect.engines.scratch import Scratch
-from poolconsole.collect.fetch import Failure, Fetched
+from poolconsole.collect.http import Failure, Fetched
 from poolconsole.collect.prom import ParseError
 from poolconsole.config.models import EngineKind
 from poolconsole.model.snapshots import EngineState

@@ -12,7 +12,7 @@ from poolconsole.collect.engines.kinds.base import BIND_LOOPBACK, Capability, Kv
 from poolconsole.collect.engines.kinds.metrics_engine import MetricsEngineAdapter
 from poolconsole.collect.engines.mapping import MetricSpec
 from poolconsole.collect.engines.scratch import Scratch, set_value
-from poolconsole.collect.fetch import Failure, Fetched
+from poolconsole.collect.http import Failure, Fetched
 from poolconsole.collect.prom import ParseError
 from poolconsole.config.models import EngineKind
 from poolconsole.model.snapshots import EngineMetrics, EngineState

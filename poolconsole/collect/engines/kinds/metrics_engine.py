@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, ClassVar
 from poolconsole.collect.engines.kinds.base import EngineAdapter
 from poolconsole.collect.engines.mapping import MetricSpec, parse_metrics
 from poolconsole.collect.engines.scratch import Scratch
-from poolconsole.collect.fetch import Failure, Fetched
+from poolconsole.collect.http import Failure, Fetched
 from poolconsole.collect.prom import ParseError, check_whole, decode
 from poolconsole.model.snapshots import EngineState
 
