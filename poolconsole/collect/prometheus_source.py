@@ -51,8 +51,7 @@ from urllib.parse import quote, urlsplit
 from poolconsole.collect.engines.kinds import Capability, adapter
 from poolconsole.collect.engines.mapping import metrics_from_samples
 from poolconsole.collect.engines.poll import SPEC
-from poolconsole.collect.fetch import Failure, Fetched, fetch
-from poolconsole.collect.poll_client import PollClient
+from poolconsole.collect.http import Failure, Fetched, PollClient, fetch
 from poolconsole.collect.prom import Sample
 from poolconsole.collect.prometheus_batch import REUSE_S as REUSE_S
 from poolconsole.collect.prometheus_batch import Batch as SharedBatch
