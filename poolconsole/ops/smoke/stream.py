@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 
-from poolconsole.collect.fetch import address_of, connect_reason
+from poolconsole.collect.http import address_of, connect_reason
 from poolconsole.collect.smoke_transport import TimedStream
 
 
