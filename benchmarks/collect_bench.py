@@ -3,7 +3,7 @@
 1. Parse cost per series of a large vLLM data-parallel /metrics page (a real capture replicated over
    ranks), prometheus_client's parser plus the normalisation.
 2. CPU per GET of a vLLM /metrics page on a keep-alive connection: httpx (the client the smoke tests
-   use), the poll client (collect.poll_client, on aiohttp), the never-raising fetch over it, and the
+   use), the poll client (collect.http, on aiohttp), the never-raising fetch over it, and the
    hand-written client it replaced (benchmarks/handwritten_client.py), side by side against one server.
 3. One concurrent poll of 64 vLLM endpoints on loopback with injected latency, one of which never
    answers: the time for every live endpoint's poll to finish, divided by the slowest live endpoint's
@@ -31,8 +31,7 @@ from poolconsole.collect.engines import specs  # noqa: E402
 from poolconsole.collect.engines.mapping import parse_metrics  # noqa: E402
 from poolconsole.collect.engines.page_memo import PageMemo  # noqa: E402
 from poolconsole.collect.engines.poll import EnginePoller  # noqa: E402
-from poolconsole.collect.fetch import fetch  # noqa: E402
-from poolconsole.collect.poll_client import PollClient  # noqa: E402
+from poolconsole.collect.http import PollClient, fetch  # noqa: E402
 from poolconsole.collect.prom import parse_exposition  # noqa: E402
 from poolconsole.config.models import Engine, EngineKind, Settings  # noqa: E402
 from poolconsole.sim.vllm_dp import dp_payload  # noqa: E402
