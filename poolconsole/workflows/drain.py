@@ -156,8 +156,9 @@ def parse_router_settings(body: object) -> RouterSettings | None:
     )
 
 
-async def read_router_settings(gateway: Engine, timeout_s: float = 5.0) -> RouterSettings | None:
-    """The gateway's router settings now; None where it does not answer them (no key, not LiteLLM)."""
+async def read_router_settings(gateway: Engine, timeout_s: float = 15.0) -> RouterSettings | None:
+    """The gateway's router settings now; None where it does not answer them (no key, not LiteLLM). A
+    generous timeout: a loaded LiteLLM on two cores took more than 5 s to answer it."""
     import httpx  # loaded when an action runs, not when the console starts
 
     key = os.environ.get(gateway.api_key_env) if gateway.api_key_env else None
