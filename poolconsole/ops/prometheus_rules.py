@@ -7,6 +7,7 @@ alertnames, severities and labels as `poolconsole watch` sends.
 - down: a scrape target of an engine or host that does not answer (`up == 0`) for `down_for_s`.
 - stalled: per engine kind, requests running or waiting and no generation or prompt token counted for
   `stall_s`.
+- gpu_xid, gpu_ecc: where hosts are configured, over the DCGM exporter's Xid and ECC fields.
 - slo_burn: per `[[slo]]`, recording rules of the share of requests over its TTFT bound in 5 min, 30 min, 1 h
   and 6 h, and the multi-window burn-rate alerts over them (critical and warning)."""
 
@@ -89,7 +90,40 @@ def render(config: PoolConfig) -> str:
     )
     lines += _rule("stalled", " or ".join(parts), 0, "critical", summary)
     lines += _slo_rules(config)
+    lines += _dcgm_rules(config)
     return "\n".join(lines) + "\n"
+
+
+def _dcgm_rules(config: PoolConfig) -> list[str]:
+    """gpu_xid and gpu_ecc over NVIDIA's DCGM exporter, where hosts are configured (`prometheus-config`
+    scrapes a DCGM exporter on each, labelled `host`): an Xid raised in the last 5 minutes (the exporter keeps
+    the last Xid's value, so a change of it is the new one), uncorrected volatile ECC errors, a row remap or a
+    page retirement pending. One alert per host and GPU, as the watcher sends them."""
+    if not config.hosts:
+        return []
+    a = config.alerts
+    by = "max by (host, gpu)"
+    xid = (
+        f'{by} (DCGM_FI_DEV_XID_ERRORS{{host!=""}}) != 0 and {by} (changes(DCGM_FI_DEV_XID_ERRORS{{host!=""}}[5m])) > 0'
+    )
+    ecc = " or ".join(
+        f'{by} ({name}{{host!=""}}) > 0'
+        for name in ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "DCGM_FI_DEV_ROW_REMAP_PENDING", "DCGM_FI_DEV_RETIRED_PENDING")
+    )
+    return _rule(
+        "gpu_xid",
+        xid,
+        a.gpu_xid_for_s,
+        "critical",
+        "{{ $labels.host }}: GPU {{ $labels.gpu }}: Xid {{ $value }} in the last 5 min (DCGM exporter)",
+    ) + _rule(
+        "gpu_ecc",
+        ecc,
+        a.gpu_ecc_for_s,
+        "critical",
+        "{{ $labels.host }}: GPU {{ $labels.gpu }}: uncorrected ECC errors, or a row remap or page retirement "
+        "pending (DCGM exporter)",
+    )
 
 
 TTFT = {EngineKind.VLLM: "vllm:time_to_first_token_seconds", EngineKind.SGLANG: "sglang:time_to_first_token_seconds"}

@@ -140,3 +140,57 @@ def test_slo_burn_rules_pass_promtool_and_page_on_synthetic_histograms(tmp_path:
     tested = subprocess.run([promtool(), "test", "rules", "test.yml"], cwd=tmp_path, capture_output=True, text=True,
                             timeout=120)  # fmt: skip
     assert tested.returncode == 0, tested.stdout + tested.stderr
+
+
+DCGM_TEST = """
+rule_files: [rules.yml]
+evaluation_interval: 1m
+tests:
+  - interval: 1m
+    input_series:
+      # the DCGM exporter's series as prometheus-config scrapes them (labelled host); GPU 1 raises Xid 79 at 10 min
+      - series: 'DCGM_FI_DEV_XID_ERRORS{host="box",gpu="0",instance="box:9400",job="dcgm",modelName="NVIDIA H200"}'
+        values: '0x40'
+      - series: 'DCGM_FI_DEV_XID_ERRORS{host="box",gpu="1",instance="box:9400",job="dcgm",modelName="NVIDIA H200"}'
+        values: '0x10 79x30'
+      - series: 'DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{host="box",gpu="0",instance="box:9400",job="dcgm"}'
+        values: '0x20 2x20'
+      - series: 'DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{host="box",gpu="1",instance="box:9400",job="dcgm"}'
+        values: '0x40'
+    alert_rule_test:
+      - eval_time: 12m
+        alertname: gpu_xid
+        exp_alerts:
+          - exp_labels: {severity: critical, host: box, gpu: "1"}
+            exp_annotations: {summary: "box: GPU 1: Xid 79 in the last 5 min (DCGM exporter)"}
+      - eval_time: 20m
+        alertname: gpu_xid
+        exp_alerts: []
+      - eval_time: 19m
+        alertname: gpu_ecc
+        exp_alerts: []
+      - eval_time: 25m
+        alertname: gpu_ecc
+        exp_alerts:
+          - exp_labels: {severity: critical, host: box, gpu: "0"}
+            exp_annotations:
+              summary: "box: GPU 0: uncorrected ECC errors, or a row remap or page retirement pending (DCGM exporter)"
+"""
+
+
+def test_dcgm_rules_where_hosts_are_configured_fire_on_a_new_xid_and_ecc_errors(tmp_path: Path) -> None:
+    """gpu_xid and gpu_ecc over the DCGM exporter: an Xid whose value changed in the last 5 minutes (the
+    exporter keeps the last one's value), uncorrected ECC errors; promtool runs them over exporter series."""
+    hosts = tmp_path / "hosts.toml"
+    hosts.write_text(CONFIG + '\n[[hosts]]\nname = "box"\naddress = "127.0.0.1"\n')
+    argv = [sys.executable, "-m", "poolconsole", "prometheus-rules", "--config", str(hosts)]
+    out = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    (tmp_path / "rules.yml").write_text(out.stdout)
+    checked = subprocess.run([promtool(), "check", "rules", str(tmp_path / "rules.yml")], capture_output=True,
+                             text=True, timeout=60)  # fmt: skip
+    assert checked.returncode == 0 and "SUCCESS: 4 rules found" in checked.stdout, checked.stdout + checked.stderr
+    (tmp_path / "test.yml").write_text(DCGM_TEST)
+    tested = subprocess.run([promtool(), "test", "rules", "test.yml"], cwd=tmp_path, capture_output=True, text=True,
+                            timeout=120)  # fmt: skip
+    assert tested.returncode == 0, tested.stdout + tested.stderr
