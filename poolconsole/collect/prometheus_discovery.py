@@ -11,7 +11,7 @@ import re
 
 from pydantic import ValidationError
 
-from poolconsole.collect.prometheus_hosts import MARKERS
+from poolconsole.collect.prometheus_exporters import MARKERS
 from poolconsole.collect.prometheus_source import PrometheusAPI, quoted
 from poolconsole.config.load import ConfigError, Problem
 from poolconsole.config.models import Engine, EngineKind, Host, PoolConfig, PrometheusSource, Settings

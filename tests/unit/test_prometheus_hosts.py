@@ -9,14 +9,13 @@ import re
 import pytest
 
 from poolconsole.collect.prometheus_discovery import hosts_from_targets, instance_host
+from poolconsole.collect.prometheus_exporters import dcgm_gpus, nvidia_smi_gpus
 from poolconsole.collect.prometheus_hosts import (
     address_key,
     addresses_matcher,
-    dcgm_gpus,
     host_matchers,
     instance_address,
     instance_pattern,
-    nvidia_smi_gpus,
 )
 from poolconsole.collect.prometheus_source import Series
 from poolconsole.config import ConfigError, parse_config

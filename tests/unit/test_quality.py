@@ -78,6 +78,7 @@ def test_the_console_starts_without_the_action_and_ssh_libraries(tmp_path: Path)
         "poolconsole.ui.screens.ledger",
         "poolconsole.collect.prometheus_source",
         "poolconsole.collect.prometheus_hosts",
+        "poolconsole.collect.prometheus_exporters",
         "poolconsole.collect.prometheus_batch",
         "poolconsole.collect.prometheus_range",
         "poolconsole.runtime.prometheus_history",
