@@ -1,6 +1,6 @@
 """The tailnet survey, once for every asker: each host of the config, direct or relayed, online, its last
 handshake (ops.tailnet: this machine's Tailscale status, each host's over SSH), judged into one report that
-`poolconsole tailnet` prints (text or JSON, with its exit code)."""
+`poolconsole tailnet` prints (model.tailnet: text or JSON, with its exit code)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from poolconsole.config.models import PoolConfig
+from poolconsole.model import tailnet as view
+from poolconsole.model.tailnet import HostTailnet
 from poolconsole.ops import tailnet
-from poolconsole.ops.tailnet import HostTailnet
 
 __all__ = ["HostTailnet", "NoHosts", "TailnetReport", "survey"]
 
@@ -25,14 +26,14 @@ class TailnetReport:
     @property
     def exit_code(self) -> int:
         """0 every host on the tailnet and direct (or idle), 1 a host flagged."""
-        return tailnet.exit_code(self.results)
+        return view.exit_code(self.results)
 
     def document(self) -> dict[str, Any]:
         """The JSON document `tailnet --json` prints."""
-        return tailnet.document(self.results)
+        return view.document(self.results)
 
     def text_lines(self) -> list[str]:
-        return tailnet.text_lines(self.results)
+        return view.text_lines(self.results)
 
 
 async def survey(config: PoolConfig) -> TailnetReport:
