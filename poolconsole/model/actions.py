@@ -5,6 +5,7 @@ Keys are remappable with a `[keys]` table in hosts.toml (action id = key)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 APP = "app"
@@ -133,13 +134,14 @@ ACTIONS: tuple[Action, ...] = (
         screens=OVERVIEW,
         target="overview",
     ),
-    Action("gateway", "Gateway", "g", "app.gateway", "LiteLLM routes, drift and degrade hints"),
+    Action("gateway", "Gateway", "g", "app.gateway", "LiteLLM routes, drift and degrade hints", target=RUNNER),
     Action(
         "alerts",
         "Alerts",
         "a",
         "app.alerts",
         "The alert log, with where the watcher paged each alert, when, and what failed",
+        target=RUNNER,
     ),
     Action(
         "silence",
@@ -160,6 +162,7 @@ ACTIONS: tuple[Action, ...] = (
         "app.events",
         "The events timeline, newest first: restarts with their cause, alerts, actions, smoke runs; with a filter",
         show=False,
+        target=RUNNER,
     ),
     Action(
         "events_pane",
@@ -314,7 +317,7 @@ ACTIONS: tuple[Action, ...] = (
         "theme", "Next theme", "t", "app.next_theme", "Cycle through the themes in themes/ (remembered)", show=False
     ),
     Action("refresh", "Poll now", "r", "app.poll_now", "Poll every target now", show=False, live_only=True),
-    Action("help", "Help", "question_mark", "app.help", "Keys and actions"),
+    Action("help", "Help", "question_mark", "app.help", "Keys and actions", target=RUNNER),
     Action(
         "palette",
         "Command palette",
@@ -452,3 +455,32 @@ def key_label(key: str) -> str:
     labels |= {"exclamation_mark": "!", "colon": ":"}
     labels |= {"left_square_bracket": "[", "right_square_bracket": "]", "minus": "-", "plus": "+"}
     return labels.get(key, key)
+
+
+def allowed(method_name: str, screen: str, *, read_only: bool, replay: bool) -> bool:
+    """Whether the action method (as Textual names it) is offered on `screen`: --read-only hides every action
+    that changes the pool; a replay hides what reaches the live pool, and the replay's own exist only in one."""
+    if read_only and method_name in MUTATING:
+        return False
+    if not on_screen(method_name, screen):
+        return False  # not this screen's: its key does nothing here and the footer leaves it out
+    return method_name not in (LIVE_ONLY if replay else REPLAY)
+
+
+def refusal(key: str, screen: str, keys: Mapping[str, str], *, read_only: bool, replay: bool) -> str | None:
+    """Why `key` does nothing in a read-only console (--read-only, a replay), where it is an action's key on
+    `screen` that changes the pool or, in a replay, reaches the live pool; None where it is not."""
+    if not read_only:
+        return None
+    for action in ACTIONS:
+        name = action.action.removeprefix("app.")
+        if key not in {k.strip() for k in (keys.get(action.id) or action.key).split(",")}:
+            continue
+        if not on_screen(name, screen):
+            continue
+        if name in MUTATING:
+            why = "a replay" if replay else "started with --read-only"
+            return f"read-only console ({why}): {action.title} is refused"
+        if replay and action.live_only:
+            return f"a replay has no live pool: {action.title} is refused"
+    return None

@@ -1,6 +1,7 @@
 """A recording played back: the history store's rows applied to a pool state in time order, at a chosen
 speed, with pause and seek. The clock is the recording's, so every age, chart and alert reads as it did
-at that moment. The pool's shape (engines, hosts, kinds) comes from the recording itself."""
+at that moment. The pool's shape (engines, hosts, kinds) comes from the recording itself. A Replay is a
+PoolSource (runtime.source): read-only, not live, with Playback controls."""
 
 from __future__ import annotations
 
@@ -12,12 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from poolconsole.config.models import Engine, EngineKind, Host, PoolConfig
-from poolconsole.model.alerts import AlertEvent, Alerts
+from poolconsole.model.alerts import Alerts
 from poolconsole.model.events import EventLog
 from poolconsole.model.hosts import host_from_json
 from poolconsole.model.pool_state import PoolState
 from poolconsole.model.snapshots import EngineState
 from poolconsole.model.view import EngineView
+from poolconsole.runtime.live import Subscriber, Update
+from poolconsole.runtime.source import Capabilities, Playback
 from poolconsole.runtime.store import Reader, Row, StoreProblem
 
 TICK_S = 0.25
@@ -89,7 +92,8 @@ class Replay:
         self._rows: Iterator[Row] = iter(())
         self._next: Row | None = None
         self._wall = time.monotonic()
-        self.on_events: Callable[[list[AlertEvent]], None] = lambda events: None
+        self._subscribers: list[Subscriber] = []
+        self._task: asyncio.Task[None] | None = None
 
     def _tail(self) -> Iterator[Row]:
         written = self.reader.written_at()
@@ -100,6 +104,49 @@ class Replay:
 
     def close(self) -> None:
         self.reader.close()
+
+    # -- the PoolSource contract ----------------------------------------------------------------------
+    @property
+    def capabilities(self) -> Capabilities:
+        return Capabilities(live=False, replay=True, read_only=True)
+
+    @property
+    def playback(self) -> Playback:
+        return self
+
+    @property
+    def recorded(self) -> Path:
+        return self.reader.path
+
+    def subscribe(self, callback: Subscriber) -> Callable[[], None]:
+        """`callback` hears each row applied (with the alert events it raised), and each move of the position."""
+        self._subscribers.append(callback)
+        return lambda: self._subscribers.remove(callback)
+
+    def _tell(self, update: Update) -> None:
+        for callback in list(self._subscribers):
+            callback(update)
+
+    def start(self) -> None:
+        """Play on the running event loop until `stop`; a failure is told as a "problem" update."""
+        self._task = asyncio.get_running_loop().create_task(self.run(self._moved))
+        self._task.add_done_callback(self._ended)
+
+    def _moved(self) -> None:
+        self._tell(Update("replay", "engine"))
+
+    def _ended(self, task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and (error := task.exception()) is not None:
+            self._tell(Update("replay", "problem", message=f"the replay stopped: {error}"))
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    def poll_now(self) -> None:
+        """Nothing to poll: the recording is all there is."""
 
     # -- controls -------------------------------------------------------------------------------------
     def toggle_pause(self) -> None:
@@ -151,7 +198,7 @@ class Replay:
         else:
             return
         self.events.alerts(events)
-        self.on_events(events)
+        self._tell(Update(row.name, "engine" if row.kind == "engine" else "host", tuple(events)))
 
     async def run(self, changed: Callable[[], None]) -> None:
         """Until cancelled: every TICK_S the position moves by TICK_S x speed (unless paused)."""

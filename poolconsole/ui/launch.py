@@ -86,8 +86,8 @@ async def run_console(
         await run_app(app, headless=headless)
     finally:  # the app stops both as it closes; this is for a launch that failed before or while it ran
         await runtime.stop()
-        if app is not None and app.recording is not None:
-            await app.recording.close()
+        if app is not None:
+            await app.history.close()
 
 
 QUITTING = (signal.SIGTERM, signal.SIGHUP)

@@ -20,11 +20,13 @@ from poolconsole.model.actions import (
     SUBSCREENS,
     TARGET_OF,
     Action,
+    allowed,
     applies,
     key_label,
     keymap_problems,
     method,
     on_screen,
+    refusal,
     visible,
 )
 
@@ -47,12 +49,14 @@ __all__ = [
     "SUBSCREENS",
     "TARGET_OF",
     "Action",
+    "allowed",
     "applies",
     "bindings",
     "key_label",
     "keymap_problems",
     "method",
     "on_screen",
+    "refusal",
     "screen_name",
     "visible",
 ]

@@ -7,8 +7,10 @@ from __future__ import annotations
 import json
 import tomllib
 from pathlib import Path
+from typing import Any
 
 from platformdirs import user_state_path
+from textual.app import App
 from textual.theme import Theme
 
 BUNDLED_DIR = Path(__file__).with_name("theme_files")
@@ -47,3 +49,16 @@ def remember_theme(name: str, path: Path | None = None) -> None:
         target.write_text(json.dumps({"theme": name}))
     except OSError:
         pass  # a read-only home does not stop the console
+
+
+def install(app: App[Any], state: Path | None) -> list[str]:
+    """Registers every theme of themes/ on `app` and picks the remembered one (else DEFAULT); returns the names
+    `t` cycles through."""
+    names = []
+    for theme in load_themes():
+        app.register_theme(theme)
+        names.append(theme.name)
+    remembered = remembered_theme(state)
+    default = DEFAULT if DEFAULT in names else (names or ["textual-dark"])[0]
+    app.theme = remembered if remembered in app.available_themes else default
+    return names or ["textual-dark"]

@@ -75,8 +75,8 @@ async def test_closed_while_it_runs_it_keeps_the_results_and_m_opens_it_again(tm
     app = app_for(tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
         screen = SmokeScreen([])
-        app._smoke_screen = screen  # as _start_smoke sets it
-        app._show_action(screen)
+        app.runner.smoke_screen = screen  # as _start_smoke sets it
+        app.runner.show(screen)
         await pilot.pause()
         screen.add(streamed("a", 0.1))
         await pilot.press("q")  # closed: the run goes on

@@ -24,11 +24,11 @@ from textual.strip import Strip
 from textual.widgets import Header, Input, Static
 from textual.worker import Worker
 
-from poolconsole.collect.engine_logs import LogRead
 from poolconsole.model.failure_modes import Finding
 from poolconsole.model.log_view import LogView
 from poolconsole.ui.fields import FieldLines
 from poolconsole.ui.footer import KeysFooter
+from poolconsole.workflows.logs import LogRead
 
 Reader = Callable[[], Awaitable[LogRead]]
 """The bounded one-shot read (collect.engine_logs.read_logs with its connection and engine bound)."""
@@ -259,6 +259,19 @@ class LogScreen(Screen[None]):
         found = self.view.last_error()
         self._point(found, "no error line in what was read")
         return found
+
+    # -- its actions (model.actions, target "log": the app routes their keys and palette entries here) ----
+    def action_log_find(self) -> None:
+        self.open_search()
+
+    def action_log_next(self, forward: bool) -> None:
+        self.next_match(forward)
+
+    def action_log_error(self) -> None:
+        self.last_error()
+
+    def action_log_follow(self) -> None:
+        self.toggle_follow()
 
     def _point(self, number: int | None, otherwise: str) -> None:
         if number is not None:

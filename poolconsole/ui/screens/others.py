@@ -9,7 +9,7 @@ import sqlite3
 import time
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual import work
@@ -18,16 +18,17 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Header, Static
 
+from poolconsole.config.models import PoolConfig
 from poolconsole.model.alerts import Alerts
 from poolconsole.model.gateway import gateway_reports
 from poolconsole.model.pool_state import PoolState
 from poolconsole.model.summary import served_before
-from poolconsole.ops import audit
 from poolconsole.runtime.pager import ABSENT, PagerView, hms, read_pager, state_path
 from poolconsole.runtime.store import store_path
 from poolconsole.ui.footer import KeysFooter
 from poolconsole.ui.registry import Action, key_label
 from poolconsole.ui.tables import FitTable
+from poolconsole.workflows import audit_log
 
 if TYPE_CHECKING:
     from poolconsole.workflows.silence import SilencePlan
@@ -121,11 +122,24 @@ class AlertsScreen(Screen[None]):
 
     CSS_PATH = Path(__file__).with_name("others.tcss")
 
-    def __init__(self, alerts: Alerts, store: Path | None = None) -> None:
+    def __init__(
+        self,
+        alerts: Alerts,
+        store: Path | None,
+        *,
+        config: PoolConfig,
+        read_only: bool = False,
+        audit_path: Path | None = None,
+    ) -> None:
         super().__init__()
         self.alerts = alerts
         self.store = store
-        """The history store the watcher's state file is beside (None: the app's, found at mount)."""
+        """The history store the watcher's state file is beside (None: none, and so no pager's side)."""
+        self.config = config
+        self.read_only = read_only
+        """Silencing is refused (it changes what the watcher pages)."""
+        self.audit_path = audit_path
+        """Where a silence is audited (None: the user's audit log)."""
         self.messages: dict[str, str] = {}
         """Each row's alert in words, by row key."""
         self.keys: dict[str, tuple[str, str]] = {}
@@ -152,8 +166,6 @@ class AlertsScreen(Screen[None]):
         ):
             table.add_column(label, key=key)
         table.focus()  # the arrow keys move through the routes at once
-        if self.store is None:
-            self.store = history_store_of(self.app)
         self.refresh_view()
         self.ready = True
         self.read_pager()
@@ -236,13 +248,15 @@ class AlertsScreen(Screen[None]):
         self.query_one("#alert-message", Static).update(self.messages.get(key or "", ""))
 
     # -- silence (the registry's `silence`: confirmed, audited, refused read-only) ------------------------
+    def action_silence(self) -> None:
+        self.silence()
+
     def silence(self) -> None:
         """The selected alert: a duration, then a confirmation of exactly what will happen, then it is done."""
         from poolconsole.ui.screens.action import ConfirmAction, ProfilePicker
         from poolconsole.workflows import silence
 
-        app: Any = self.app
-        if getattr(app, "read_only", False):
+        if self.read_only:
             self.notify("read-only console: silencing an alert is refused", severity="warning")
             return
         key = self.query_one("#alert-log", FitTable).highlighted()
@@ -261,7 +275,7 @@ class AlertsScreen(Screen[None]):
             if choice is None:
                 return
             plan = silence.plan(
-                app.config, store, rule, target, choice, getpass.getuser(), time.time(),
+                self.config, store, rule, target, choice, getpass.getuser(), time.time(),
                 dict(held.labels) if held is not None else None,
             )  # fmt: skip
             if plan.refused is not None:
@@ -277,20 +291,17 @@ class AlertsScreen(Screen[None]):
     async def _silence(self, plan: SilencePlan) -> None:
         from poolconsole.workflows import silence
 
-        app: Any = self.app
-        audit_path = getattr(app, "audit_path", None) or audit.default_path()
+        audit_path = self.audit_path or audit_log.default_path()
         outcome = await silence.run(plan, self.store, audit_path)
         said = f"silence {plan.audit_target}: {outcome.detail}"
         self.notify(said, severity="information" if outcome.ok else "error", timeout=10)
         self.read_pager()
 
 
-def history_store_of(app: object) -> Path | None:
+def history_store_of(chosen: Path | None, config: PoolConfig, live: bool) -> Path | None:
     """The history store the console records into, else (a live console that does not record) where the
     config's watcher records: the watcher's state file is beside it."""
-    chosen: Path | None = getattr(app, "store_path", None)
-    config = getattr(app, "config", None)
-    if chosen is None and config is not None and getattr(app, "live", False):
+    if chosen is None and live:
         chosen = store_path(config)
     return chosen
 

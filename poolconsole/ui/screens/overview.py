@@ -224,13 +224,28 @@ def _view_number(state: PoolState, key: str, column: str) -> float | None:
 class OverviewScreen(Screen[None]):
     CSS_PATH = Path(__file__).with_suffix(".tcss")
 
-    def __init__(self, state: PoolState, alerts: Alerts | None = None, events: EventLog | None = None) -> None:
+    def __init__(
+        self,
+        state: PoolState,
+        alerts: Alerts | None = None,
+        events: EventLog | None = None,
+        *,
+        hint: str | None = None,
+        read_only: bool = False,
+        opener: Callable[[str], None] | None = None,
+    ) -> None:
         super().__init__()
         self.state = state
         self.alerts = alerts
-        """The alerts the summary counts and the rows' "why" names (None: the app's)."""
+        """The alerts the summary counts and the rows' "why" names (None: none fired)."""
         self.events = events
         """The timeline the events pane shows, newest first (None: no pane)."""
+        self.hint = hint
+        """A line shown above the table (the demo says how to point the console at a real pool)."""
+        self.read_only = read_only
+        """Said on the status line (READ-ONLY)."""
+        self.opener = opener
+        """Opens a row's detail (Enter, a double click): the app's navigation."""
         self.show_events: bool | None = None
         """The events pane as `e` left it (None: shown while the table keeps ROWS_KEPT lines of rows with it)."""
         self.folded = False
@@ -281,9 +296,8 @@ class OverviewScreen(Screen[None]):
         yield Header()
         with Vertical():
             yield Input(placeholder="filter rows (Esc clears)", id="filter")
-            hint = getattr(self.app, "hint", None)
-            if hint:
-                yield Static(hint, id="hint", markup=False)
+            if self.hint:
+                yield Static(self.hint, id="hint", markup=False)
             yield Static("", id="summary", markup=False)
             yield PoolGrid(
                 cells.overview_columns(sum(s.min + sum(cells.PAD) for s in cells.SPECS)),
@@ -308,7 +322,7 @@ class OverviewScreen(Screen[None]):
     # -- data ----------------------------------------------------------------------------------------
     def _alerts(self) -> Alerts:
         if self.alerts is None:
-            self.alerts = getattr(self.app, "alerts", None) or Alerts(self.state.config.alerts)
+            self.alerts = Alerts(self.state.config.alerts)
         return self.alerts
 
     def rows(self) -> dict[str, RowEntry]:
@@ -528,6 +542,9 @@ class OverviewScreen(Screen[None]):
             order = [k for k in order if self.group_of.get(k) not in self.collapsed or k == self.group_of.get(k)]
         return order
 
+    def refresh_view(self) -> None:
+        self.refresh_rows()
+
     def refresh_rows(self) -> None:
         """Apply the latest model to the table: the rows in view are built where their data changed and only
         their cells that differ are updated; the changed rows out of view are marked stale, built when they
@@ -599,7 +616,7 @@ class OverviewScreen(Screen[None]):
         chrome = CHROME
         hint = self.query("#hint")
         if hint:
-            words = str(getattr(self.app, "hint", "") or "")
+            words = self.hint or ""
             chrome += len(Text(words).wrap(self.app.console, width))
         box = self.query_one("#filter", Input)
         if box.display:
@@ -688,9 +705,8 @@ class OverviewScreen(Screen[None]):
             self.refresh_rows()
 
     def _status_line(self) -> None:
-        app: Any = self.app
-        alerts = len(app.alerts.active) if hasattr(app, "alerts") else 0
-        mode = "  READ-ONLY" if getattr(app, "read_only", False) else ""
+        alerts = len(self._alerts().active)
+        mode = "  READ-ONLY" if self.read_only else ""
         filt = f"  filter: {self.filter_text!r}" if self.filter_text else ""
         filt += f" ({self.by_filter} hidden)" if self.by_filter else ""
         first = ", problems first" if self.attention_first() else ""
@@ -779,9 +795,39 @@ class OverviewScreen(Screen[None]):
         two folded the group: the second unfolds it again)."""
         if event.key in self.spans:
             self.toggle_group(event.key)
-        opener = getattr(self.app, "open_detail", None)
-        if callable(opener):
-            opener(event.key)
+        if self.opener is not None:
+            self.opener(event.key)
+
+    # -- its actions (model.actions, target "overview": the app routes their keys and palette entries here) --
+    def action_open_detail(self) -> None:
+        """Enter: the selected row's detail; on a group line with rows under it, fold or unfold them."""
+        key = self.selected()
+        if key is not None and not self.toggle_group(key) and self.opener is not None:
+            self.opener(key)
+
+    def action_filter(self) -> None:
+        self.open_filter()
+
+    def action_sort(self) -> None:
+        self.next_sort()
+
+    def action_group(self) -> None:
+        self.next_grouping()
+
+    def action_collapse(self) -> None:
+        self.toggle_group(self.selected(), from_member=True)
+
+    def action_collapse_all(self) -> None:
+        self.toggle_all()
+
+    def action_problems(self) -> None:
+        self.toggle_problems()
+
+    def action_attention(self) -> None:
+        self.toggle_attention()
+
+    def action_toggle_events(self) -> None:
+        self.toggle_events()
 
     def toggle_group(self, key: str | None, from_member: bool = False) -> bool:
         """Fold or unfold the group whose line is `key` (with `from_member`, the group of the row `key`);

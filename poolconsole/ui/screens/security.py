@@ -18,9 +18,9 @@ from textual.widgets import DataTable, Header, Static
 
 from poolconsole.config.models import PoolConfig
 from poolconsole.model.units import NA
-from poolconsole.ops.exposure import EngineExposure, summary
 from poolconsole.ui.footer import KeysFooter
 from poolconsole.ui.tables import RowTable
+from poolconsole.workflows.exposure import EngineExposure, summary
 
 COMPLETION_CHOICES = (
     "models list, one-token completion, /metrics, /slots (full audit)",
@@ -94,10 +94,10 @@ class SecurityScreen(Screen[None]):
 
     @work(group="exposure", description="the exposure audit", exclusive=True, exit_on_error=False)
     async def _audit(self) -> None:
-        from poolconsole.ops.exposure import audit
+        from poolconsole.workflows.exposure import audit
 
         try:
-            results = await audit(self.config, self.completion)
+            results = (await audit(self.config, self.completion)).results
         except Exception as exc:  # shown on the screen: the console keeps running
             self.problem = f"exposure audit stopped: {type(exc).__name__}: {exc}"
             self.query_one("#security-summary", Static).update(self.problem)

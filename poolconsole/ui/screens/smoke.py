@@ -13,13 +13,12 @@ from textual.widgets import Header, Static
 from textual_plotext import PlotextPlot
 
 from poolconsole.model import units
-from poolconsole.ops.smoke.store import Change
 from poolconsole.ui.fields import FieldLines
 from poolconsole.ui.footer import KeysFooter
 from poolconsole.ui.tables import Cell, FitTable
 
 if TYPE_CHECKING:  # the checks bring the openai SDK (~0.5 s to import): loaded when a smoke test runs
-    from poolconsole.ops.smoke.checks import CheckResult
+    from poolconsole.workflows.smoke import Change, CheckResult
 
 
 ELASTIC = {"model": 8, "reason": 24, "target": 12}
