@@ -33,14 +33,12 @@ def run(args: argparse.Namespace) -> int:
     if args.db:
         stores.require_runs_existing(db)
     if args.compare:
-        found = [stores.stored_run(db, run_id) for run_id in args.compare]
-        missing = [str(i) for i, run in zip(args.compare, found, strict=True) if run is None]
-        if missing:
-            print(f"poolconsole runs: no run {', '.join(missing)} in {db}", file=sys.stderr)
+        try:
+            compared = stores.compare_stored(db, *args.compare)
+        except stores.NoSuchRun as exc:
+            print(f"poolconsole runs: no run {exc} in {db}", file=sys.stderr)
             return EXIT_CONFIG
-        a, b = found
-        assert a is not None and b is not None
-        diff = stores.compare_runs(a, b)
+        a, b, diff = compared.a, compared.b, compared.diff
         if args.json:
             print(json.dumps(diff, indent=2, allow_nan=False))
             return EXIT_OK

@@ -8,6 +8,7 @@ ops.audit). A command reaches them through this module, never through ops/ (issu
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,14 +19,15 @@ from poolconsole.ops.sqlite import StoreUnusable, require
 
 __all__ = [
     "AuditUnreadable",
+    "NoSuchRun",
+    "RunComparison",
     "StoreUnusable",
-    "compare_runs",
+    "compare_stored",
     "default_runs_path",
     "figure_words",
     "require_audit_writable",
     "require_runs_existing",
     "require_runs_writable",
-    "stored_run",
     "stored_runs",
 ]
 
@@ -56,13 +58,31 @@ def stored_runs(path: Path, target: str | None = None) -> list[dict[str, Any]]:
     return smoke_runs.list_runs(path, target)
 
 
-def stored_run(path: Path, run_id: int) -> dict[str, Any] | None:
-    return smoke_runs.get_run(path, run_id)
+class NoSuchRun(Exception):
+    """Runs asked for by id that the store does not hold (a usage problem)."""
+
+    def __init__(self, missing: list[int]) -> None:
+        super().__init__(", ".join(str(i) for i in missing))
+        self.missing = missing
 
 
-def compare_runs(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
-    """What differs between two stored runs: conditions, results, and where the engine disagrees with hosts.toml."""
-    return smoke_runs.compare_runs(a, b)
+@dataclass(frozen=True)
+class RunComparison:
+    a: dict[str, Any]
+    b: dict[str, Any]
+    diff: dict[str, Any]
+    """What differs: conditions, results, and where the engine disagrees with hosts.toml (`runs --compare
+    --json` prints it)."""
+
+
+def compare_stored(path: Path, a: int, b: int) -> RunComparison:
+    """Runs `a` and `b` of the store at `path` and what differs between them; NoSuchRun naming those it lacks."""
+    found = [smoke_runs.get_run(path, run_id) for run_id in (a, b)]
+    missing = [i for i, run in zip((a, b), found, strict=True) if run is None]
+    first, second = found
+    if missing or first is None or second is None:
+        raise NoSuchRun(missing)
+    return RunComparison(first, second, smoke_runs.compare_runs(first, second))
 
 
 def figure_words(figure: str, value: float | bool | None) -> str:
