@@ -9,6 +9,7 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable
 
+from poolconsole.collect import dcgm_health
 from poolconsole.collect.prometheus_source import Series
 from poolconsole.model.hosts import GpuReading, SystemMemory
 
@@ -32,6 +33,7 @@ DCGM_NAMES = (
     "DCGM_FI_DEV_POWER_USAGE",
     "DCGM_FI_DEV_POWER_MGMT_LIMIT",
     "DCGM_FI_DEV_GPU_TEMP",
+    *dcgm_health.NAMES,  # Xid and ECC, for gpu_xid and gpu_ecc (collect.dcgm_health)
 )
 NVSMI_NAMES = (
     "nvidia_smi_gpu_info",
@@ -144,7 +146,7 @@ def dcgm_gpus(series: Iterable[Series]) -> tuple[list[GpuReading], list[str], st
                 memory_reserved_bytes=reserved,
             )
         )
-    return gpus, notes, driver
+    return dcgm_health.with_health(gpus, series), notes, driver
 
 
 def nvidia_smi_gpus(series: Iterable[Series]) -> tuple[list[GpuReading], str | None]:

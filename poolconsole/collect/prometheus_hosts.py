@@ -37,6 +37,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
+from poolconsole.collect import dcgm_health
 from poolconsole.collect.hosts.poll import HostPoller
 from poolconsole.collect.prometheus_batch import Batch, Coalescer
 from poolconsole.collect.prometheus_exporters import (
@@ -157,9 +158,10 @@ def addresses_matcher(addresses: Iterable[str]) -> str:
 def batch_expression(sel: str) -> str:
     """The three vectors of every host under the matchers `sel` in one instant query: the raw series (and
     `up`) `or` the scrape times, tagged with SCRAPE_OF (timestamp() drops the name, and `or` matches label
-    sets without it) `or` the recent exporters (told apart by their `exporter` label)."""
+    sets without it) `or` the recent exporters (told apart by their `exporter` label) `or` the DCGM exporter's Xid
+    changes in the last 5 minutes (collect.dcgm_health, for gpu_xid)."""
     stamps = f'label_replace(timestamp(up{{{sel}}}), "{SCRAPE_OF}", "up", "", "")'
-    return f"{selection_of(sel)} or {stamps} or {recent_of(sel)}"
+    return f"{selection_of(sel)} or {stamps} or {recent_of(sel)} or {dcgm_health.xid_changes(sel)}"
 
 
 @dataclass(frozen=True)
