@@ -16,7 +16,8 @@ from poolconsole.collect import engine_logs as logs
 from poolconsole.commands import exposure as exposure_command
 from poolconsole.config.models import Engine
 from poolconsole.ops import exposure
-from poolconsole.ops.exposure import Listener, Probe, judge, parse_ss
+from poolconsole.ops.exposure import Probe, judge
+from poolconsole.ops.listening import Listener, parse_ss
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 
