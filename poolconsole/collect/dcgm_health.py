@@ -41,8 +41,11 @@ class Sample(Protocol):
 
 
 def xid_changes(sel: str) -> str:
-    """The PromQL term that brings XID_CHANGES for the series under the matchers `sel` (without braces)."""
-    return f'label_replace(changes({XID}{{{sel}}}[5m]), "__name__", "{XID_CHANGES}", "", "")'
+    """The PromQL term that brings XID_CHANGES for the series under the matchers `sel` (without braces), to be
+    joined with `or` to the raw series: `or` matches label sets without the metric name, so the term also
+    carries a label of its own (`poolconsole_term`), or the raw Xid series would hide it."""
+    named = f'label_replace(changes({XID}{{{sel}}}[5m]), "__name__", "{XID_CHANGES}", "", "")'
+    return f'label_replace({named}, "poolconsole_term", "xid_changes", "", "")'
 
 
 def _fields(series: Iterable[Sample]) -> dict[int, dict[str, float]]:

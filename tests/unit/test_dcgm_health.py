@@ -59,6 +59,6 @@ def test_recent_xids_and_uncorrected_ecc_from_dcgm_series() -> None:
 def test_the_query_term_names_the_changes() -> None:
     term = dcgm_health.xid_changes('instance=~"gpu-box(:[0-9]+)?"')
     assert term == (
-        'label_replace(changes(DCGM_FI_DEV_XID_ERRORS{instance=~"gpu-box(:[0-9]+)?"}[5m]), '
-        '"__name__", "poolconsole_dcgm_xid_changes_5m", "", "")'
+        'label_replace(label_replace(changes(DCGM_FI_DEV_XID_ERRORS{instance=~"gpu-box(:[0-9]+)?"}[5m]), '
+        '"__name__", "poolconsole_dcgm_xid_changes_5m", "", ""), "poolconsole_term", "xid_changes", "", "")'
     )
