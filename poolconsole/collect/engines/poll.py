@@ -14,7 +14,7 @@ from types import MappingProxyType
 from typing import Any
 
 from poolconsole.collect.engines import jsonparse
-from poolconsole.collect.engines.kinds import adapter, adapters, metrics_engine
+from poolconsole.collect.engines.kinds import adapter, adapters
 from poolconsole.collect.engines.live_generation import LiveGeneration
 from poolconsole.collect.engines.mapping import MetricSpec
 from poolconsole.collect.engines.page_memo import PageMemo
@@ -24,10 +24,8 @@ from poolconsole.collect.prom import ParseError
 from poolconsole.config.models import Engine, EngineKind, Settings
 from poolconsole.model.snapshots import EngineSnapshot, EngineState
 
-MODELS_EVERY = metrics_engine.MODELS_EVERY
 SPEC: dict[EngineKind, MetricSpec] = {a.kind: a.spec for a in adapters() if a.spec is not None}
 """The metric spec of each kind that has one (the Prometheus source reads these)."""
-METRICS_HINT = {a.kind: a.metrics_hint for a in adapters() if a.spec is not None}
 
 
 class EnginePoller:
