@@ -14,7 +14,13 @@ Once the watcher has polled the healthy pool for a few intervals, four faults at
 
 Each alert's latency is its first firing arrival at the receiver (by alertname and engine, host, gpu) less
 the moment its fault was made. The `for` durations are the [alerts] defaults unless given (stall_s 30,
-gpu_throttle_for_s 30: the run takes about 40 s with them)."""
+gpu_throttle_for_s 30: the run takes about 40 s with them).
+
+`python benchmarks/page_latency.py --false-pages 30` is the other half of the goal, 0 false pages: the watcher
+over `--scenario normal` for 30 minutes (no fault made), then every page the receiver got checked against the
+history store the watcher wrote (runtime.alerts_audit: the condition held, at its clear level, for the rule's
+`for` up to the poll that fired it). It prints the pages by rule and each one the store does not vouch for,
+and exits 1 if any. Not run in CI (tests/integration/test_watch_false_pages.py runs 90 s of it)."""
 
 from __future__ import annotations
 
@@ -51,11 +57,13 @@ class Receiver:
     def __init__(self) -> None:
         self.port = free_port()
         self.first: dict[tuple[str, str, str], float] = {}
+        self.bodies: list[Any] = []
         self.runner: web.AppRunner | None = None
 
     async def take(self, request: web.Request) -> web.Response:
         at = time.monotonic()
         doc: Any = await request.json()
+        self.bodies.append(doc)
         for alert in doc.get("alerts", []) if isinstance(doc, dict) else []:
             labels = alert.get("labels", {})
             if alert.get("status") == "firing":
@@ -140,13 +148,55 @@ async def run(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+async def false_pages(args: argparse.Namespace) -> int:
+    """The watcher over --scenario normal for args.false_pages minutes, then every page against the store."""
+    from poolconsole.runtime.alerts_audit import audit, pages_of
+    from poolconsole.runtime.watch import watch
+
+    sim = SimPool("normal", seed=args.seed)
+    receiver = Receiver()
+    await receiver.start()
+    stop = asyncio.Event()
+    with tempfile.TemporaryDirectory(prefix="false-pages-") as tmp:
+        store = Path(tmp) / "history.sqlite3"
+        await sim.start(Path(tmp) / "keys")
+        try:
+            await sim.wait_ready()
+            text = sim.config_toml().replace("poll_interval_s = 1.0", f"poll_interval_s = {args.poll}")
+            text += f'\n[[notify]]\nkind = "webhook"\nurl = "http://127.0.0.1:{receiver.port}/hook"\n'
+            config = parse_config(text, "hosts.toml")
+            task = asyncio.create_task(watch(config, store, stop, settle_gc=False))
+            started = time.monotonic()
+            await asyncio.sleep(args.false_pages * 60)
+            stop.set()
+            await asyncio.wait_for(task, 60)
+            ran = time.monotonic() - started
+        finally:
+            stop.set()
+            await sim.stop()
+            await receiver.stop()
+        pages = pages_of(receiver.bodies)
+        findings = audit(store, pages, config.alerts, [h.name for h in config.hosts])
+    by_rule: dict[str, int] = {}
+    for page in pages:
+        by_rule[page.alertname] = by_rule.get(page.alertname, 0) + 1
+    print(f"--scenario normal, {ran / 60:.1f} min, poll_interval_s = {args.poll}, seed {args.seed}")
+    print(f"pages: {len(pages)} ({', '.join(f'{r} {n}' for r, n in sorted(by_rule.items())) or 'none'})")
+    print(f"false pages (not held in the store for their `for`): {len(findings)}")
+    for finding in findings:
+        print(f"  {finding}")
+    return 1 if findings else 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--poll", type=float, default=1.0, help="poll_interval_s (the demo's: 1.0)")
     parser.add_argument("--stall-s", type=float, default=30.0, help="[alerts] stall_s (default 30)")
     parser.add_argument("--throttle-for-s", type=float, default=30.0, help="[alerts] gpu_throttle_for_s (30)")
     parser.add_argument("--seed", type=int, default=1)
-    return asyncio.run(run(parser.parse_args()))
+    parser.add_argument("--false-pages", type=float, metavar="MINUTES", help="0 false pages over --scenario normal")
+    args = parser.parse_args()
+    return asyncio.run(false_pages(args) if args.false_pages else run(args))
 
 
 if __name__ == "__main__":
