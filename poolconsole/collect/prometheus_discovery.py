@@ -11,8 +11,8 @@ import re
 
 from pydantic import ValidationError
 
+from poolconsole.collect.prometheus_api import PrometheusAPI, quoted
 from poolconsole.collect.prometheus_exporters import MARKERS
-from poolconsole.collect.prometheus_source import PrometheusAPI, quoted
 from poolconsole.config.load import ConfigError, Problem
 from poolconsole.config.models import Engine, EngineKind, Host, PoolConfig, PrometheusSource, Settings
 

@@ -10,7 +10,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 from poolconsole.collect import dcgm_health
-from poolconsole.collect.prometheus_source import Series
+from poolconsole.collect.prometheus_api import Series
 from poolconsole.model.hosts import GpuReading, SystemMemory
 
 MIB = 1024 * 1024

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 
 from poolconsole.collect import dcgm_health
 from poolconsole.collect.hosts.poll import HostPoller
+from poolconsole.collect.prometheus_api import Answer, PrometheusAPI, Series, quoted
 from poolconsole.collect.prometheus_batch import Batch, Coalescer
 from poolconsole.collect.prometheus_exporters import (
     DCGM,
@@ -53,7 +54,7 @@ from poolconsole.collect.prometheus_exporters import (
     nvidia_smi_gpus,
     system_memory,
 )
-from poolconsole.collect.prometheus_source import SCRAPE_OF, Answer, PrometheusAPI, Series, quoted
+from poolconsole.collect.prometheus_source import SCRAPE_OF
 from poolconsole.config.models import Engine, Host
 from poolconsole.model import units
 from poolconsole.model.hosts import GpuReading, HostSnapshot, HostState

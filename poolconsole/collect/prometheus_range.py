@@ -24,13 +24,8 @@ from urllib.parse import quote
 from poolconsole.collect.engines.mapping import metrics_from_samples
 from poolconsole.collect.engines.poll import SPEC
 from poolconsole.collect.prom import Sample
-from poolconsole.collect.prometheus_source import (
-    SCRAPE_OF,
-    PrometheusAPI,
-    engine_groups,
-    query_result,
-    running_families,
-)
+from poolconsole.collect.prometheus_api import PrometheusAPI, query_result
+from poolconsole.collect.prometheus_source import SCRAPE_OF, engine_groups, running_families
 from poolconsole.config.models import Engine, EngineKind
 from poolconsole.model.snapshots import EngineMetrics, EngineSnapshot, EngineState
 

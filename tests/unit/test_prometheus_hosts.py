@@ -8,6 +8,7 @@ import re
 
 import pytest
 
+from poolconsole.collect.prometheus_api import Series
 from poolconsole.collect.prometheus_discovery import hosts_from_targets, instance_host
 from poolconsole.collect.prometheus_exporters import dcgm_gpus, nvidia_smi_gpus
 from poolconsole.collect.prometheus_hosts import (
@@ -17,7 +18,6 @@ from poolconsole.collect.prometheus_hosts import (
     instance_address,
     instance_pattern,
 )
-from poolconsole.collect.prometheus_source import Series
 from poolconsole.config import ConfigError, parse_config
 from poolconsole.config.models import Host
 

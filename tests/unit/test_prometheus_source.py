@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from poolconsole.collect.prometheus_api import parse_vector
 from poolconsole.collect.prometheus_discovery import engines_from_targets
-from poolconsole.collect.prometheus_source import matchers, parse_vector, scrape_time, selection
+from poolconsole.collect.prometheus_source import matchers, scrape_time, selection
 from poolconsole.config import ConfigError, parse_config
 from poolconsole.config.models import EngineKind
 from poolconsole.ops.prometheus_config import render

@@ -79,6 +79,7 @@ def test_the_console_starts_without_the_action_and_ssh_libraries(tmp_path: Path)
         "poolconsole.collect.prometheus_source",
         "poolconsole.collect.prometheus_hosts",
         "poolconsole.collect.prometheus_exporters",
+        "poolconsole.collect.prometheus_api",
         "poolconsole.collect.prometheus_batch",
         "poolconsole.collect.prometheus_range",
         "poolconsole.runtime.prometheus_history",
