@@ -40,7 +40,7 @@ from poolconsole.ui.screens.overview import OverviewScreen
 if TYPE_CHECKING:  # the other screens are imported where first used, not at start-up
     from poolconsole.runtime.replay import Replay
 
-REDRAW_S = 1.0  # the poll cadence: redrawing faster only burns CPU
+REDRAW_S = 1.0  # the coalesced redraw: what changed since is drawn once (polls come every 2 s by default)
 LEAVE_S = 5.0
 """Quitting waits this long at most for the stopped actions to write their audit entries."""
 
