@@ -23,7 +23,7 @@ stamped with (a row built later than its stamp shows the same numbers as the sum
 
 BAR = " ▁▂▃▄▅▆▇█"
 SPARK_POINTS = 180
-"""The tok/s trend: the last 180 polls (3 minutes at the default 1 s), one bin (a mean) per cell of the
+"""The tok/s trend: the last 180 polls (6 minutes at the default 2 s), one bin (a mean) per cell of the
 column (more polls when the column is wider than that)."""
 
 
