@@ -1,5 +1,6 @@
-"""Pool state: the latest view of every engine and host, bounded history, and the table rows the
-console draws. Pure data; the UI only reads it."""
+"""Pool state: the latest view of every engine and host and their bounded history (tok/s, KV, queue, VRAM,
+restart marks). Pure data: the runtime writes it (a live pool's polls, a replay's rows, the charts' stored
+points); the views read it and build their rows from it (ui/cells.py)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from poolconsole.model.series import Ring
 from poolconsole.model.snapshots import COUNTERS, EngineSnapshot, EngineState
 from poolconsole.model.view import EngineView, engine_view
 
-HISTORY_POINTS = 3600  # one hour at a 1 s refresh
+HISTORY_POINTS = 3600  # polls: two hours at the default 2 s interval
 SPARK = "▁▂▃▄▅▆▇█"
 
 
