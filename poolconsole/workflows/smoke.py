@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from poolconsole.model.pool_state import PoolState
-from poolconsole.ops.smoke import store
+from poolconsole.ops.smoke import runs as smoke_runs
 from poolconsole.ops.smoke.checks import Activity, CheckResult
 from poolconsole.ops.smoke.runner import (
     SmokeOptions,
@@ -31,14 +31,14 @@ from poolconsole.ops.smoke.runner import (
 from poolconsole.ops.sqlite import StoreUnusable
 from poolconsole.workflows.workspace import Workspace
 
-Change = store.Change
+Change = smoke_runs.Change
 """A target's change against its last passing run (what the smoke screen lists)."""
 __all__ = ["Change", "CheckResult", "SmokeOptions", "SmokeRun", "console_options", "default_db", "run"]
 
 
 def default_db() -> Path:
     """Where smoke runs are stored unless the asker names a store."""
-    return store.default_db()
+    return smoke_runs.default_db()
 
 
 def console_options(targets: list[str]) -> SmokeOptions:
@@ -54,7 +54,7 @@ class SmokeRun:
     """The JSON document `smoke --json` prints (passed, seed, results, the verdicts, run_id and db once stored)."""
     found: dict[str, list[dict[str, Any]]]
     """The verdicts of a measurement run: `spec_decode` (workloads) and `context`."""
-    changes: list[store.Change] = field(default_factory=list)
+    changes: list[smoke_runs.Change] = field(default_factory=list)
     store_error: str | None = None
 
     @property
@@ -98,10 +98,12 @@ async def run(
     measured_on = with_measurements(conditions(config, versions, active, hosts, reported), found)
     done = SmokeRun(results, seed, doc, found)
     try:
-        run_id = await asyncio.to_thread(store.save_run, db, seed, doc["passed"], command, doc["results"], measured_on)
+        run_id = await asyncio.to_thread(
+            smoke_runs.save_run, db, seed, doc["passed"], command, doc["results"], measured_on
+        )
         doc["run_id"], doc["db"] = run_id, str(db)
         if compare:
-            done.changes = await asyncio.to_thread(store.compare, db, run_id)
+            done.changes = await asyncio.to_thread(smoke_runs.compare, db, run_id)
     except StoreUnusable as exc:  # gone since the run began: the results are still said
         done.store_error = doc["store_error"] = f"results not stored: {exc}"
     return done

@@ -14,7 +14,7 @@ from typing import Any
 
 from poolconsole.ops import audit
 from poolconsole.ops.audit import AuditUnreadable
-from poolconsole.ops.smoke import store as smoke_runs
+from poolconsole.ops.smoke import runs as smoke_runs
 from poolconsole.ops.sqlite import StoreUnusable, require
 
 __all__ = [

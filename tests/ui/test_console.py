@@ -326,7 +326,7 @@ async def test_smoke_action_runs_and_shows_results(tmp_path: Path) -> None:
             assert app.screen.chart_titles["ttft"].startswith("TTFT p95 (ms): now (no baseline yet for "), (
                 app.screen.chart_titles
             )
-        from poolconsole.ops.smoke.store import list_runs
+        from poolconsole.ops.smoke.runs import list_runs
 
         (run,) = list_runs(tmp_path / "smoke.sqlite3")
         measured = run["conditions"]["qwen3-30b-a3b"]  # what the engine itself says it runs with, as the CLI stores

@@ -12,7 +12,7 @@ from textual.pilot import Pilot
 from textual.widgets import DataTable, Static
 
 from poolconsole.ops.smoke.checks import CheckResult
-from poolconsole.ops.smoke.store import Change
+from poolconsole.ops.smoke.runs import Change
 from poolconsole.ui import registry
 from poolconsole.ui.app import PoolApp
 from poolconsole.ui.screens.detail import DetailScreen

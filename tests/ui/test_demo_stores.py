@@ -17,7 +17,7 @@ from poolconsole import cli
 from poolconsole.cli import demo_console
 from poolconsole.commands import launch
 from poolconsole.ops import audit
-from poolconsole.ops.smoke import store
+from poolconsole.ops.smoke import runs as smoke_runs
 from poolconsole.sim.demo import SimPool
 from poolconsole.sim.demo_files import demo_stores
 from poolconsole.ui.app import PoolApp
@@ -51,7 +51,7 @@ async def test_a_demo_restart_stays_out_of_the_users_audit_log(tmp_path: Path, m
         app = PoolApp(demo.config, theme_state=tmp_path / "ui.json", store=demo.store)
         app.audit_path, app.smoke_db = demo.stores  # as ui.launch gives them
         assert app.audit_path is not None and app.smoke_db is not None
-        assert app.audit_path != audit.default_path() and app.smoke_db != store.default_db()
+        assert app.audit_path != audit.default_path() and app.smoke_db != smoke_runs.default_db()
         assert app.audit_path.parent == tmp_path and app.smoke_db.parent == tmp_path  # beside the demo's config
         assert app.store_path == tmp_path / "demo-21.history.sqlite3"  # its own history store: T has one to read
         async with app.run_test(size=(160, 45)) as pilot:

@@ -222,12 +222,12 @@ def test_audit_takes_the_config_and_reads_the_log_its_actions_write(
 def test_runs_takes_the_config_and_reads_the_store_its_smoke_runs_write(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from poolconsole.ops.smoke import store
+    from poolconsole.ops.smoke import runs as smoke_runs
 
     config = demo_written_config(tmp_path, monkeypatch)
     stores = cli.demo_stores_of(str(config), say=False)  # where smoke with --config stores its runs
     assert stores is not None and stores[1] == tmp_path / "demo-77.smoke.sqlite3"
-    run_id = store.save_run(stores[1], 4242, True, f"smoke --config {config}", [], {})
+    run_id = smoke_runs.save_run(stores[1], 4242, True, f"smoke --config {config}", [], {})
     for argv in (["runs", "--config", str(config), "--json"], ["--config", str(config), "runs", "--json"]):
         capsys.readouterr()
         assert cli.main(argv) == 0, argv

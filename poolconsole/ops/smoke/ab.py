@@ -189,7 +189,7 @@ async def run_ab(
 
 def store_ab(db: Path, outcome: AbOutcome, command: str) -> tuple[int, int]:
     """Both runs, each with its conditions, the verdict and a link to the other (`conditions.ENGINE.ab`)."""
-    from poolconsole.ops.smoke import store
+    from poolconsole.ops.smoke import runs as smoke_runs
     from poolconsole.ops.smoke.runner import summaries, with_measurements
 
     ids: list[int] = []
@@ -209,9 +209,9 @@ def store_ab(db: Path, outcome: AbOutcome, command: str) -> tuple[int, int]:
         passed = outcome.problem is None and bool(results) and all(r["passed"] for r in results)
         if not results:  # nothing measured on this side (the rollover to it failed): nothing to store
             continue
-        ids.append(store.save_run(db, outcome.seed, passed, command, results, measured))
+        ids.append(smoke_runs.save_run(db, outcome.seed, passed, command, results, measured))
     if len(ids) == 2:
-        store.link_runs(db, outcome.engine, ids[0], ids[1])
+        smoke_runs.link_runs(db, outcome.engine, ids[0], ids[1])
     return (ids[0], ids[1]) if len(ids) == 2 else (ids[0], 0) if ids else (0, 0)
 
 
@@ -257,4 +257,3 @@ def text_lines(doc: dict[str, Any]) -> list[str]:
     runs = ", ".join(f"{k} run {v}" for k, v in ab["runs"].items() if v)
     lines.append(("passed" if doc["passed"] else "FAILED") + f" (seed {doc['seed']}; stored: {runs or 'nothing'})")
     return lines
-

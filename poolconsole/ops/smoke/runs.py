@@ -15,6 +15,7 @@ from typing import Any
 
 from platformdirs import user_data_path
 
+from poolconsole.model.units import NA
 from poolconsole.ops.sqlite import StoreUnusable, require, transaction
 
 SCHEMA = """
@@ -140,7 +141,7 @@ def figure_words(figure: str, value: float | bool | None) -> str:
     """A stored figure as the console and `smoke --compare` show it: times (stored in seconds) in ms, rates
     in tok/s, the outcome as passed/FAILED, an unknown as n/a ('0.11472665650316571' had been printed raw)."""
     if value is None:
-        return "n/a"
+        return NA
     if figure == "passed":
         return "passed" if value else "FAILED"
     if figure.startswith(("ttft", "itl")):
