@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from poolconsole.model.ledger import GATEWAY_KINDS, MAX_GAP_S, StoredRow, _number, utc_date
+from poolconsole.model.units import NA
 
 KEEP_ALIVE_HINT = (
     "Ollama on this host: a shorter OLLAMA_KEEP_ALIVE lets cold models expire (a client's keep_alive -1 keeps "
@@ -174,8 +175,8 @@ def text_lines(hosts: list[dict[str, Any]], today: str) -> list[str]:
         return []
     lines = ["", f"idle burn per host today ({today}):"]
     for e in rows:
-        idle_w = "n/a" if e["idle_power_w"] is None else f"{e['idle_power_w']:.0f} W"
-        load_w = "n/a" if e["load_power_w"] is None else f"{e['load_power_w']:.0f} W"
+        idle_w = NA if e["idle_power_w"] is None else f"{e['idle_power_w']:.0f} W"
+        load_w = NA if e["load_power_w"] is None else f"{e['load_power_w']:.0f} W"
         lines.append(
             f"  {e['host']}: idle {e['idle_s'] / 3600:.1f} h at {idle_w}, busy {e['busy_s'] / 3600:.1f} h at {load_w}"
             + (f", unknown {e['unknown_s'] / 3600:.1f} h" if e["unknown_s"] else "")
