@@ -19,6 +19,7 @@ from typing import Any
 from poolconsole.model.ledger import MAX_GAP_S, StoredRow, growth, short, utc_date
 from poolconsole.model.ledger import _number as number
 from poolconsole.model.ledger import _tree as tree
+from poolconsole.model.units import NA
 
 COUNTERS = ("requests", "failed_requests", "prompt_tokens", "output_tokens", "latency_s")
 NOW_WINDOW_S = 60.0
@@ -372,9 +373,9 @@ def text_lines(doc: dict[str, Any]) -> list[str]:
                 limit = (
                     f"{c['rpm_limit']:.0f} ({c['rpm_used']:.0f})"
                     if c["rpm_limit"] is not None and c["rpm_used"] is not None
-                    else "n/a"
+                    else NA
                 )
-                share = f"{c['share']:.0%}" if c["share"] is not None else "n/a"
+                share = f"{c['share']:.0%}" if c["share"] is not None else NA
                 rows.append([c["caller"], c["gateway"], f"{c['rpm']:.1f}", f"{c['concurrency']:.2f}", share, limit])
             lines += _table(rows)
         lines.append(f"now: {now.get('reason', 'n/a')}")
