@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from poolconsole.model.snapshots import OllamaModel
+from poolconsole.model.units import NA
 
 FOREVER_S = 100 * 365 * 86400.0
 """An expiry further than this is Ollama's "forever" (keep_alive < 0: Go's largest duration, ~292 years)."""
@@ -71,7 +72,7 @@ class OllamaServer:
 
     def parallel_text(self) -> str:
         if self.num_parallel is None:
-            return "n/a"
+            return NA
         return "auto" if self.num_parallel == 0 else str(self.num_parallel)
 
 
@@ -103,7 +104,7 @@ def parse_server_config(line: str, source: str) -> OllamaServer:
 def duration_text(seconds: float | None) -> str:
     """ "4m12s", "2h05m", "forever", "n/a"."""
     if seconds is None:
-        return "n/a"
+        return NA
     if seconds >= FOREVER_S:
         return "forever"
     seconds = max(0.0, seconds)
