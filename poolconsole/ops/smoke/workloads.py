@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 
 from poolconsole.collect.engines.spec_window import read_window, shared_window, spec_figures
+from poolconsole.model.units import NA
 from poolconsole.ops.smoke.checks import Checker, CheckResult, Prompts
 from poolconsole.ops.smoke.stream import level_stats
 
@@ -266,7 +267,7 @@ def verdict(results: list[CheckResult], without: dict[str, CheckResult] | None =
             continue
         gains = change > 0 if change is not None else rate is not None and rate >= KEEP_ACCEPTANCE
         figures = ", ".join(
-            [f"{rate:.2f}" if rate is not None else "n/a"] + ([f"{change:+.0f} %"] if change is not None else [])
+            [f"{rate:.2f}" if rate is not None else NA] + ([f"{change:+.0f} %"] if change is not None else [])
         )
         (keep if gains else drop).append(f"{name} ({figures})")
         rows.append(
