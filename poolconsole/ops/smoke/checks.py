@@ -18,6 +18,7 @@ import openai
 
 from poolconsole.collect.smoke_transport import timed_client
 from poolconsole.config.models import Engine, SmokeSettings
+from poolconsole.model.units import NA
 from poolconsole.ops.smoke.stream import LevelStats, StreamResult, failed_request, level_stats, stream_chat
 
 WORDS = "amber basil cedar delta ember fjord garnet harbor indigo juniper kestrel lumen marble nectar".split()  # noqa: SIM905
@@ -426,7 +427,7 @@ def stream_figures(stats: LevelStats, wall_s: float) -> str:
 
     def took(seconds: float | None) -> str:
         if seconds is None:
-            return "n/a"
+            return NA
         return f"{seconds * 1000:.1f} ms" if seconds < 1 else f"{seconds:.2f} s"
 
     words: list[str] = []
