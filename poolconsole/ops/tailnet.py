@@ -15,6 +15,7 @@ from poolconsole.collect.ssh import SSHFailure, SSHPool
 from poolconsole.collect.tailscale import Node, TailnetStatus, is_tailnet_address, read_local, read_remote
 from poolconsole.config.models import Host, PoolConfig
 from poolconsole.model.tailnet import HostTailnet
+from poolconsole.model.units import NA
 
 
 def judge(
@@ -66,7 +67,7 @@ def judge(
         notes.append(f"SSH goes to {address}, not its tailnet address {peer.ips[0]}")
     handshake = now - peer.last_handshake if peer is not None and peer.last_handshake is not None else None
     if is_self:
-        said = "n/a: this machine"
+        said = f"{NA}: this machine"
     elif handshake is not None:
         said = f"{max(0.0, handshake):.0f} s ago"
     else:
