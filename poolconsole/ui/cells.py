@@ -49,7 +49,7 @@ class Colors:
 def system_memory(mem: SystemMemory | None) -> str:
     """Used / total system memory and swap in use; each unknown part n/a (macOS without macmon: swap)."""
     if mem is None or not mem.total_bytes:
-        return "system memory n/a"
+        return f"system memory {NA}"
     used = mem.total_bytes - mem.available_bytes if mem.available_bytes is not None else None
     return f"system memory {gib(used)} / {gib(mem.total_bytes, 0)} GiB, swap {gib(mem.swap_used_bytes, 1, ' GiB')}"
 
@@ -237,7 +237,7 @@ def model_line(model: str, tracks: Sequence[EngineTrack], c: Colors, width: int,
         return (num(sum(known)) if known else NA), (len(values) - len(known) if known else 0)
 
     def missing(count: int) -> str:
-        return f" ({count} n/a)" if count else ""
+        return f" ({count} {NA})" if count else ""
 
     views = [t.view for t in tracks]
     tps, tps_na = total([v.generation_tokens_per_s if v else None for v in views])
