@@ -1,5 +1,5 @@
 """The charts' history on launch for engines read from `[prometheus]`: its range queries, beside the
-history store's points (runtime/store.py read_history), both put into the charts by fill_history.
+history store's points (runtime.store read_history), both put into the charts by fill_history.
 
 Each engine's scrapes (collect/prometheus_range.py) go through a PoolState of their own, the model a live
 poll goes through: tok/s from the reset-safe deltas between consecutive scrapes, a counter that went down
