@@ -65,7 +65,7 @@ async def probe(client: httpx.AsyncClient, engine: Engine, model: str, timeout_s
         return f"no answer within {timeout_s:g} s (POST {url})"
     except httpx.TimeoutException:
         return f"no answer within {timeout_s:g} s (POST {url})"
-    except httpx.HTTPError as exc:
+    except (httpx.HTTPError, httpx.InvalidURL, OSError, ValueError) as exc:  # in words, never a traceback
         return f"POST {url}: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}".rstrip(": ")
     if answer.status_code != 200:
         text = " ".join(answer.text.split())[:160]

@@ -135,3 +135,15 @@ def test_the_cost_is_said_in_tokens_and_probes_a_day() -> None:
     said = cost(300, 30)
     assert "1-token completion (about 2 prompt + 1 generated tokens)" in said
     assert "idle for 300 s, at most 288 a day per engine" in said and "within 30 s" in said
+
+
+async def test_a_probe_that_cannot_connect_is_a_failure_in_words() -> None:
+    import httpx
+
+    from poolconsole.config.models import Engine, EngineKind
+    from poolconsole.runtime.alerts_canary import probe
+
+    engine = Engine(name="e", kind=EngineKind.VLLM, url=f"http://127.0.0.1:{free_port()}")
+    async with httpx.AsyncClient(trust_env=False) as client:
+        said = await probe(client, engine, "tiny", 5.0)
+    assert said is not None and said.startswith(f"POST {engine.url}/v1/completions: ConnectError"), said
