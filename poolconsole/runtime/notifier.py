@@ -228,7 +228,7 @@ class Notifier:
         if self.state is None:
             return 0
         now = self.clock()
-        known = set(self._engines) | set(self._hosts)
+        known = set(self._engines) | set(self._hosts) | {slo.target for slo in self.config.slo}  # model:NAME too
         ids = {r.id for r in self.receivers}
         firing = 0
         for alert in self.state.load():
