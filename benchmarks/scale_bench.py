@@ -267,7 +267,7 @@ def refresh_screen(self):
               f"{gc_time[2]} full)", once=False)
 
 PoolApp.refresh_screen = refresh_screen
-changed, redraw = PoolApp._changed, PoolApp._redraw
+changed, redraw = PoolApp.changed, PoolApp._redraw
 
 def _changed(self, *args, **kwargs):
     if applied[0]:
@@ -279,7 +279,7 @@ def _redraw(self, *args, **kwargs):
         stamp(f"first redraw with data, {applied[0]} applied")
     redraw(self, *args, **kwargs)
 
-PoolApp._changed, PoolApp._redraw = _changed, _redraw
+PoolApp.changed, PoolApp._redraw = _changed, _redraw
 mount = PoolApp.on_mount
 
 def on_mount(self):
