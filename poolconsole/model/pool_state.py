@@ -18,6 +18,8 @@ from poolconsole.model.series import Ring
 from poolconsole.model.snapshots import COUNTERS, EngineSnapshot, EngineState
 from poolconsole.model.view import EngineView, engine_view
 
+TargetKey = tuple[str, str]
+"""("engine", name) or ("host", name)."""
 HISTORY_POINTS = 3600  # polls: two hours at the default 2 s interval
 SPARK = "▁▂▃▄▅▆▇█"
 
@@ -112,6 +114,25 @@ class PoolState:
         self.hosts = {h.name: HostTrack(h) for h in config.hosts}
         self.deep_health: dict[str, tuple[float, dict[str, Any]]] = {}
         """Gateway name -> (when, LiteLLM's deep /health: healthy and unhealthy deployments, or an error)."""
+        self.revision = 0
+        """Counts the changes to the targets' views, snapshots and ages (apply_*, reset)."""
+        self._changed: dict[TargetKey, int] = {}
+        """Each target that changed -> the revision of its last change, the latest last (changed_since)."""
+
+    def _mark(self, key: TargetKey) -> None:
+        self.revision += 1
+        self._changed.pop(key, None)
+        self._changed[key] = self.revision
+
+    def changed_since(self, revision: int) -> list[TargetKey]:
+        """The targets that changed after `revision`, the latest first: what a tick has to take in, read from
+        the newest end of the change log (not a walk over the pool)."""
+        out: list[TargetKey] = []
+        for key in reversed(self._changed):
+            if self._changed[key] <= revision:
+                break
+            out.append(key)
+        return out
 
     def apply_engine(self, snapshot: EngineSnapshot) -> EngineView:
         track = self.engines[snapshot.name]
@@ -135,6 +156,7 @@ class PoolState:
         if track.counted_reset:
             track.history.restarts.append(snapshot.fetched_at)
         track.view = view
+        self._mark(("engine", snapshot.name))
         if snapshot.residency_read:
             track.residency = observe(track.residency, snapshot.ollama_models, snapshot.fetched_at)
         self._append(track, view, snapshot.fetched_at)
@@ -159,6 +181,7 @@ class PoolState:
         if view.counter_resets:
             track.history.restarts.append(at)
         track.view = view
+        self._mark(("engine", view.name))
         self._append(track, view, at)
 
     def reset(self) -> None:
@@ -169,6 +192,10 @@ class PoolState:
         for host in self.hosts.values():
             host.snapshot, host.last_ok_at, host.vram = None, None, Ring(HISTORY_POINTS)
             host.gpu_memory_kind = None
+        for name in self.engines:
+            self._mark(("engine", name))
+        for name in self.hosts:
+            self._mark(("host", name))
 
     def record_restart(self, name: str, at: float, started_at: float | None = None) -> bool:
         """A restart seen by another source (the container's record, which says when the process
@@ -196,6 +223,7 @@ class PoolState:
         if snapshot.gpus:
             track.gpu_memory_kind = snapshot.memory_kind
         track.vram.append(host_vram_fraction(snapshot))
+        self._mark(("host", snapshot.name))
 
     def engine_vram_fraction(self, name: str) -> float | None:
         engine = self.engines[name].config

@@ -17,9 +17,10 @@ from poolconsole.model.alerts import Alerts, severity
 from poolconsole.model.failure_modes import MODES
 from poolconsole.model.gateway import gateway_reports
 from poolconsole.model.hosts import HostState
-from poolconsole.model.pool_state import HostTrack, PoolState
+from poolconsole.model.pool_state import PoolState
 from poolconsole.model.snapshots import EngineState
-from poolconsole.model.units import NA, gib, num
+from poolconsole.model.tally import Tally, tally_of
+from poolconsole.model.units import NA, num
 
 CRITICAL = "critical"
 WARNING = "warning"
@@ -206,11 +207,13 @@ def _no_engine(models: list[str]) -> str:
     return f"gateway route{'s' if plural else ''} {', '.join(models)} ha{'ve' if plural else 's'} no engine"
 
 
-def problems(state: PoolState, alerts: Alerts) -> list[Problem]:
+def problems(state: PoolState, alerts: Alerts, tally: Tally | None = None) -> list[Problem]:
     """Every target that needs a person, the most severe first, one per target with its causes together:
     targets not answering (from their state, at once, with what their log showed), then the alerts that
     fire. An engine down with its host says so once, on the host; a gateway route it leaves with no engine
-    is said with it. (A route no engine down explains, config drift, is counted on the gateway's line.)"""
+    is said with it. (A route no engine down explains, config drift, is counted on the gateway's line.) Only
+    the targets not ok and the alerts are read, not the pool (the tally keeps which are not ok)."""
+    tally = tally_of(state) if tally is None else tally
     out: list[Problem] = []
     logs: dict[str, list[tuple[str, str]]] = {}
     for (target, rule), event in alerts.active.items():
@@ -218,15 +221,14 @@ def problems(state: PoolState, alerts: Alerts) -> list[Problem]:
             logs.setdefault(target, []).append(_finding(rule, event.message))
     told: set[str] = set()  # targets whose log findings are in their down problem
     orphans: dict[str, list[str]] = {}  # a down engine -> the routes it leaves with no engine
-    for _, model, engine in _unserved(state):  # those no engine down explains: counted on the gateway's line
+    for _, model, engine in _routes(state, tally)[0]:  # those no engine down explains: counted on the gateway's line
         if engine is not None:
             orphans.setdefault(engine, []).append(model)
     down_hosts: dict[str, list[str]] = {}
-    for host_track in state.hosts.values():
-        snap = host_track.snapshot
-        if snap is not None and snap.state is not HostState.OK:
-            down_hosts[host_track.config.name] = []
-    for track in state.engines.values():
+    for name in tally.hosts_down():
+        down_hosts[state.hosts[name].config.name] = []
+    for engine_name in tally.engines_down():
+        track = state.engines[engine_name]
         v = track.view
         if v is None or v.state is EngineState.OK:
             continue
@@ -294,83 +296,6 @@ def _state_words(state: PoolState, host: str) -> str:
     return snap.state.value.replace("_", " ") if snap else "polling"
 
 
-def shown_rate(value: float | None) -> float | None:
-    """A rate as its row's cell shows it (a whole number), so the summary is the sum of what is on screen."""
-    return None if value is None else float(round(value))
-
-
-def _total(values: list[float | None], unit: str = "") -> str:
-    known = [v for v in values if v is not None]
-    if not known:
-        return NA
-    missing = len(values) - len(known)
-    return f"{sum(known):.0f}{unit}" + (f" ({missing} n/a)" if missing else "")
-
-
-def _sum(values: list[float | None]) -> float | None:
-    known = [v for v in values if v is not None]
-    return sum(known) if known else None
-
-
-def _hosts_na(count: int) -> str:
-    return f" ({count} host{'s' if count > 1 else ''} n/a)" if count else ""
-
-
-def _has_gpus(track: HostTrack, kind: str | None = None) -> bool:
-    """Whether a host not answering has GPUs the totals miss: its config says so, or it reported some."""
-    unified = track.config.memory_kind == "unified" or track.gpu_memory_kind == "unified"
-    dedicated = bool(track.config.gpu_memory_gib) or (track.gpu_memory_kind is not None and not unified)
-    return {None: unified or dedicated, "unified": unified, "dedicated": dedicated and not unified}[kind]
-
-
-def _memory(state: PoolState) -> tuple[str, str]:
-    """GPU memory used of total, dedicated and unified apart; the hosts that do not report are counted n/a."""
-    parts: dict[str, list[int]] = {"dedicated": [0, 0], "unified": [0, 0]}
-    seen: dict[str, bool] = {"dedicated": False, "unified": False}
-    unknown: dict[str, int] = {"dedicated": 0, "unified": 0}
-    for track in state.hosts.values():
-        kind = "unified" if _has_gpus(track, "unified") else "dedicated"
-        snap = track.snapshot
-        if snap is not None and snap.memory_kind == "unified":
-            kind = "unified"
-        gpus = snap.gpus if snap is not None else ()
-        if snap is None or not snap.state.answering:
-            if _has_gpus(track, kind):
-                unknown[kind] += 1
-            continue
-        if not gpus:
-            continue
-        if any(g.memory_used_bytes is None or not g.memory_total_bytes for g in gpus):
-            unknown[kind] += 1
-            continue
-        seen[kind] = True
-        parts[kind][0] += sum(g.memory_used_bytes or 0 for g in gpus)
-        parts[kind][1] += sum(g.memory_total_bytes or 0 for g in gpus)
-
-    def text(kind: str) -> str:
-        used, total = parts[kind]
-        return f"{gib(used, 0)}/{gib(total, 0)} GiB{_hosts_na(unknown[kind])}" if seen[kind] else NA
-
-    return text("dedicated"), text("unified")
-
-
-def _power(state: PoolState) -> str:
-    """The GPUs' power summed over the hosts that report all of theirs; the others counted n/a."""
-    known: list[float] = []
-    unknown = 0
-    for track in state.hosts.values():
-        snap = track.snapshot
-        if snap is None or not snap.state.answering:
-            unknown += _has_gpus(track)
-            continue
-        watts = [g.power_w for g in snap.gpus]
-        if any(w is None for w in watts):
-            unknown += 1
-        elif watts:
-            known.append(sum(w for w in watts if w is not None))
-    return f"{sum(known):.0f} W{_hosts_na(unknown)}" if known else NA
-
-
 def _unserved(state: PoolState) -> list[tuple[str, str, str | None]]:
     """(gateway, model, the down engine that served it or None) for each gateway route served by no engine."""
     out = []
@@ -416,31 +341,26 @@ def _gateway(state: PoolState, unserved: list[tuple[str, str, str | None]]) -> s
     return "; ".join(out) if out else "none configured"
 
 
-def _oldest(state: PoolState, now: float) -> str:
-    """How old the oldest good data on screen is, and whose, as the Age column counts it (from each target's
-    last answer, not its last try: a pool that never answered read "oldest data 0 s"); the targets that have
-    not answered yet are counted."""
-    answered = [
-        *((name, e.last_ok_at) for name, e in state.engines.items()),
-        *((name, h.last_ok_at) for name, h in state.hosts.items()),
-    ]
-    ages = [(max(0.0, now - at), name) for name, at in answered if at is not None]
-    silent = len(answered) - len(ages)
-    if not ages:
-        return "no data yet" + (f": none of {silent} targets has answered" if silent else "")
-    age, name = max(ages)
-    return f"oldest data {age:.0f} s ({name})" + (f", {silent} not answered yet" if silent else "")
+def _routes(state: PoolState, tally: Tally) -> tuple[list[tuple[str, str, str | None]], str]:
+    """The gateways' routes served by no engine and the gateway line, made again only when what they read
+    changed (an engine's models, whether it answers, a gateway's state): at 1,000 engines, not every tick."""
+    if not tally.gateways:
+        return [], "none configured"
+    if tally.routes_changed or tally.routes is None:
+        unserved = _unserved(state)
+        tally.routes, tally.routes_changed = (unserved, _gateway(state, unserved)), False
+    return tally.routes
 
 
 def summarise(state: PoolState, alerts: Alerts, now: float | None = None) -> Summary:
-    """The pool at a glance, now (default: the state's clock)."""
+    """The pool at a glance, now (default: the state's clock). Its totals are the tally's, kept from the
+    targets that changed since the last call (model.tally); what is read afresh is what needs a person (the
+    targets not ok, the alerts firing), not the pool."""
     now = state.clock() if now is None else now
-    found = problems(state, alerts)
-    engines = [t.view for t in state.engines.values()]
-    polled = [v for v in engines if v is not None]
-    ok = [v for v in polled if v.state is EngineState.OK]
-    hosts = [h.snapshot for h in state.hosts.values()]
-    hosts_ok = [h for h in hosts if h is not None and h.state is HostState.OK]
+    tally = tally_of(state)
+    found = problems(state, alerts, tally)
+    engines, polled, ok = len(state.engines), tally.polled, tally.ok
+    hosts, hosts_polled, hosts_ok = len(state.hosts), tally.hosts_polled, tally.hosts_ok
     targets = {p.target for p in found if p.words}  # an engine down with its host is the host's problem
     if found:
         verdict = f"{len(targets)} problem{'s' if len(targets) > 1 else ''}: " + ", ".join(
@@ -448,58 +368,51 @@ def summarise(state: PoolState, alerts: Alerts, now: float | None = None) -> Sum
         )
     elif not engines and not hosts:  # "healthy: 0/0" said of a config with nothing in it
         verdict = "nothing to poll: the config has no [[engines]] and no [[hosts]]"
-    elif len(polled) < len(engines) or None in hosts:  # not "healthy" of what has not answered yet
-        hosts_polled = sum(h is not None for h in hosts)
-        verdict = (
-            f"starting: {len(polled)}/{len(engines)} engines and {hosts_polled}/{len(hosts)} hosts polled, "
-            "none down so far"
-        )
+    elif polled < engines or hosts_polled < hosts:  # not "healthy" of what has not answered yet
+        verdict = f"starting: {polled}/{engines} engines and {hosts_polled}/{hosts} hosts polled, none down so far"
     else:
-        verdict = f"healthy: {len(ok)}/{len(engines)} engines up, {len(hosts_ok)}/{len(hosts)} hosts up"
+        verdict = f"healthy: {ok}/{engines} engines up, {hosts_ok}/{hosts} hosts up"
 
     by_state: dict[str, list[str]] = {}
-    for track in state.engines.values():
-        v = track.view
-        if v is not None and v.state is not EngineState.OK:
-            by_state.setdefault(v.state.value.replace("_", " "), []).append(f"{v.name} ({brief(v.error)})")
-    not_polled = len(engines) - len(polled)
-    line1 = f"engines {len(ok)}/{len(engines)} ok"
+    for name in tally.engines_down():
+        v = state.engines[name].view
+        assert v is not None
+        by_state.setdefault(v.state.value.replace("_", " "), []).append(f"{v.name} ({brief(v.error)})")
+    line1 = f"engines {ok}/{engines} ok"
     for word, names in by_state.items():
         line1 += f" · {len(names)} {word}: {', '.join(names)}"
-    if not_polled:
-        line1 += f" · {not_polled} polling"
-    down_hosts = [
-        f"{h.name} {h.state.value.replace('_', ' ')} ({brief(h.error)})"
-        for h in hosts
-        if h is not None and h.state is not HostState.OK
-    ]
-    line1 += f" · hosts {len(hosts_ok)}/{len(hosts)} ok" + (f": {', '.join(down_hosts)}" if down_hosts else "")
+    if engines - polled:
+        line1 += f" · {engines - polled} polling"
+    down_hosts = []
+    for name in tally.hosts_down():
+        h = state.hosts[name].snapshot
+        assert h is not None
+        down_hosts.append(f"{h.name} {h.state.value.replace('_', ' ')} ({brief(h.error)})")
+    line1 += f" · hosts {hosts_ok}/{hosts} ok" + (f": {', '.join(down_hosts)}" if down_hosts else "")
 
-    gen = [shown_rate(v.generation_tokens_per_s) if v else None for v in engines]
-    prompt = [shown_rate(v.prompt_tokens_per_s) if v else None for v in engines]
-    running = [v.requests_running if v else None for v in engines]
-    waiting = [v.requests_waiting if v else None for v in engines]
     line2 = (
-        f"generation {_total(gen, ' tok/s')} · prompt {_total(prompt, ' tok/s')}"
-        f" · running {_total(running)} · waiting {_total(waiting)}"
+        f"generation {tally.gen.text(' tok/s')} · prompt {tally.prompt.text(' tok/s')}"
+        f" · running {tally.running.text()} · waiting {tally.waiting.text()}"
     )
-    dedicated, unified = _memory(state)
-    line3 = f"VRAM dedicated {dedicated} · unified {unified} · power {_power(state)}"
+    line3 = (
+        f"VRAM dedicated {tally.memory_text('dedicated')} · unified {tally.memory_text('unified')}"
+        f" · power {tally.power_text()}"
+    )
     severities = {CRITICAL: 0, WARNING: 0}
     for _, rule in alerts.active:
         severities[_severity(rule)] = severities.get(_severity(rule), 0) + 1
     alert_words = (
         ", ".join(f"{n} {s}" for s, n in severities.items() if n) if any(severities.values()) else "none firing"
     )
-    line4 = f"alerts {alert_words} · gateway {_gateway(state, _unserved(state))} · {_oldest(state, now)}"
+    line4 = f"alerts {alert_words} · gateway {_routes(state, tally)[1]} · {tally.oldest_text(now)}"
     return Summary(
         verdict,
         not found and bool(engines or hosts),
         tuple(found),
         (line1, line2, line3, line4),
-        _sum(gen),
-        _sum(prompt),
-        _sum(running),
-        _sum(waiting),
+        tally.gen.value(),
+        tally.prompt.value(),
+        tally.running.value(),
+        tally.waiting.value(),
         severities,
     )

@@ -1,0 +1,327 @@
+"""The pool's totals kept from what changed (issue 39): each target's part of the summary (up or not, its
+rates and queue, its host's memory and power, when it last answered) is kept, and when the pool state says a
+target changed, its old part is taken away from the totals and its new part added. A tick in which one of
+1,000 engines changed makes one part, not 1,000; the summary then reads the totals.
+
+Every total is exact, so a sum kept this way is the sum over the pool made afresh (whole numbers add as
+ints; a value with a fraction adds as a Fraction, and the total shown is that exact sum rounded once)."""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from weakref import WeakKeyDictionary
+
+from poolconsole.config.models import EngineKind
+from poolconsole.model.hosts import HostState
+from poolconsole.model.pool_state import EngineTrack, HostTrack, PoolState, TargetKey
+from poolconsole.model.snapshots import EngineState
+from poolconsole.model.units import NA, gib
+
+WHOLE_LIMIT = 2.0**40
+"""Whole values under this add as ints: thousands of them still sum below 2**53, where a float sum of whole
+values is exact too (so the total is the one a fresh sum gives, to the last bit)."""
+
+
+class Total:
+    """A sum of the known values and a count of the unknown ones, kept by adding and taking away values."""
+
+    __slots__ = ("down", "inexact", "known", "missing", "nan", "rest", "up", "whole")
+
+    def __init__(self) -> None:
+        self.whole = 0
+        self.rest = Fraction(0)
+        self.inexact = 0
+        self.known = 0
+        self.missing = 0
+        self.nan = self.up = self.down = 0  # NaN, +inf, -inf: what IEEE makes of them, in any order
+
+    def add(self, value: float | None, sign: int = 1) -> None:
+        if value is None:
+            self.missing += sign
+            return
+        self.known += sign
+        if math.isnan(value):
+            self.nan += sign
+        elif math.isinf(value):
+            if value > 0:
+                self.up += sign
+            else:
+                self.down += sign
+        elif float(value).is_integer() and abs(value) < WHOLE_LIMIT:
+            self.whole += sign * int(value)
+        else:
+            self.rest += sign * Fraction(value)
+            self.inexact += sign
+
+    def value(self) -> float | None:
+        """The sum of the known values (None when none is known)."""
+        if not self.known:
+            return None
+        if self.nan or (self.up and self.down):
+            return math.nan
+        if self.up or self.down:
+            return math.inf if self.up else -math.inf
+        return float(self.whole + self.rest) if self.inexact else float(self.whole)
+
+    def text(self, unit: str = "") -> str:
+        """The total as the summary shows it: n/a when none is known, the unknown ones counted."""
+        total = self.value()
+        if total is None:
+            return NA
+        return f"{total:.0f}{unit}" + (f" ({self.missing} n/a)" if self.missing else "")
+
+
+def shown_rate(value: float | None) -> float | None:
+    """A rate as its row's cell shows it (a whole number), so the summary is the sum of what is on screen."""
+    return None if value is None else float(round(value))
+
+
+@dataclass(frozen=True, slots=True)
+class EnginePart:
+    polled: bool
+    ok: bool
+    gen: float | None
+    prompt: float | None
+    running: float | None
+    waiting: float | None
+    last_ok_at: float | None
+    routes: tuple[object, ...]
+    """What the gateway's routes read of it (models, answering, what it last served); a change redoes them."""
+
+    @property
+    def down(self) -> bool:
+        return self.polled and not self.ok
+
+
+def engine_part(track: EngineTrack) -> EnginePart:
+    v = track.view
+    if v is None:
+        routes: tuple[object, ...] = (None, track.last_read.models if track.last_read else None)
+        return EnginePart(False, False, None, None, None, None, track.last_ok_at, routes)
+    if track.config.kind is EngineKind.LITELLM:
+        readiness = v.details.get("readiness")
+        ready = readiness.get("status") if isinstance(readiness, dict) else None
+        routes = (tuple(v.models), v.state, v.error, ready)
+    else:
+        routes = (tuple(v.models), v.state.answering, track.last_read.models if track.last_read else None)
+    return EnginePart(
+        True,
+        v.state is EngineState.OK,
+        shown_rate(v.generation_tokens_per_s),
+        shown_rate(v.prompt_tokens_per_s),
+        v.requests_running,
+        v.requests_waiting,
+        track.last_ok_at,
+        routes,
+    )
+
+
+def has_gpus(track: HostTrack, kind: str | None = None) -> bool:
+    """Whether a host not answering has GPUs the totals miss: its config says so, or it reported some."""
+    unified = track.config.memory_kind == "unified" or track.gpu_memory_kind == "unified"
+    dedicated = bool(track.config.gpu_memory_gib) or (track.gpu_memory_kind is not None and not unified)
+    return {None: unified or dedicated, "unified": unified, "dedicated": dedicated and not unified}[kind]
+
+
+@dataclass(frozen=True, slots=True)
+class HostPart:
+    polled: bool
+    ok: bool
+    memory_kind: str
+    memory_unknown: bool
+    memory_seen: bool
+    used: int
+    total: int
+    power_unknown: bool
+    watts: float | None
+    last_ok_at: float | None
+
+    @property
+    def down(self) -> bool:
+        return self.polled and not self.ok
+
+
+def host_part(track: HostTrack) -> HostPart:
+    """Its GPU memory (dedicated or unified) and power as the totals count them: a host that does not answer,
+    or does not report all its GPUs' figures, is counted n/a when it has GPUs."""
+    snap = track.snapshot
+    kind = "unified" if has_gpus(track, "unified") else "dedicated"
+    if snap is not None and snap.memory_kind == "unified":
+        kind = "unified"
+    polled, ok, last = snap is not None, snap is not None and snap.state is HostState.OK, track.last_ok_at
+    if snap is None or not snap.state.answering:
+        return HostPart(polled, ok, kind, has_gpus(track, kind), False, 0, 0, has_gpus(track), None, last)
+    gpus = snap.gpus
+    memory_unknown = any(g.memory_used_bytes is None or not g.memory_total_bytes for g in gpus)
+    seen = bool(gpus) and not memory_unknown
+    used = sum(g.memory_used_bytes or 0 for g in gpus) if seen else 0
+    total = sum(g.memory_total_bytes or 0 for g in gpus) if seen else 0
+    watts = [g.power_w for g in gpus]
+    power_unknown = any(w is None for w in watts)
+    power = sum(w for w in watts if w is not None) if watts and not power_unknown else None
+    return HostPart(polled, ok, kind, bool(gpus) and memory_unknown, seen, used, total, power_unknown, power, last)
+
+
+def hosts_na(count: int) -> str:
+    return f" ({count} host{'s' if count > 1 else ''} n/a)" if count else ""
+
+
+class _Later:
+    """A name that sorts before another when it is greater: the heap's top is the oldest answer and, among
+    answers as old, the greatest name (what max((age, name)) picks)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __lt__(self, other: _Later) -> bool:
+        return self.name > other.name
+
+
+class Tally:
+    """The summary's totals over one pool state, kept from the targets that changed since the last read."""
+
+    def __init__(self, state: PoolState) -> None:
+        self.state = state
+        self.revision = -1
+        self.order = {name: i for i, name in enumerate(state.engines)}
+        self.host_order = {name: i for i, name in enumerate(state.hosts)}
+        self.gateways = tuple(n for n, t in state.engines.items() if t.config.kind is EngineKind.LITELLM)
+        self.engines: dict[str, EnginePart] = {}
+        self.hosts: dict[str, HostPart] = {}
+        self.polled = self.ok = self.hosts_polled = self.hosts_ok = 0
+        self.down_engines: set[str] = set()
+        self.down_hosts: set[str] = set()
+        self.gen, self.prompt, self.running, self.waiting = Total(), Total(), Total(), Total()
+        self.memory = {kind: [0, 0, 0, 0] for kind in ("dedicated", "unified")}  # used, total, seen, unknown
+        self.power, self.power_unknown = Total(), 0
+        self.answered: dict[TargetKey, float] = {}
+        self.oldest: list[tuple[float, _Later, TargetKey]] = []
+        self.greatest: str | None = None
+        """The greatest name that has answered (the oldest when every answer is as old as now or newer)."""
+        self.routes_changed = True
+        """The gateways' routes are to be made again (the summary keeps them in `routes`)."""
+        self.routes: tuple[list[tuple[str, str, str | None]], str] | None = None
+        self.touched: tuple[TargetKey, ...] = ()
+        """The targets whose part the last update made again (the count issue 39's test reads)."""
+        self.parts_made = 0
+
+    def update(self) -> Tally:
+        """Takes in the targets that changed since the last update (all of them the first time)."""
+        state = self.state
+        if state.revision == self.revision:
+            self.touched = ()
+            return self
+        if self.revision < 0:
+            changed: list[TargetKey] = [("engine", n) for n in state.engines] + [("host", n) for n in state.hosts]
+        else:
+            changed = state.changed_since(self.revision)
+        for kind, name in changed:
+            if kind == "engine":
+                self._engine(name, engine_part(state.engines[name]))
+            else:
+                self._host(name, host_part(state.hosts[name]))
+        self.touched = tuple(changed)
+        self.parts_made += len(changed)
+        self.revision = state.revision
+        return self
+
+    def _engine(self, name: str, new: EnginePart) -> None:
+        old = self.engines.get(name)
+        for part, sign in ((old, -1), (new, 1)):
+            if part is None:
+                continue
+            self.polled += sign * part.polled
+            self.ok += sign * part.ok
+            self.gen.add(part.gen, sign)
+            self.prompt.add(part.prompt, sign)
+            self.running.add(part.running, sign)
+            self.waiting.add(part.waiting, sign)
+        self.engines[name] = new
+        (self.down_engines.add if new.down else self.down_engines.discard)(name)
+        if self.gateways and (old is None or old.routes != new.routes):
+            self.routes_changed = True
+        self._answered(("engine", name), new.last_ok_at)
+
+    def _host(self, name: str, new: HostPart) -> None:
+        old = self.hosts.get(name)
+        for part, sign in ((old, -1), (new, 1)):
+            if part is None:
+                continue
+            self.hosts_polled += sign * part.polled
+            self.hosts_ok += sign * part.ok
+            memory = self.memory[part.memory_kind]
+            memory[0] += sign * part.used
+            memory[1] += sign * part.total
+            memory[2] += sign * part.memory_seen
+            memory[3] += sign * part.memory_unknown
+            if part.watts is not None:
+                self.power.add(part.watts, sign)
+            self.power_unknown += sign * part.power_unknown
+        self.hosts[name] = new
+        (self.down_hosts.add if new.down else self.down_hosts.discard)(name)
+        self._answered(("host", name), new.last_ok_at)
+
+    def _answered(self, key: TargetKey, at: float | None) -> None:
+        before = self.answered.get(key)
+        if at == before:
+            return
+        if at is None:  # answered no more (a replay seeking back): the greatest name is made again
+            del self.answered[key]
+            self.greatest = max((k[1] for k in self.answered), default=None)
+            return
+        self.answered[key] = at
+        self.greatest = key[1] if self.greatest is None else max(self.greatest, key[1])
+        heapq.heappush(self.oldest, (at, _Later(key[1]), key))
+        if len(self.oldest) > 2 * len(self.answered) + 64:  # the answers since replaced, dropped now and then
+            self.oldest = [(t, _Later(k[1]), k) for k, t in self.answered.items()]
+            heapq.heapify(self.oldest)
+
+    def engines_down(self) -> list[str]:
+        """The engines polled and not ok, in the config's order."""
+        return sorted(self.down_engines, key=self.order.__getitem__)
+
+    def hosts_down(self) -> list[str]:
+        """The hosts polled and not ok, in the config's order."""
+        return sorted(self.down_hosts, key=self.host_order.__getitem__)
+
+    def memory_text(self, kind: str) -> str:
+        used, total, seen, unknown = self.memory[kind]
+        return f"{gib(used, 0)}/{gib(total, 0)} GiB{hosts_na(unknown)}" if seen else NA
+
+    def power_text(self) -> str:
+        """The GPUs' power summed over the hosts that report all of theirs; the others counted n/a."""
+        watts = self.power.value()
+        return f"{watts:.0f} W{hosts_na(self.power_unknown)}" if watts is not None else NA
+
+    def oldest_text(self, now: float) -> str:
+        """How old the oldest good data on screen is, and whose, as the Age column counts it (from each
+        target's last answer, not its last try: a pool that never answered read "oldest data 0 s"); the
+        targets that have not answered yet are counted."""
+        silent = len(self.state.engines) + len(self.state.hosts) - len(self.answered)
+        heap = self.oldest
+        while heap and self.answered.get(heap[0][2]) != heap[0][0]:
+            heapq.heappop(heap)  # an answer since replaced by a newer one
+        if not heap:
+            return "no data yet" + (f": none of {silent} targets has answered" if silent else "")
+        at, name = heap[0][0], heap[0][1].name
+        if now <= at:  # every answer is as old as now or newer: all 0 s old, the greatest name said
+            age, name = 0.0, self.greatest or name
+        else:
+            age = now - at
+        return f"oldest data {age:.0f} s ({name})" + (f", {silent} not answered yet" if silent else "")
+
+
+_TALLIES: WeakKeyDictionary[PoolState, Tally] = WeakKeyDictionary()
+
+
+def tally_of(state: PoolState) -> Tally:
+    """The state's tally, brought up to date."""
+    tally = _TALLIES.get(state)
+    if tally is None:
+        tally = _TALLIES[state] = Tally(state)
+    return tally.update()
