@@ -32,8 +32,7 @@ import os
 import sqlite3
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
-from pathlib import Path
+from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -60,7 +59,8 @@ from poolconsole.model.notify import (
     webhook_body,
 )
 from poolconsole.runtime.live import Update
-from poolconsole.runtime.pager import SCHEMA, load_silences, state_path
+from poolconsole.runtime.notify_state import NotifyState, row_of
+from poolconsole.runtime.pager import state_path
 
 __all__ = ["Notifier", "NotifyState", "Receiver", "state_path"]
 
@@ -86,72 +86,6 @@ def shown_url(url: str) -> str:
     port = f":{parts.port}" if parts.port else ""
     path = "/".join(p if len(p) <= 16 else p[:4] + "…" for p in parts.path.split("/"))
     return f"{parts.scheme}://{host}{port}{path}"
-
-
-class NotifyState:
-    """The sibling SQLite file: one row per alert (rule, target) with what each receiver was told."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(path, timeout=10, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.executescript(SCHEMA)
-
-    def load(self) -> list[Alert]:
-        rows = self._db.execute(
-            "SELECT rule, target, labels, message, starts_at, ends_at, cleared, sent, resolved_sent FROM alerts"
-        )
-        out = []
-        for rule, target, labels, message, starts, ends, cleared, sent, resolved in rows:
-            out.append(
-                Alert(rule, target, json.loads(labels), message, starts, ends, cleared, json.loads(sent),
-                      set(json.loads(resolved)))
-            )  # fmt: skip
-        return out
-
-    def write(self, rows: Sequence[tuple[Any, ...]], gone: Iterable[tuple[str, str]]) -> None:
-        with self._db:
-            self._db.executemany("DELETE FROM alerts WHERE rule = ? AND target = ?", list(gone))
-            self._db.executemany("INSERT OR REPLACE INTO alerts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
-
-    def write_receivers(self, rows: Sequence[tuple[Any, ...]]) -> None:
-        """Each receiver's kind, shown label, last good send and last failure (no token, no URL secret)."""
-        with self._db:
-            self._db.executemany("INSERT OR REPLACE INTO receivers VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
-
-    def silences(self, now: float) -> list[Silence]:
-        """The silences not yet ended (the console writes them: runtime.pager.add_silence)."""
-        return list(load_silences(self._db, now))
-
-    def spend(self, engine: str, at: float, action: str, rule: str) -> None:
-        """One automatic action of the remediation (its budget and cooldown); older than a day are dropped."""
-        with self._db:
-            self._db.execute("DELETE FROM remediation_actions WHERE at < ?", (at - 86400.0,))
-            self._db.execute("INSERT INTO remediation_actions VALUES (?, ?, ?, ?)", (engine, at, action, rule))
-
-    def actions_since(self, since: float) -> list[tuple[str, float]]:
-        """(engine, when) of each automatic action since `since`."""
-        rows = self._db.execute("SELECT engine, at FROM remediation_actions WHERE at >= ? ORDER BY at", (since,))
-        return [(str(engine), float(at)) for engine, at in rows]
-
-    def close(self) -> None:
-        self._db.close()
-
-
-def _row(alert: Alert) -> tuple[Any, ...]:
-    return (
-        alert.rule,
-        alert.target,
-        json.dumps(alert.labels),
-        alert.message,
-        alert.starts_at,
-        alert.ends_at,
-        alert.cleared,
-        json.dumps(alert.sent),
-        json.dumps(sorted(alert.resolved_sent)),
-    )
 
 
 class Receiver:
@@ -407,7 +341,7 @@ class Notifier:
     async def _write(self) -> None:
         if self.state is None or not (self._dirty or self._gone or self._receivers_dirty):
             return
-        rows = [_row(self.alerts[k]) for k in self._dirty if k in self.alerts]
+        rows = [row_of(self.alerts[k]) for k in self._dirty if k in self.alerts]
         gone = list(self._gone)
         receivers = [r.row() for r in self.receivers] if self._receivers_dirty else []
         self._dirty.clear()
