@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from poolconsole.config.models import AlertSettings
 from poolconsole.model import gpu_health
+from poolconsole.model.alert_index import ByTarget
 from poolconsole.model.failure_modes import MODES, Finding
 from poolconsole.model.hosts import HostSnapshot
 from poolconsole.model.snapshots import EngineState
@@ -80,7 +81,8 @@ def engine_rules(s: AlertSettings) -> list[Rule]:
 @dataclass
 class Alerts:
     settings: AlertSettings
-    active: dict[tuple[str, str], AlertEvent] = field(default_factory=dict)
+    active: ByTarget[AlertEvent] = field(default_factory=ByTarget)
+    """(target, rule) -> the alert firing; a dict that also knows each target's rules (`rules_of`)."""
     log: deque[AlertEvent] = field(default_factory=lambda: deque(maxlen=1000))
     peak_tps: dict[str, float] = field(default_factory=dict)
     recent_tps: dict[str, deque[float | None]] = field(default_factory=dict)
@@ -160,11 +162,12 @@ class Alerts:
             return []
         since = self.serving_since.setdefault(view.name, now)
         out: list[AlertEvent | None] = []
-        for (target, rule), event in list(self.active.items()):
-            if target == view.name and rule.startswith("log:") and now - max(since, event.at) >= LOG_FINDING_SERVED_S:
+        for rule in self.active.rules_of(view.name):  # its own alerts, not every alert of the pool (issue 39)
+            event = self.active[(view.name, rule)]
+            if rule.startswith("log:") and now - max(since, event.at) >= LOG_FINDING_SERVED_S:
                 title = next((m.title for m in MODES if m.id == rule[4:]), rule[4:])
                 cleared = f"{title}: serving for {LOG_FINDING_SERVED_S / 60:.0f} min since its log showed it"
-                out.append(self._set(target, rule, False, "", now, cleared))
+                out.append(self._set(view.name, rule, False, "", now, cleared))
         return out
 
     def restarted(self, name: str, now: float) -> list[AlertEvent]:
