@@ -214,9 +214,12 @@ async def wait_idle(engine: Engine, config: PoolConfig, progress: Progress, time
     return time.monotonic() - started
 
 
-async def before(config: PoolConfig, engine: Engine, progress: Progress, state: PoolState | None = None) -> bool:
-    """The drain before an action: say what each gateway's callers see now, then wait for the engine's
-    requests to finish. False where no gateway stands in front of it (nothing done)."""
+async def before(
+    config: PoolConfig, engine: Engine, progress: Progress, state: PoolState | None = None, *, wait: bool = True
+) -> bool:
+    """The drain before an action: say what each gateway's callers see now, then (`wait`) wait for the
+    engine's requests to finish. False where no gateway stands in front of it (nothing done). The watcher's
+    remediation does not wait: a stalled engine's requests never finish, and a down one has none."""
     found = covers(config, state, engine)
     if not found:
         return False
@@ -225,7 +228,7 @@ async def before(config: PoolConfig, engine: Engine, progress: Progress, state: 
     for cover, settings in zip(found, read, strict=True):
         progress("drain: " + callers_see(cover, settings))
     timeout = engine.control.drain_timeout_s if engine.control is not None else 0.0
-    if timeout > 0:
+    if wait and timeout > 0:
         waited = await wait_idle(engine, config, progress, timeout)
         progress(f"drain: {engine.name} idle after {waited:.1f} s; acting")
     return True

@@ -62,7 +62,7 @@ async def run(ws: Workspace, plan: Plan, progress: lifecycle.Progress, *, rule: 
     ctx = lifecycle.ActionContext(
         ws.config, ws.connection(host), ws.audit_path, progress, ws.read_only, automatic=rule is not None, rule=rule
     )
-    drained = await drain.before(ws.config, engine, progress)
+    drained = await drain.before(ws.config, engine, progress, wait=rule is None)
     outcome = await lifecycle.restart(ctx, engine)
     drain.after(engine, progress, drained and outcome.outcome == "ok")
     return outcome

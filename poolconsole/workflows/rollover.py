@@ -121,7 +121,7 @@ async def run(ws: Workspace, plan: Plan, progress: lifecycle.Progress, *, rule: 
         ws.config, ws.connection(host), ws.audit_path, progress, ws.read_only, automatic=rule is not None, rule=rule
     )
     gate = smoke_gate(ws.config, engine.name) if plan.smoke else None
-    drained = await drain.before(ws.config, engine, progress)
+    drained = await drain.before(ws.config, engine, progress, wait=rule is None)
     outcome = await lifecycle.rollover(
         ctx, engine, plan.profile, force=plan.force, smoke=gate, live=plan.live, kv=plan.kv
     )

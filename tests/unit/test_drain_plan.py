@@ -125,3 +125,18 @@ def test_what_the_callers_see_follows_the_settings() -> None:
     assert "unread" in drain.callers_see(cover, None)
     alone = drain.Cover("gw", "lonely", ())
     assert "get errors until" in drain.callers_see(alone, drain.RouterSettings(3, (), 1, 30))
+
+
+async def test_the_drain_says_the_callers_outlook_and_waits_only_for_an_operator() -> None:
+    """An operator's restart waits for the engine's requests (here it does not answer: said, not waited
+    for); the watcher's does not wait (a stalled engine's requests never finish). Nothing listens on the
+    gateway's or the engine's port: the settings are unread and said so."""
+    cfg = config()
+    said: list[str] = []
+    assert await drain.before(cfg, engine(cfg, "a"), said.append) is True
+    assert said[0] == "drain: tiny: gateway gw's router settings unread: whether callers see errors is unknown"
+    assert any("does not say what it runs" in line for line in said), said
+    automatic: list[str] = []
+    assert await drain.before(cfg, engine(cfg, "a"), automatic.append, wait=False) is True
+    assert automatic == said[:1]
+    assert await drain.before(cfg, engine(cfg, "gw"), automatic.append) is False
