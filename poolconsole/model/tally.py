@@ -43,7 +43,9 @@ class Total:
             self.missing += sign
             return
         self.known += sign
-        if math.isnan(value):
+        if type(value) is float and value.is_integer() and -WHOLE_LIMIT < value < WHOLE_LIMIT:  # the usual case
+            self.whole += sign * int(value)
+        elif math.isnan(value):
             self.nan += sign
         elif math.isinf(value):
             if value > 0:
@@ -55,6 +57,11 @@ class Total:
         else:
             self.rest += sign * Fraction(value)
             self.inexact += sign
+
+    def swap(self, old: float | None, new: float | None) -> None:
+        """A target's value changed from `old` to `new`."""
+        self.add(old, -1)
+        self.add(new, 1)
 
     def value(self) -> float | None:
         """The sum of the known values (None when none is known)."""
@@ -79,7 +86,7 @@ def shown_rate(value: float | None) -> float | None:
     return None if value is None else float(round(value))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class EnginePart:
     polled: bool
     ok: bool
@@ -96,12 +103,16 @@ class EnginePart:
         return self.polled and not self.ok
 
 
-def engine_part(track: EngineTrack) -> EnginePart:
+def engine_part(track: EngineTrack, routes_read: bool = True) -> EnginePart:
+    """Its part; `routes_read`: the pool has a gateway, whose routes read the engine's models and state."""
     v = track.view
+    routes: tuple[object, ...] = ()
     if v is None:
-        routes: tuple[object, ...] = (None, track.last_read.models if track.last_read else None)
+        routes = (None, track.last_read.models if track.last_read else None) if routes_read else ()
         return EnginePart(False, False, None, None, None, None, track.last_ok_at, routes)
-    if track.config.kind is EngineKind.LITELLM:
+    if not routes_read:
+        pass
+    elif track.config.kind is EngineKind.LITELLM:
         readiness = v.details.get("readiness")
         ready = readiness.get("status") if isinstance(readiness, dict) else None
         routes = (tuple(v.models), v.state, v.error, ready)
@@ -110,8 +121,8 @@ def engine_part(track: EngineTrack) -> EnginePart:
     return EnginePart(
         True,
         v.state is EngineState.OK,
-        shown_rate(v.generation_tokens_per_s),
-        shown_rate(v.prompt_tokens_per_s),
+        None if (gen := v.generation_tokens_per_s) is None else float(round(gen)),  # shown_rate, inline: per poll
+        None if (prompt := v.prompt_tokens_per_s) is None else float(round(prompt)),
         v.requests_running,
         v.requests_waiting,
         track.last_ok_at,
@@ -126,7 +137,7 @@ def has_gpus(track: HostTrack, kind: str | None = None) -> bool:
     return {None: unified or dedicated, "unified": unified, "dedicated": dedicated and not unified}[kind]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class HostPart:
     polled: bool
     ok: bool
@@ -169,19 +180,6 @@ def hosts_na(count: int) -> str:
     return f" ({count} host{'s' if count > 1 else ''} n/a)" if count else ""
 
 
-class _Later:
-    """A name that sorts before another when it is greater: the heap's top is the oldest answer and, among
-    answers as old, the greatest name (what max((age, name)) picks)."""
-
-    __slots__ = ("name",)
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def __lt__(self, other: _Later) -> bool:
-        return self.name > other.name
-
-
 class Tally:
     """The summary's totals over one pool state, kept from the targets that changed since the last read."""
 
@@ -200,9 +198,11 @@ class Tally:
         self.memory = {kind: [0, 0, 0, 0] for kind in ("dedicated", "unified")}  # used, total, seen, unknown
         self.power, self.power_unknown = Total(), 0
         self.answered: dict[TargetKey, float] = {}
-        self.oldest: list[tuple[float, _Later, TargetKey]] = []
-        self.greatest: str | None = None
-        """The greatest name that has answered (the oldest when every answer is as old as now or newer)."""
+        """Each target that has answered -> when it last did."""
+        self.stamps: dict[float, set[TargetKey]] = {}
+        """When -> the targets whose last answer that was (a batch read through Prometheus shares one)."""
+        self.oldest: list[float] = []
+        """A heap of those times; one no target holds any more is dropped when it comes to the top."""
         self.routes_changed = True
         """The gateways' routes are to be made again (the summary keeps them in `routes`)."""
         self.routes: tuple[list[tuple[str, str, str | None]], str] | None = None
@@ -222,7 +222,7 @@ class Tally:
             changed = state.changed_since(self.revision)
         for kind, name in changed:
             if kind == "engine":
-                self._engine(name, engine_part(state.engines[name]))
+                self._engine(name, engine_part(state.engines[name], bool(self.gateways)))
             else:
                 self._host(name, host_part(state.hosts[name]))
         self.touched = tuple(changed)
@@ -232,20 +232,26 @@ class Tally:
 
     def _engine(self, name: str, new: EnginePart) -> None:
         old = self.engines.get(name)
-        for part, sign in ((old, -1), (new, 1)):
-            if part is None:
-                continue
-            self.polled += sign * part.polled
-            self.ok += sign * part.ok
-            self.gen.add(part.gen, sign)
-            self.prompt.add(part.prompt, sign)
-            self.running.add(part.running, sign)
-            self.waiting.add(part.waiting, sign)
+        if old is None:  # the first time: its part added to nothing
+            old = EnginePart(False, False, None, None, None, None, None, ())
+            for total in (self.gen, self.prompt, self.running, self.waiting):
+                total.missing += 1  # what the empty part's unknowns stand for
+        self.polled += new.polled - old.polled
+        self.ok += new.ok - old.ok
+        if new.gen != old.gen:  # (a NaN is never equal: taken away and added again, which is right too)
+            self.gen.swap(old.gen, new.gen)
+        if new.prompt != old.prompt:
+            self.prompt.swap(old.prompt, new.prompt)
+        if new.running != old.running:
+            self.running.swap(old.running, new.running)
+        if new.waiting != old.waiting:
+            self.waiting.swap(old.waiting, new.waiting)
         self.engines[name] = new
         (self.down_engines.add if new.down else self.down_engines.discard)(name)
-        if self.gateways and (old is None or old.routes != new.routes):
+        if self.gateways and old.routes != new.routes:
             self.routes_changed = True
-        self._answered(("engine", name), new.last_ok_at)
+        if new.last_ok_at != old.last_ok_at:
+            self._answered(("engine", name), new.last_ok_at)
 
     def _host(self, name: str, new: HostPart) -> None:
         old = self.hosts.get(name)
@@ -264,22 +270,27 @@ class Tally:
             self.power_unknown += sign * part.power_unknown
         self.hosts[name] = new
         (self.down_hosts.add if new.down else self.down_hosts.discard)(name)
-        self._answered(("host", name), new.last_ok_at)
+        if old is None or new.last_ok_at != old.last_ok_at:
+            self._answered(("host", name), new.last_ok_at)
 
     def _answered(self, key: TargetKey, at: float | None) -> None:
         before = self.answered.get(key)
         if at == before:
             return
-        if at is None:  # answered no more (a replay seeking back): the greatest name is made again
+        if before is not None:
+            same = self.stamps[before]
+            same.discard(key)
+            if not same:
+                del self.stamps[before]
+        if at is None:  # answered no more (a replay seeking back)
             del self.answered[key]
-            self.greatest = max((k[1] for k in self.answered), default=None)
             return
         self.answered[key] = at
-        self.greatest = key[1] if self.greatest is None else max(self.greatest, key[1])
-        heapq.heappush(self.oldest, (at, _Later(key[1]), key))
-        if len(self.oldest) > 2 * len(self.answered) + 64:  # the answers since replaced, dropped now and then
-            self.oldest = [(t, _Later(k[1]), k) for k, t in self.answered.items()]
-            heapq.heapify(self.oldest)
+        now_same = self.stamps.get(at)
+        if now_same is None:
+            now_same = self.stamps[at] = set()
+            heapq.heappush(self.oldest, at)
+        now_same.add(key)
 
     def engines_down(self) -> list[str]:
         """The engines polled and not ok, in the config's order."""
@@ -304,15 +315,15 @@ class Tally:
         targets that have not answered yet are counted."""
         silent = len(self.state.engines) + len(self.state.hosts) - len(self.answered)
         heap = self.oldest
-        while heap and self.answered.get(heap[0][2]) != heap[0][0]:
-            heapq.heappop(heap)  # an answer since replaced by a newer one
+        while heap and heap[0] not in self.stamps:
+            heapq.heappop(heap)  # a time every target since answered after
         if not heap:
             return "no data yet" + (f": none of {silent} targets has answered" if silent else "")
-        at, name = heap[0][0], heap[0][1].name
-        if now <= at:  # every answer is as old as now or newer: all 0 s old, the greatest name said
-            age, name = 0.0, self.greatest or name
+        at = heap[0]
+        if now <= at:  # every answer is as old as now or newer: all 0 s old, and max() says the greatest name
+            age, name = 0.0, max(key[1] for key in self.answered)
         else:
-            age = now - at
+            age, name = now - at, max(key[1] for key in self.stamps[at])
         return f"oldest data {age:.0f} s ({name})" + (f", {silent} not answered yet" if silent else "")
 
 

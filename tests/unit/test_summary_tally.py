@@ -35,9 +35,9 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     made: Counter[str] = Counter()
     engine_part, host_part = tally.engine_part, tally.host_part
 
-    def engine(track: EngineTrack) -> tally.EnginePart:
+    def engine(track: EngineTrack, routes_read: bool = True) -> tally.EnginePart:
         made[f"engine {track.config.name}"] += 1
-        return engine_part(track)
+        return engine_part(track, routes_read)
 
     def host(track: HostTrack) -> tally.HostPart:
         made[f"host {track.config.name}"] += 1
