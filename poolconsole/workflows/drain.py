@@ -96,7 +96,8 @@ def covers(config: PoolConfig, state: PoolState | None, engine: Engine) -> list[
 
 def settings_text(model: str, others: tuple[str, ...], degrade_to: str | None) -> list[str]:
     """The gateway config that carries callers across an engine's absence: retries land on another deployment
-    of the model, a failed deployment cools down, and a fallback group answers when retries run out."""
+    of the model, a failed deployment cools down, and a fallback group answers when retries run out.
+    `degrade_to`: the model group to fall back to where no other engine serves `model`."""
     lines = [
         "  router_settings:",
         "    num_retries: 3          # a request cut or refused by the engine is sent again",
@@ -126,7 +127,9 @@ def plan_lines(config: PoolConfig, state: PoolState | None, engine: Engine) -> l
                 f"retries and fallbacks send {c.model}'s callers to {who}: they see no errors where the gateway "
                 "has these settings (the run reads and says what it has now):"
             )
-            lines += settings_text(c.model, c.others, c.degrade_to)
+            # a fallback names a model group: the degrade_to engine's model, not the engine
+            target = next((e.model for e in config.engines if e.name == c.degrade_to and e.model), c.degrade_to)
+            lines += settings_text(c.model, c.others, target)
         else:
             lines.append(
                 f"drain: gateway {c.gateway} routes {c.model} to {engine.name} alone: its callers get errors until "

@@ -140,3 +140,10 @@ async def test_the_drain_says_the_callers_outlook_and_waits_only_for_an_operator
     assert await drain.before(cfg, engine(cfg, "a"), automatic.append, wait=False) is True
     assert automatic == said[:1]
     assert await drain.before(cfg, engine(cfg, "gw"), automatic.append) is False
+
+
+def test_a_degrade_to_engine_is_named_by_its_model_in_the_fallbacks() -> None:
+    cfg = config()
+    said = "\n".join(str(line) for line in drain.plan_lines(cfg, None, engine(cfg, "c")))
+    assert "fallbacks: [{big: [tiny]}]" in said, said
+    assert "send big's callers to b (its degrade_to, through fallbacks)" in said
