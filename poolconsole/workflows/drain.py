@@ -19,6 +19,7 @@ retries and fallbacks carry the callers across: the Plan prints the router setti
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import time
 from collections.abc import Callable
@@ -140,7 +141,9 @@ def plan_lines(config: PoolConfig, state: PoolState | None, engine: Engine) -> l
 
 def _field(fields: dict[str, object], name: str) -> int | None:
     value = fields.get(name)
-    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None  # Python's json reads Infinity and NaN: int() of them raises
+    return int(value)
 
 
 def parse_router_settings(body: object) -> RouterSettings | None:

@@ -113,6 +113,8 @@ def test_router_settings_from_litellm_1_108_7() -> None:
     }
     assert drain.parse_router_settings(json.loads(json.dumps(body))) == drain.RouterSettings(2, ("tiny",), 1, 20.0)
     assert drain.parse_router_settings({"detail": "Not Found"}) is None
+    odd = json.loads('{"fields": [{"field_name": "num_retries", "field_value": Infinity}, "x"]}')
+    assert drain.parse_router_settings(odd) == drain.RouterSettings(None, (), None, None)
     nothing = {"fields": [{"field_name": "fallbacks", "field_value": None}]}
     assert drain.parse_router_settings(nothing) == drain.RouterSettings(None, (), None, None)
 
