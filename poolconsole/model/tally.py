@@ -110,13 +110,11 @@ def engine_part(track: EngineTrack, routes_read: bool = True) -> EnginePart:
     if v is None:
         routes = (None, track.last_read.models if track.last_read else None) if routes_read else ()
         return EnginePart(False, False, None, None, None, None, track.last_ok_at, routes)
-    if not routes_read:
-        pass
-    elif track.config.kind is EngineKind.LITELLM:
+    if routes_read and track.config.kind is EngineKind.LITELLM:
         readiness = v.details.get("readiness")
         ready = readiness.get("status") if isinstance(readiness, dict) else None
         routes = (tuple(v.models), v.state, v.error, ready)
-    else:
+    elif routes_read:
         routes = (tuple(v.models), v.state.answering, track.last_read.models if track.last_read else None)
     return EnginePart(
         True,
