@@ -14,7 +14,10 @@ from typing import cast
 import pytest
 
 from poolconsole import cli
+from poolconsole.collect.engines.kinds.metrics_engine import MetricsEngineAdapter
 from poolconsole.collect.engines.poll import EnginePoller
+from poolconsole.collect.engines.scratch import Scratch
+from poolconsole.collect.http import Fetched
 from poolconsole.collect.ssh import CommandResult, HostConnection, SSHFailure
 from poolconsole.config import load_config
 from poolconsole.config.models import Engine, EngineKind
@@ -141,10 +144,15 @@ async def test_an_exception_inside_one_engines_poll_is_its_failure_and_the_other
     sick = EnginePoller(Engine(name="sick", kind=EngineKind.VLLM, url="http://sick"), vllm_pages(PAGE.encode()))
     well = EnginePoller(Engine(name="well", kind=EngineKind.VLLM, url="http://well"), vllm_pages(PAGE.encode()))
 
-    def unforeseen(*_: object) -> None:
-        raise KeyError("data")
+    vllm = cast(MetricsEngineAdapter, sick.adapter)  # one adapter object per kind, shared by both pollers
+    read_metrics = vllm.read_metrics
 
-    monkeypatch.setattr(sick, "_read_metrics", unforeseen)
+    def unforeseen(poller: EnginePoller, poll: Scratch, fetched: Fetched) -> None:
+        if poller is sick:
+            raise KeyError("data")
+        read_metrics(poller, poll, fetched)
+
+    monkeypatch.setattr(vllm, "read_metrics", unforeseen)
     bad, good = await asyncio.gather(sick.poll(), well.poll())
     assert bad.state is EngineState.DEGRADED and bad.metrics is None
     assert bad.error == "internal error while reading this engine: KeyError: 'data'"
