@@ -15,7 +15,7 @@ from poolconsole.model.snapshots import EngineState
 from poolconsole.model.states import severity_of
 from poolconsole.model.units import NA, gib, num, pct, seconds
 from poolconsole.model.view import EngineView
-from poolconsole.ui.grid import Column, ColumnSpec, fit_columns
+from poolconsole.ui.columns import Column, ColumnSpec, fit_columns
 
 LATEST: Any = object()
 """The track's latest view (or the host's latest snapshot): what a row shows unless given the one it was

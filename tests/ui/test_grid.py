@@ -7,7 +7,8 @@ from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.widgets import Footer
 
-from poolconsole.ui.grid import Column, PoolGrid
+from poolconsole.ui.columns import Column
+from poolconsole.ui.grid import PoolGrid
 
 COLUMNS = [Column("name", "Name", 8), Column("value", "Value", 6), Column("note", "Note", 10)]
 
