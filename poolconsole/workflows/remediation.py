@@ -30,6 +30,7 @@ from poolconsole.config.models import Engine, PoolConfig
 from poolconsole.ops import audit, lifecycle
 from poolconsole.runtime.live import LivePool
 from poolconsole.runtime.notifier import Notifier, NotifyState
+from poolconsole.runtime.remediation_board import Board, Cancel, Pending
 from poolconsole.workflows import restart, rollover
 from poolconsole.workflows.workspace import Workspace
 
@@ -64,7 +65,8 @@ class Step:
     action: Action | None = None
     severity: str = "warning"
     stage: str = "pending"
-    """pending | acting | acted | failed | gave_up | budget_spent | would (a dry run): a label the receivers see."""
+    """pending | acting | acted | failed | gave_up | budget_spent | cancelled | would (a dry run): a label the
+    receivers see."""
 
 
 @dataclass
@@ -81,7 +83,8 @@ class Case:
     acted_at: float | None = None
     """When the last action ended with the engine serving (its rule has grace_s to clear from then)."""
     over: bool = False
-    """Given up, the budget spent, or said by a dry run: nothing more until the condition clears."""
+    """Given up, the budget spent, cancelled by an operator, or said by a dry run: nothing more until the
+    condition clears."""
 
 
 def cause(rule: str, words: str) -> str:
@@ -203,6 +206,42 @@ class Ladder:
         case.acting = True
         return Step(engine, case.rule, f"{action} {engine}: {words}", action, stage="acting")
 
+    def pending(self, now: float) -> list[Pending]:
+        """The board: each case waiting to act (its grace, its cooldown), with when and the budget left. A case
+        that acts, clears, gives up, has its budget spent or is cancelled has no row."""
+        rows: list[Pending] = []
+        if self.dry_run:
+            return rows
+        grace, per_hour = self.settings.grace_s, self.settings.max_actions_per_hour
+        for case in self.cases.values():
+            rung = case.rung if case.acted_at is None else case.rung + 1  # after an action: the climb's
+            left = self.left(case.engine, now)
+            if case.over or case.acting or rung >= len(case.rungs) or left <= 0:
+                continue
+            due = (case.opened_at if case.acted_at is None else case.acted_at) + grace
+            last = max(self.spent.get(case.engine, []), default=None)
+            if last is not None:
+                due = max(due, last + self.settings.cooldown_s)
+            rows.append(Pending(case.engine, case.rule, case.rungs[rung], due, left, per_hour, case.opened_at))
+        return sorted(rows, key=lambda p: p.due_at)
+
+    def cancel(self, cancel: Cancel) -> Step | None:
+        """An operator cancelled the case (engine, rule, opened_at): its action is dropped, and the case stays
+        notify-only until it clears. None where no such case waits (it cleared, or it acts already)."""
+        case = self.cases.get(cancel.engine)
+        if case is None or case.rule != cancel.rule or case.opened_at != cancel.opened_at:
+            return None
+        if case.acting or case.over:
+            return None
+        rung = case.rung if case.acted_at is None else case.rung + 1
+        action = case.rungs[min(rung, len(case.rungs) - 1)]
+        case.over = True
+        words = (
+            f"auto-{action} of {case.engine} cancelled by an operator ({cancel.by}): {cause(case.rule, case.words)}; "
+            "notify only until it clears"
+        )
+        return Step(case.engine, case.rule, words, stage="cancelled")
+
     def _climb(self, case: Case, now: float, why: str) -> Step:
         """One rung up after `why`; a notification of it, or the one that gives up at the top."""
         case.rung += 1
@@ -276,6 +315,11 @@ class Remediator:
     _tasks: set[asyncio.Task[None]] = field(default_factory=set, init=False)
     _loop: asyncio.Task[None] | None = field(default=None, init=False)
     _ws: Workspace = field(init=False)
+    board: Board | None = field(default=None, init=False)
+    """The pending actions and the operator's cancellations, in the state file (None: no state file, a dry run)."""
+    _shown: list[Pending] | None = field(default=None, init=False)
+    _heard: set[tuple[str, str, float]] = field(default_factory=set, init=False)
+    _since: float = field(default=0.0, init=False)
 
     def __post_init__(self) -> None:
         self._ws = Workspace(self.config, self.audit_path)
@@ -285,6 +329,14 @@ class Remediator:
         if self.state is not None and not self.dry_run:
             spent = await asyncio.to_thread(self.state.actions_since, self.clock() - HOUR_S)
         self.ladder = Ladder(self.config, spent, dry_run=self.dry_run)
+        if self.config.remediation.enabled and self.state is not None and not self.dry_run:
+            try:
+                self.board = await asyncio.to_thread(Board, self.state.path)
+                await asyncio.to_thread(self.board.show, [])  # a board a stopped watcher left behind is stale
+            except Exception as exc:  # no board: the watcher still acts; the console shows no countdown
+                self.say(f"remediation: the board in {self.state.path} is not writable: {exc}")
+                self.board = None
+        self._since = self.clock() - HOUR_S
         if self.config.remediation.enabled:
             self._loop = asyncio.get_running_loop().create_task(self._run(), name="remediation")
 
@@ -295,6 +347,10 @@ class Remediator:
         for task in tasks:
             await reap(task, Exception)
         await self._ws.close()
+        if self.board is not None:
+            with contextlib.suppress(Exception):  # the watcher stops: nothing is about to happen any more
+                await asyncio.to_thread(self.board.show, [])
+            self.board.close()
 
     async def _run(self) -> None:
         while True:
@@ -303,10 +359,37 @@ class Remediator:
             words = {key: event.message for key, event in active.items()}
             now = self.clock()
             try:
+                for step in await self._cancelled():
+                    await self._take(step, now)
                 for step in self.ladder.tick(now, conditions(self.config, active, words)):
                     await self._take(step, now)
+                await self._show(now)
             except Exception as exc:  # the watcher keeps polling and paging; this is said, once a tick at most
                 self.say(f"remediation: {type(exc).__name__}: {exc}")
+
+    async def _cancelled(self) -> list[Step]:
+        """The operators' cancellations written since the last tick, each applied to the ladder once."""
+        if self.board is None:
+            return []
+        steps = []
+        for cancel in await asyncio.to_thread(self.board.cancels, self._since):
+            key = (cancel.engine, cancel.rule, cancel.opened_at)
+            if key in self._heard:
+                continue
+            self._heard.add(key)
+            step = self.ladder.cancel(cancel)
+            if step is not None:
+                steps.append(step)
+        return steps
+
+    async def _show(self, now: float) -> None:
+        """The board, written only when it changed (a case opened, acted, cleared, gave up or was cancelled)."""
+        if self.board is None:
+            return
+        rows = self.ladder.pending(now)
+        if rows != self._shown:
+            await asyncio.to_thread(self.board.show, rows)
+            self._shown = rows
 
     async def _take(self, step: Step, now: float) -> None:
         if self.dry_run:  # said, never sent, nothing run
