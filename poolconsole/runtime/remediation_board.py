@@ -67,7 +67,8 @@ def _open(path: Path, *, read_only: bool = False) -> sqlite3.Connection:
     if read_only:
         return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=TIMEOUT_S)
     path.parent.mkdir(parents=True, exist_ok=True)
-    db = sqlite3.connect(path, timeout=TIMEOUT_S)
+    # the watcher's one connection is used from asyncio.to_thread's threads, one call at a time
+    db = sqlite3.connect(path, timeout=TIMEOUT_S, check_same_thread=False)
     db.execute("PRAGMA journal_mode=WAL")
     db.executescript(SCHEMA)
     return db

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -25,8 +26,10 @@ from poolconsole.config import parse_config
 from poolconsole.config.models import EngineRemediation, PoolConfig, Remediation
 from poolconsole.ops import audit
 from poolconsole.runtime.notifier import Notifier
+from poolconsole.runtime.remediation_board import Pending
 from poolconsole.runtime.watch import Watching, watch
 from poolconsole.sim.demo import WEDGE_ENGINE, SimPool
+from poolconsole.workflows import remediation_cancel
 from poolconsole.workflows.remediation import remediation
 from tests.helpers.receivers import Receiver, until
 from tests.helpers.simpools import answering
@@ -212,3 +215,40 @@ async def test_the_command_with_dry_run_prints_would_restart_and_sends_no_comman
     sent = [c for host in wedged.sim_hosts.values() for c in host.commands]
     assert not [c for c in sent if c.startswith(("docker restart", "systemctl", "supervisorctl"))], sent
     assert wedged.engines[WEDGE_ENGINE].wedged
+
+
+async def test_a_cancellation_from_the_console_while_the_grace_runs_means_no_restart(
+    wedged: SimPool, receiver: Receiver, tmp_path: Path
+) -> None:
+    """Item 3: the watcher shows its pending restart on the board in its state file; a cancellation written
+    through workflows.remediation_cancel (as the console's key does) while the grace runs drops it: no restart,
+    the cancellation announced and audited, the board empty, and the case notify-only while it holds."""
+    config = pool_config(wedged, f"{receiver.url}/hook", budget=3)
+    config = config.model_copy(update={"remediation": config.remediation.model_copy(update={"grace_s": 8.0})})
+    async with Watcher(config, tmp_path) as w:
+        rows: list[Pending] = []
+
+        async def shown() -> bool:
+            rows[:] = await asyncio.to_thread(remediation_cancel.pending, w.store)
+            return bool(rows)
+
+        for _ in range(240):
+            if await shown():
+                break
+            await asyncio.sleep(0.5)
+        assert rows, f"no pending row on the board; the watcher said {w.said}"
+        (row,) = rows
+        assert (row.engine, row.rule, row.action, row.left, row.per_hour) == (WEDGE_ENGINE, "stalled", "restart", 3, 3)
+        assert row.due_at == row.opened_at + 8.0
+        plan = remediation_cancel.plan(w.store, row, "ann", time.time())
+        outcome = await remediation_cancel.run(plan, w.audit)
+        assert outcome.ok, outcome.detail
+        await until(lambda: announced(receiver, "cancelled"), 30, "the cancellation's announcement")
+        (said,) = announced(receiver, "cancelled")
+        assert said["annotations"]["summary"].startswith(f"auto-restart of {WEDGE_ENGINE} cancelled by an operator")
+        assert await asyncio.to_thread(remediation_cancel.pending, w.store) == []
+        await asyncio.sleep(max(0.0, row.due_at - time.time()) + 4.0)  # past the grace: nothing runs
+        assert restarts(wedged) == [] and wedged.engines[WEDGE_ENGINE].wedged
+    (entry,) = audit.entries(w.audit)
+    assert (entry.action, entry.target, entry.outcome) == ("cancel_remediation", f"{WEDGE_ENGINE}/stalled", "ok")
+    assert entry.automatic is False
