@@ -14,7 +14,7 @@ from textual.widgets import DataTable, Input
 
 from poolconsole.config import parse_config
 from poolconsole.sim.demo import SimPool
-from poolconsole.ui import cells
+from poolconsole.ui import overview_rows
 from poolconsole.ui.app import PoolApp
 from poolconsole.ui.grid import PoolGrid
 from poolconsole.ui.screens.detail import DetailScreen, engine_text
@@ -405,7 +405,7 @@ async def test_restart_and_rollover_from_the_console(tmp_path: Path) -> None:
             assert passed == f"smoke test: {len(checks)}/{len(checks)} checks passed", said
             assert said[-1].startswith("== ok: serving awq-4bit-tp4-long") and said[-1].endswith("smoke test passed")
             track = app.state.engines["qwen3-next-80b"]  # the overview and the detail say the profile it runs now
-            assert cells.engine_words(track)["model"].endswith(" · awq-4bit-tp4-long")
+            assert overview_rows.engine_words(track)["model"].endswith(" · awq-4bit-tp4-long")
             assert "profile awq-4bit-tp4-long " in engine_text(track).plain
             # the active profile again: a re-apply, said as one ("Switch from X to X?" read as a no-op)
             await pilot.press("escape")

@@ -18,7 +18,7 @@ from textual.widgets import Static
 from poolconsole.config import parse_config
 from poolconsole.model.hosts import HostSnapshot, HostState
 from poolconsole.model.snapshots import EngineState
-from poolconsole.ui import cells
+from poolconsole.ui import overview_rows
 from poolconsole.ui.app import PoolApp
 from poolconsole.ui.grid import PoolGrid
 from poolconsole.ui.screens.overview import OverviewScreen
@@ -97,8 +97,8 @@ async def test_the_summary_adds_up_and_the_columns_fit(tmp_path: Path, size: tup
         table = grid(app)
         keys = [c.key for c in table.columns]
         assert "state" in keys
-        folded = [key for key in cells.FOLD_ORDER if key not in keys]
-        assert folded == list(cells.FOLD_ORDER[: len(folded)])  # in the stated order, nothing else
+        folded = [key for key in overview_rows.FOLD_ORDER if key not in keys]
+        assert folded == list(overview_rows.FOLD_ORDER[: len(folded)])  # in the stated order, nothing else
         if size[0] >= 124:
             assert folded == [] and "age" in keys
         elif size[0] >= 120:  # the trend alone gives way, so the model reads (14 cells of its name)
@@ -117,7 +117,7 @@ async def test_the_summary_adds_up_and_the_columns_fit(tmp_path: Path, size: tup
             models = [table.get_cell(k, "model").plain for k in table.order if k.startswith("engine:")]
             assert any(" · " in m for m in models) and not [m for m in models if m.endswith("…")], models
             spark = table.columns[keys.index("spark")].width
-            assert spark > next(s.min for s in cells.SPECS if s.key == "spark")  # the spare width: the trend
+            assert spark > next(s.min for s in overview_rows.SPECS if s.key == "spark")  # the spare width: the trend
             assert table.get_cell("engine:qwen2.5-coder-3090", "kind").plain == "llamacpp b1-0c1e570"
 
 

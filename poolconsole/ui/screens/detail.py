@@ -18,7 +18,7 @@ from poolconsole.config.models import EngineKind
 from poolconsole.model import ollama, units
 from poolconsole.model.failure_modes import Diagnosis
 from poolconsole.model.pool_state import EngineTrack, History, HostTrack, PoolState
-from poolconsole.ui import cells
+from poolconsole.ui import cells, overview_rows
 from poolconsole.ui.fields import FieldLines, Line
 from poolconsole.ui.footer import KeysFooter
 from poolconsole.ui.tables import FitTable
@@ -151,7 +151,7 @@ class DetailScreen(Screen[None]):
 
     @property
     def host(self) -> HostTrack | None:
-        name = cells.host_of_row(self.state, self.key)
+        name = overview_rows.host_of_row(self.state, self.key)
         return self.state.hosts.get(name or "")
 
     def compose(self) -> ComposeResult:

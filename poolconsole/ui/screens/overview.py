@@ -25,7 +25,7 @@ from poolconsole.model.hosts import HostSnapshot
 from poolconsole.model.pool_state import EngineTrack, PoolState, host_vram_fraction
 from poolconsole.model.summary import Summary, summarise
 from poolconsole.model.view import EngineView
-from poolconsole.ui import cells
+from poolconsole.ui import cells, overview_rows
 from poolconsole.ui.footer import KeysFooter
 from poolconsole.ui.grid import SPAN, PoolGrid
 
@@ -38,7 +38,7 @@ SORTS: tuple[tuple[str, str], ...] = (
 )
 
 
-LABELS = {s.key: s.label for s in cells.SPECS} | {"queue": "Run/Wait (waiting)"}
+LABELS = {s.key: s.label for s in overview_rows.SPECS} | {"queue": "Run/Wait (waiting)"}
 """How the status line names the sort column: its header's words ("name" and "waiting" were not)."""
 TEXT_SORTS = frozenset({"host", "engine", "kind", "model", "why"})
 """Columns sorted by their text (A to Z, empty last); the others by the model's numbers, highest first."""
@@ -300,10 +300,10 @@ class OverviewScreen(Screen[None]):
                 yield Static(self.hint, id="hint", markup=False)
             yield Static("", id="summary", markup=False)
             yield PoolGrid(
-                cells.overview_columns(sum(s.min + sum(cells.PAD) for s in cells.SPECS)),
+                overview_rows.overview_columns(sum(s.min + sum(overview_rows.PAD) for s in overview_rows.SPECS)),
                 id="pool",
-                pad=cells.PAD,
-                fit=cells.overview_columns,
+                pad=overview_rows.PAD,
+                fit=overview_rows.overview_columns,
                 provide=self._provide,
             )
             yield Static("", id="events", markup=False)
@@ -373,8 +373,8 @@ class OverviewScreen(Screen[None]):
                 shape,
             )
             if not kept(key, stamp):
-                build = partial(cells.engine_row, state, track, c, widths, reason, track.view, snap)
-                out[key] = RowEntry(stamp, build, partial(cells.engine_words, track, reason, track.view))
+                build = partial(overview_rows.engine_row, state, track, c, widths, reason, track.view, snap)
+                out[key] = RowEntry(stamp, build, partial(overview_rows.engine_words, track, reason, track.view))
             with_engines.add(host)
             if grouping == "host":
                 self._join(f"host:{host}", key)
@@ -391,15 +391,15 @@ class OverviewScreen(Screen[None]):
                 stamp = (snap, reason, span_width, tag and (tag.plain, str(tag.style)), shape)
                 if not kept(key, stamp):
                     line = partial(cells.host_line, state, host_track, c, span_width, reason, tag, snap)
-                    words = partial(cells.host_words, host_track, reason, snap)
+                    words = partial(overview_rows.host_words, host_track, reason, snap)
                     out[key] = RowEntry(stamp, partial(_spanning, line), words)
                 self.spans.add(key)
                 self._join(key, key)
             elif host not in with_engines:
                 age = cells.age(state.age_s(host_track.last_ok_at))
                 if not kept(key, stamp := (snap, reason, age, shape)):
-                    build = partial(cells.host_row, state, host_track, c, widths, reason, snap)
-                    out[key] = RowEntry(stamp, build, partial(cells.host_words, host_track, reason, snap))
+                    build = partial(overview_rows.host_row, state, host_track, c, widths, reason, snap)
+                    out[key] = RowEntry(stamp, build, partial(overview_rows.host_words, host_track, reason, snap))
                 self._join("", key)
         if grouping == "model":
             for group in [g for g in self.members if g.startswith("model:")]:
