@@ -4,7 +4,7 @@ The models document their fields with attribute docstrings (the string under eac
 those at class creation when `use_attribute_docstrings` is on, with `inspect.getsource` and a tokenize
 of every model: 20-35 ms of every launch on this project's quiet 2-core machine, 80 ms when it is loaded
 (config import medians of six: 187 against 204 ms, 297 against 384 ms), for descriptions only the schema
-shows. So they are read here, once, from one parse of the models' module."""
+shows. So they are read here, once, from one parse of each module that defines hosts.toml's tables."""
 
 from __future__ import annotations
 
@@ -15,13 +15,17 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from poolconsole.config import models
+from poolconsole.config import alerting, models, remediation, strict
+
+MODULES = (strict, alerting, remediation, models)
+"""Where hosts.toml's tables are defined (config.models imports the others' back)."""
+NAMES = frozenset(m.__name__ for m in MODULES)
 
 
 def _docs_by_class() -> dict[str, dict[str, str]]:
-    """Class name -> field name -> the docstring under that field, for the classes of config.models."""
+    """Class name -> field name -> the docstring under that field, for the classes of MODULES."""
     found: dict[str, dict[str, str]] = {}
-    for node in ast.parse(inspect.getsource(models)).body:
+    for node in (n for m in MODULES for n in ast.parse(inspect.getsource(m)).body):
         if not isinstance(node, ast.ClassDef):
             continue
         docs = found.setdefault(node.name, {})
@@ -40,7 +44,7 @@ def _docs_by_class() -> dict[str, dict[str, str]]:
 def _field_docs(model: type[BaseModel], by_class: dict[str, dict[str, str]]) -> dict[str, str]:
     docs: dict[str, str] = {}
     for base in reversed(model.__mro__):  # an inherited field keeps its class's docstring; a redefined one the child's
-        if base.__module__ == models.__name__:
+        if base.__module__ in NAMES:
             docs.update(by_class.get(base.__name__, {}))
     return {name: doc for name, doc in docs.items() if name in model.model_fields}
 
@@ -51,7 +55,7 @@ def json_schema() -> str:
     by_class = _docs_by_class()
     defs = schema.get("$defs", {})
     for model in vars(models).values():
-        if not (isinstance(model, type) and issubclass(model, BaseModel) and model.__module__ == models.__name__):
+        if not (isinstance(model, type) and issubclass(model, BaseModel) and model.__module__ in NAMES):
             continue
         where = schema if model is models.PoolConfig else defs.get(model.__name__)
         if where is None:

@@ -12,14 +12,21 @@ from pathlib import Path
 from typing import Any
 
 from poolconsole.config import models
-from poolconsole.config.schema import json_schema
+from poolconsole.config.schema import MODULES, json_schema
 
 PLAIN = 'ConfigDict(extra="forbid", frozen=True, defer_build=True)'
 
 
 def pydantics_own_schema(tmp_path: Path) -> dict[str, Any]:
-    """The same models, with pydantic reading the docstrings itself (from a copy of the module's source)."""
-    source = inspect.getsource(models)
+    """The same models, with pydantic reading the docstrings itself (from a copy of their modules' source, in
+    one module: the imports between them dropped, one `from __future__` on top)."""
+    kept = [
+        line
+        for module in MODULES
+        for line in inspect.getsource(module).splitlines()
+        if not line.startswith(("from __future__ ", "from poolconsole.config."))
+    ]
+    source = "from __future__ import annotations\n" + "\n".join(kept) + "\n"
     assert source.count(PLAIN) == 1
     path = tmp_path / "models_read_by_pydantic.py"
     path.write_text(source.replace(PLAIN, 'ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)'))
