@@ -15,9 +15,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from poolconsole.config import alerting, models, remediation, strict
+from poolconsole.config import alerting, engine_tables, models, remediation, strict
 
-MODULES = (strict, alerting, remediation, models)
+MODULES = (strict, alerting, remediation, engine_tables, models)
 """Where hosts.toml's tables are defined (config.models imports the others' back)."""
 NAMES = frozenset(m.__name__ for m in MODULES)
 
