@@ -20,8 +20,7 @@ from poolconsole.collect.containers import ContainerStart, inspect_command, pars
 from poolconsole.collect.engine_logs import has_log_source, read_logs
 from poolconsole.collect.engine_sources import EngineSource, engine_pollers
 from poolconsole.collect.engines.poll import EnginePoller
-from poolconsole.collect.hosts.poll import HostPoller
-from poolconsole.collect.hosts.sampling import local_snapshot
+from poolconsole.collect.hosts.sampling import HostSource, host_pollers
 from poolconsole.collect.ollama_server import read_server_settings
 from poolconsole.collect.ssh import SSHFailure, SSHPool
 from poolconsole.collect.tasks import reap
@@ -35,8 +34,6 @@ from poolconsole.model.snapshots import EngineSnapshot, EngineState
 from poolconsole.model.view import EngineView
 
 if TYPE_CHECKING:
-    from poolconsole.collect.prometheus_hosts import PrometheusHostPoller
-    from poolconsole.collect.prometheus_source import PrometheusAPI
     from poolconsole.runtime.store.charts import StoredHistory
 
 GC_SETTLE_S = 15.0
@@ -210,18 +207,9 @@ class LivePool:
             self._spawn(self._engine_loop(poller), poller.engine.name)
         remote = [h for h in self.config.hosts if not h.local]
         self.ssh = SSHPool(remote, settings.ssh_timeout_s, settings.ssh_concurrency)
-        hosts_api: PrometheusAPI | None = None
-        if self.config.prometheus is not None:  # its modules load only for a pool that has one
-            from poolconsole.collect.prometheus_hosts import PrometheusHostPoller
-            from poolconsole.collect.prometheus_source import PrometheusAPI
-
-            hosts_api = PrometheusAPI(self.config.prometheus, settings)
-        for host in self.config.hosts:
-            if host.read == "prometheus" and hosts_api is not None:  # telemetry there, actions still over SSH
-                reader = PrometheusHostPoller(host, hosts_api, self.config.engines)
-                self._spawn(self._prometheus_host_loop(reader), host.name)
-            else:
-                self._spawn(self._host_loop(host.name), host.name)
+        # where each host is read from (SSH streaming, NVML, [prometheus]): the one choice, as `status` makes it
+        for source in host_pollers(self.config, self.ssh, interval_s=settings.poll_interval_s, wakers=self.sleepers):
+            self._spawn(self._host_loop(source), source.host.name)
         every = settings.litellm_health_interval_s
         if every > 0:
             for gateway in (e for e in self.config.engines if e.kind is EngineKind.LITELLM):
@@ -294,36 +282,15 @@ class LivePool:
         finally:
             await poller.aclose()
 
-    async def _host_loop(self, name: str) -> None:
-        host = next(h for h in self.config.hosts if h.name == name)
-        interval = self.config.settings.poll_interval_s
-        poller = (
-            HostPoller(host, self.ssh[name], self.config.engines, interval, self.sleepers)
-            if self.ssh and name in self.ssh.connections
-            else None
-        )
-        while True:
-            started = time.monotonic()
-            if poller is None:
-                snapshot = await asyncio.to_thread(local_snapshot, host)
-                if snapshot is None:  # NVML absent: fall back to SSH to this machine
-                    assert self.ssh is not None
-                    poller = HostPoller(host, self.ssh.add(host), self.config.engines, interval, self.sleepers)
-                    snapshot = await poller.poll()
-            else:
-                snapshot = await poller.poll()
-            self.apply_host(snapshot)
-            await self._sleep(interval - (time.monotonic() - started))
-
-    async def _prometheus_host_loop(self, poller: PrometheusHostPoller) -> None:
-        """A host read from `[prometheus]`: the next poll starts only after this one finished."""
+    async def _host_loop(self, source: HostSource) -> None:
+        """One loop per host: the next poll starts only after this one finished (no overlap)."""
         try:
             while True:
                 started = time.monotonic()
-                self.apply_host(await poller.poll())
+                self.apply_host(await source.poll())
                 await self._sleep(self.config.settings.poll_interval_s - (time.monotonic() - started))
         finally:
-            await poller.aclose()
+            await source.aclose()
 
     async def _deep_health_loop(self, gateway: Engine, every: float) -> None:
         """LiteLLM's deep /health on its own slow cadence (it spends tokens); the first once the pool has
