@@ -252,10 +252,11 @@ class Alerts:
         too, so a long prefill (a 100k-token prompt, many prompts admitted at once) is progress, not a wedge,
         wherever the engine exposes it (vLLM's and SGLang's prompt_tokens_total, llama.cpp's
         prompt_tokens_total). Any change counts as progress (a restart's reset too). Unknown (down, no
-        generation counter, no request counts) leaves the alert as it is: a down engine is `down`'s."""
+        generation counter, no request counts, or a counter that moves only when a request ends: llama.cpp
+        without /slots) leaves the alert as it is: a down engine is `down`'s."""
         total = view.generation_tokens_total
-        if view.state != EngineState.OK or total is None:
-            return None
+        if view.state != EngineState.OK or total is None or view.details.get("generation_counted_at_end"):
+            return None  # a counter that moves only when a request ends (llama.cpp without /slots) says nothing
         progress = (total, view.prompt_tokens_total)
         seen = self.generated.get(view.name)
         if seen is None or seen[0] != progress:

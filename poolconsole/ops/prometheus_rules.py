@@ -33,12 +33,14 @@ STALL_METRICS = {
     EngineKind.LLAMACPP: (
         "llamacpp:requests_processing",
         "llamacpp:requests_deferred",
-        "llamacpp:tokens_predicted_total",
+        "llamacpp:n_decode_total",
         "llamacpp:prompt_tokens_total",
     ),
 }
-"""kind -> (requests running, requests waiting, generated tokens counter, prompt tokens counter), the names
-specs.py reads. The prompt counter counts as progress too: a long prefill is not a wedge."""
+"""kind -> (requests running, requests waiting, a counter of generation progress, prompt tokens counter). The
+prompt counter counts as progress too: a long prefill is not a wedge. llama.cpp's tokens_predicted_total grows
+only when a request ends (a two-minute answer would read as a wedge), so its progress is n_decode_total, the
+llama_decode calls, one per step of every request in progress."""
 
 
 def _duration(seconds: float) -> str:

@@ -55,7 +55,7 @@ def test_the_rule_file_passes_promtool(tmp_path: Path) -> None:
     assert "SUCCESS: 2 rules found" in checked.stdout, checked.stdout
     assert "for: 20s" in out.stdout and 'increase(vllm:generation_tokens_total{engine!=\\"\\"}[45s])' in out.stdout
     assert out.stdout.count("alert: stalled") == 1 and out.stdout.count("alert: down") == 1
-    assert all(name in out.stdout for name in ("llamacpp:tokens_predicted_total", "sglang:num_queue_reqs"))
+    assert all(name in out.stdout for name in ("llamacpp:n_decode_total", "sglang:num_queue_reqs"))
     assert "increase(vllm:prompt_tokens_total" in out.stdout  # a long prefill is progress, not a wedge
 
 
@@ -191,6 +191,51 @@ def test_dcgm_rules_where_hosts_are_configured_fire_on_a_new_xid_and_ecc_errors(
                              text=True, timeout=60)  # fmt: skip
     assert checked.returncode == 0 and "SUCCESS: 4 rules found" in checked.stdout, checked.stdout + checked.stderr
     (tmp_path / "test.yml").write_text(DCGM_TEST)
+    tested = subprocess.run([promtool(), "test", "rules", "test.yml"], cwd=tmp_path, capture_output=True, text=True,
+                            timeout=120)  # fmt: skip
+    assert tested.returncode == 0, tested.stdout + tested.stderr
+
+
+LLAMA_STALL_TEST = """
+rule_files: [rules.yml]
+evaluation_interval: 15s
+tests:
+  - interval: 15s
+    input_series:
+      # engine b (llama.cpp): one long answer, tokens_predicted_total still until it ends, llama_decode calling on
+      - series: 'llamacpp:requests_processing{engine="b"}'
+        values: '1x40'
+      - series: 'llamacpp:requests_deferred{engine="b"}'
+        values: '0x40'
+      - series: 'llamacpp:tokens_predicted_total{engine="b"}'
+        values: '0x40'
+      - series: 'llamacpp:prompt_tokens_total{engine="b"}'
+        values: '100x40'
+      - series: 'llamacpp:n_decode_total{engine="b"}'
+        values: '0+150x20 3000x20'
+    alert_rule_test:
+      - eval_time: 4m
+        alertname: stalled
+        exp_alerts: []
+      - eval_time: 9m
+        alertname: stalled
+        exp_alerts:
+          - exp_labels: {severity: critical, engine: b}
+            exp_annotations:
+              summary: "b: stalled: requests running or waiting, no token generated or prompt token processed for 45s"
+"""
+
+
+def test_a_long_llamacpp_answer_is_progress_and_a_still_decoder_is_a_wedge(tmp_path: Path) -> None:
+    """llama.cpp counts a request's tokens when it ends: over 5 minutes of one answer its tokens_predicted_total
+    stays still while llama_decode runs every step. No stall then; once n_decode_total stops too, stalled."""
+    hosts = tmp_path / "hosts.toml"
+    hosts.write_text(CONFIG)
+    argv = [sys.executable, "-m", "poolconsole", "prometheus-rules", "--config", str(hosts)]
+    out = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    (tmp_path / "rules.yml").write_text(out.stdout)
+    (tmp_path / "test.yml").write_text(LLAMA_STALL_TEST)
     tested = subprocess.run([promtool(), "test", "rules", "test.yml"], cwd=tmp_path, capture_output=True, text=True,
                             timeout=120)  # fmt: skip
     assert tested.returncode == 0, tested.stdout + tested.stderr

@@ -92,6 +92,10 @@ def _live_generation(poller: EnginePoller, poll: Scratch) -> None:
     counted = poll.metrics.get("generation_tokens_total") if poll.metrics is not None else None
     if counted is None:
         return
+    if poll.slots is None:
+        # No /slots (`--no-slots`, or it failed): the counter moves only when a request ends, so a long answer
+        # reads as no progress; the stalled rule must not take that for a wedge.
+        poll.extra["generation_counted_at_end"] = True
     decoding = poll.slots.decoded if poll.slots is not None else None
     live = poller.generation.count(counted, decoding or 0, poll.restart_marker)
     set_value(poll, "generation_tokens_total", live)
