@@ -392,6 +392,18 @@ ACTIONS: tuple[Action, ...] = (
         "Leave the console (asked first while a restart or rollover runs)",
         screens=OVERVIEW,
     ),
+    Action(  # last: the help screen's first page (its snapshots) stays as it was
+        "cancel_auto",
+        "Cancel auto-action",
+        "X",
+        "app.cancel_auto",
+        "Cancel the watcher's pending automatic restart or rollback (the selected alert's engine, else the next "
+        "due): the alert log's countdown line (confirmed, audited; the watcher then only notifies)",
+        mutating=True,
+        show=False,
+        screens=("alerts",),
+        target="alerts",
+    ),
 )
 
 

@@ -1,4 +1,5 @@
-"""Gateway view, alert log and help: small screens (the alert log's one action: silence an alert)."""
+"""Gateway view, alert log and help: small screens (the alert log's actions: silence an alert, cancel the
+watcher's pending automatic action)."""
 
 from __future__ import annotations
 
@@ -24,13 +25,15 @@ from poolconsole.model.gateway import gateway_reports
 from poolconsole.model.pool_state import PoolState
 from poolconsole.model.summary import served_before
 from poolconsole.runtime.pager import ABSENT, PagerView, hms, read_pager, state_path
+from poolconsole.runtime.remediation_board import Pending
 from poolconsole.runtime.store import store_path
 from poolconsole.ui.footer import KeysFooter
 from poolconsole.ui.registry import Action, key_label
 from poolconsole.ui.tables import FitTable
-from poolconsole.workflows import audit_log
+from poolconsole.workflows import audit_log, remediation_cancel
 
 if TYPE_CHECKING:
+    from poolconsole.workflows.remediation_cancel import CancelPlan
     from poolconsole.workflows.silence import SilencePlan
 
 
@@ -113,12 +116,16 @@ class GatewayScreen(Screen[None]):
 
 PAGER_EVERY_S = 3.0
 """How often the alert log reads the watcher's state file again while it is open."""
+COUNTDOWN_EVERY_S = 1.0
+"""...and while the watcher is about to act (a countdown on its board): its line counts each second."""
 
 
 class AlertsScreen(Screen[None]):
     """The alert log: the console's alerts, newest first, and the pager's side of each (where the watcher sent
     it and when, a receiver that failed, a silence), read from the watcher's state file beside the history
-    store every PAGER_EVERY_S while the screen is open. `silence` (the registry's) silences the selected one."""
+    store every PAGER_EVERY_S while the screen is open. `silence` (the registry's) silences the selected one.
+    Above it, the watcher's pending automatic actions ("auto-restart of X in 40 s (2 of 3 left this hour)", its
+    board in the same file, read each second while there is one); `cancel_auto` cancels one."""
 
     CSS_PATH = Path(__file__).with_name("others.tcss")
 
@@ -146,6 +153,8 @@ class AlertsScreen(Screen[None]):
         """Each row's (rule, target)."""
         self.pager: PagerView | None = None
         self.pager_said = "reading the watcher's state…"
+        self.board: list[Pending] = []
+        """The watcher's pending automatic actions, soonest first."""
         """The state file's condition in words: absent, unreadable, or where it is."""
 
     def compose(self) -> ComposeResult:
@@ -180,13 +189,15 @@ class AlertsScreen(Screen[None]):
             try:
                 self.pager = await asyncio.to_thread(read_pager, self.store)
                 self.pager_said = ABSENT if self.pager is None else f"watcher's state: {self.pager.path}"
+                self.board = await asyncio.to_thread(remediation_cancel.pending, self.store)
             except sqlite3.Error as exc:
                 self.pager, self.pager_said = None, f"{state_path(self.store)}: unreadable ({exc})"
+                self.board = []
             if self.is_attached:
                 self.refresh_view()
         finally:
             if self.is_attached:
-                self.set_timer(PAGER_EVERY_S, self.read_pager)
+                self.set_timer(COUNTDOWN_EVERY_S if self.board else PAGER_EVERY_S, self.read_pager)
 
     def refresh_view(self) -> None:
         table = self.query_one("#alert-log", FitTable)
@@ -220,7 +231,8 @@ class AlertsScreen(Screen[None]):
             self.messages[key] = "\n".join([f"{row[0]}  {row[1]}  {row[4]}  (rule {row[2]})", *lines])
         self._show_message()
         active = [f"{t}/{r}" for (t, r) in self.alerts.active]
-        summary = [f"{len(active)} active: {', '.join(active) or 'none'}   (times in UTC)", self.pager_said]
+        summary = [f"{p.words(now)}{self._cancel_hint()}" for p in self.board]  # the first thing to read
+        summary += [f"{len(active)} active: {', '.join(active) or 'none'}   (times in UTC)", self.pager_said]
         summary += pager.failures() if pager is not None else []
         self.query_one("#alerts-summary", Static).update("\n".join(summary))
 
@@ -286,6 +298,38 @@ class AlertsScreen(Screen[None]):
 
         question = f"Silence {rule} on {target} for how long?"
         self.app.push_screen(ProfilePicker("silence", list(silence.DURATIONS), None, question), picked)
+
+    # -- cancel the watcher's pending automatic action (the registry's `cancel_auto`) -----------------
+    def _cancel_hint(self) -> str:
+        key = self.config.keys.get("cancel_auto", "X")
+        return "" if self.read_only else f"   ({key_label(key)} cancels)"
+
+    def action_cancel_auto(self) -> None:
+        """The selected alert's engine's pending action, else the next due: a confirmation, then it is done."""
+        from poolconsole.ui.screens.action import ConfirmAction
+
+        if self.read_only:
+            self.notify("read-only console: cancelling an automatic action is refused", severity="warning")
+            return
+        if self.store is None or not self.board:
+            self.notify("the watcher is about to do nothing: no automatic action to cancel", severity="warning")
+            return
+        key = self.query_one("#alert-log", FitTable).highlighted()
+        target = self.keys[key][1] if key in self.keys else None
+        row = next((p for p in self.board if p.engine == target), self.board[0])
+        plan = remediation_cancel.plan(self.store, row, getpass.getuser(), time.time())
+
+        def confirmed(yes: bool | None) -> None:
+            if yes:
+                self._cancel(plan)
+
+        self.app.push_screen(ConfirmAction(plan.question, list(plan.lines), yes="Cancel it (y)"), confirmed)
+
+    @work(group="cancel_remediation", description="cancelling an automatic action", exit_on_error=False)
+    async def _cancel(self, plan: CancelPlan) -> None:
+        outcome = await remediation_cancel.run(plan, self.audit_path or audit_log.default_path())
+        self.notify(outcome.detail, severity="information" if outcome.ok else "error", timeout=10)
+        # the board is read again within COUNTDOWN_EVERY_S: the watcher drops the row as it hears the cancel
 
     @work(group="silence", description="silencing an alert", exclusive=True, exit_on_error=False)
     async def _silence(self, plan: SilencePlan) -> None:
