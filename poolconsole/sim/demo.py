@@ -235,6 +235,19 @@ class SimPool:
             "faulted @ 0x7f2a_c0000000. Fault is of type FAULT_PDE ACCESS_TYPE_VIRT_READ",
         )
 
+    def ecc_fault(self, host: str, gpu: int, count: int = 2) -> None:
+        """`host`'s GPU `gpu` reports `count` uncorrected ECC errors since the driver loaded (the rule gpu_ecc)."""
+        self.sim_hosts[host].ecc_uncorrected[gpu] = count
+
+    def pcie_fault(self, host: str, gpu: int, width: int = 8) -> None:
+        """`host`'s GPU `gpu`: its PCIe link trained down to x`width` of x16 (the rule gpu_pcie)."""
+        self.sim_hosts[host].pcie_width[gpu] = width
+
+    def hang(self, name: str) -> None:
+        """`name` idles with completions that hang: nothing running, /health 200, a canary never answered
+        (SimEngine.hang); a restart clears it."""
+        self.engines[name].hang()
+
     async def _wedge(self) -> None:
         await asyncio.sleep(self.wedge_after_s)
         self.wedge(WEDGE_ENGINE)

@@ -91,6 +91,10 @@ class SimHost:
         self.booted = time.monotonic() - 86400.0
         """Up a day when the demo starts (the kernel log's stamps are seconds since boot)."""
         self.fault: GpuFault | None = None
+        self.ecc_uncorrected: dict[int, int] = {}
+        """GPU -> the uncorrected ECC errors it reports (SimPool.ecc_fault); the others report none ([N/A])."""
+        self.pcie_width: dict[int, int] = {}
+        """GPU -> its PCIe link's width when below x16 (SimPool.pcie_fault: a link trained down)."""
         self.tailscale: str | None = None
         """What `tailscale status --json` prints on this host; None: tailscale is not installed (the demo runs
         no tailnet; tests give a captured document)."""
@@ -162,11 +166,12 @@ class SimHost:
                 f"{gpu.power_limit_w:.2f}",
                 "clocks.current.sm": str(int(210 + state.util * 18)), "clocks.current.memory": "[N/A]" if unified
                 else "9751", "pcie.link.gen.current": "[N/A]" if unified else "4",
-                "pcie.link.width.current": "[N/A]" if unified else "16",
+                "pcie.link.width.current": "[N/A]" if unified else str(self.pcie_width.get(state.index, 16)),
                 "pci.bus_id": self.bus_id(state.index), "pcie.link.gen.max": "[N/A]" if unified else "4",
                 "pcie.link.width.max": "[N/A]" if unified else "16",
                 "clocks_event_reasons.active": f"0x{self.reasons(state):016X}",
-                "ecc.errors.uncorrected.volatile.total": "[N/A]",  # GeForce and the GB10: no ECC
+                "ecc.errors.uncorrected.volatile.total": str(self.ecc_uncorrected[state.index])
+                if state.index in self.ecc_uncorrected else "[N/A]",  # GeForce and the GB10: no ECC
                 "remapped_rows.pending": "[N/A]", "retired_pages.pending": "[N/A]",
             }  # fmt: skip
             lines.append(", ".join(values[f] for f in fields))

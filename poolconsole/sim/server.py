@@ -125,6 +125,14 @@ class SimEngine:
             self.load.add_request(16, 256, time.monotonic())
         self.unwedged.clear()
 
+    def hang(self) -> None:
+        """Idle and serving nothing (what a canary catches): its requests dropped, nothing admitted, its
+        counters still (the demo holds a wedged engine's load) and its completions hang, until a restart."""
+        if self.load is not None:
+            self.load.running.clear()
+            self.load.waiting.clear()
+        self.unwedged.clear()
+
     def restart(self, loading_s: float = 3.0) -> None:
         """A restart: counters reset, a new process start time, `loading_s` loading the model. Meanwhile
         the engine answers as its own server does: vLLM and SGLang have not called listen() yet (vLLM binds
