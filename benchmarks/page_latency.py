@@ -1,20 +1,27 @@
 """From a fault to a page (issue 37): per rule, on the demo pool, the time from the fault to the notification
 at a webhook receiver, beside the goal (one poll interval + the rule's `for` + 5 s).
 
-`python benchmarks/page_latency.py [--poll 1.0] [--stall-s 30] [--throttle-for-s 30] [--seed 1]`
+`python benchmarks/page_latency.py [--poll 1.0] [--stall-s 30] [--throttle-for-s 30] [--pcie-for-s 60]
+[--canary-interval-s 1] [--canary-timeout-s 1] [--seed 1]`
 
 The demo pool (sim.demo.SimPool, hosts over real SSH on 127.0.0.1) and `poolconsole watch` (runtime.watch,
 in this process, the notifier's own gathering) with one `[[notify]]` webhook to a receiver this script runs.
-Once the watcher has polled the healthy pool for a few intervals, four faults at once, on separate targets:
+Once the watcher has polled the healthy pool for a few intervals, seven faults at once, on separate targets:
 
 - down (engine): qwen2.5-coder-3090's process is gone (connections refused);
 - down (host): duo5090 stops answering SSH (its engine refuses too, a second engine `down`);
 - stalled: qwen3-30b-a3b wedges (/health and /metrics answer, requests running, no token: --scenario wedge);
-- gpu_xid and gpu_throttle: tp4's GPU 2 logs an Xid 31 and holds its clocks down (--scenario gpu-fault).
+- gpu_xid and gpu_throttle: tp4's GPU 2 logs an Xid 31 and holds its clocks down (--scenario gpu-fault);
+- gpu_ecc: ws48's GPU 0 reports 2 uncorrected ECC errors (SimPool.ecc_fault);
+- gpu_pcie: tp4's GPU 1's link trains down to x8 of x16 (SimPool.pcie_fault);
+- canary: gpt-oss-120b-spark idles with completions that hang (SimPool.hang), found by the watcher's canary
+  (off by default; here canary_interval_s and canary_timeout_s 1 s, so its probe comes within a few polls).
+
+slo_burn is not measured: its windows need 54+ minutes of history.
 
 Each alert's latency is its first firing arrival at the receiver (by alertname and engine, host, gpu) less
 the moment its fault was made. The `for` durations are the [alerts] defaults unless given (stall_s 30,
-gpu_throttle_for_s 30: the run takes about 40 s with them).
+gpu_throttle_for_s 30, gpu_pcie_for_s 60: the run takes about 70 s with them).
 
 `python benchmarks/page_latency.py --false-pages 30` is the other half of the goal, 0 false pages: the watcher
 over `--scenario normal` for 30 minutes (no fault made), then every page the receiver got checked against the
@@ -43,6 +50,9 @@ from poolconsole.sim.demo import FAULT_GPU, FAULT_HOST, WEDGE_ENGINE, SimPool  #
 
 DOWN_ENGINE = "qwen2.5-coder-3090"
 DOWN_HOST = "duo5090"
+ECC_HOST, ECC_GPU = "ws48", 0
+PCIE_HOST, PCIE_GPU = "tp4", 1
+CANARY_ENGINE = "gpt-oss-120b-spark"
 
 
 def free_port() -> int:
@@ -88,6 +98,7 @@ class Receiver:
 
 
 async def run(args: argparse.Namespace) -> int:
+    from poolconsole.runtime.alerts_canary import canary
     from poolconsole.runtime.watch import watch
 
     sim = SimPool("normal", seed=args.seed)
@@ -101,12 +112,15 @@ async def run(args: argparse.Namespace) -> int:
             text = sim.config_toml().replace("poll_interval_s = 1.0", f"poll_interval_s = {args.poll}")
             text += (
                 f"\n[alerts]\nstall_s = {args.stall_s}\ngpu_throttle_for_s = {args.throttle_for_s}\n"
+                f"gpu_pcie_for_s = {args.pcie_for_s}\ncanary_interval_s = {args.canary_interval_s}\n"
+                f"canary_timeout_s = {args.canary_timeout_s}\n"
                 f'\n[[notify]]\nkind = "webhook"\nurl = "http://127.0.0.1:{receiver.port}/hook"\n'
                 'min_severity = "info"\n'
             )
             config = parse_config(text, "hosts.toml")
             a = config.alerts
-            task = asyncio.create_task(watch(config, Path(tmp) / "history.sqlite3", stop, settle_gc=False))
+            store = Path(tmp) / "history.sqlite3"
+            task = asyncio.create_task(watch(config, store, stop, settle_gc=False, companions=[canary]))
             await asyncio.sleep(max(5.0, 5 * args.poll))  # healthy polls first: baselines, nothing to page
             before = dict(receiver.first)
             faults: dict[tuple[str, str, str], tuple[float, float]] = {}  # alert -> (fault at, its `for`)
@@ -123,6 +137,15 @@ async def run(args: argparse.Namespace) -> int:
             sim.gpu_fault(FAULT_HOST, FAULT_GPU)
             faults[("gpu_xid", FAULT_HOST, str(FAULT_GPU))] = (at, a.gpu_xid_for_s)
             faults[("gpu_throttle", FAULT_HOST, str(FAULT_GPU))] = (at, a.gpu_throttle_for_s)
+            at = time.monotonic()
+            sim.ecc_fault(ECC_HOST, ECC_GPU)
+            faults[("gpu_ecc", ECC_HOST, str(ECC_GPU))] = (at, a.gpu_ecc_for_s)
+            at = time.monotonic()
+            sim.pcie_fault(PCIE_HOST, PCIE_GPU)
+            faults[("gpu_pcie", PCIE_HOST, str(PCIE_GPU))] = (at, a.gpu_pcie_for_s)
+            at = time.monotonic()
+            sim.hang(CANARY_ENGINE)
+            faults[("canary", CANARY_ENGINE, "")] = (at, a.canary_for_s)
             deadline = time.monotonic() + max(f for _, f in faults.values()) + args.poll + 60
             while time.monotonic() < deadline and not all(k in receiver.first for k in faults):
                 await asyncio.sleep(0.1)
@@ -193,6 +216,9 @@ def main() -> int:
     parser.add_argument("--poll", type=float, default=1.0, help="poll_interval_s (the demo's: 1.0)")
     parser.add_argument("--stall-s", type=float, default=30.0, help="[alerts] stall_s (default 30)")
     parser.add_argument("--throttle-for-s", type=float, default=30.0, help="[alerts] gpu_throttle_for_s (30)")
+    parser.add_argument("--pcie-for-s", type=float, default=60.0, help="[alerts] gpu_pcie_for_s (60)")
+    parser.add_argument("--canary-interval-s", type=float, default=1.0, help="[alerts] canary_interval_s (1)")
+    parser.add_argument("--canary-timeout-s", type=float, default=1.0, help="[alerts] canary_timeout_s (1)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--false-pages", type=float, metavar="MINUTES", help="0 false pages over --scenario normal")
     args = parser.parse_args()
