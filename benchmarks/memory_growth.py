@@ -132,11 +132,15 @@ def show_top(title: str, now: tracemalloc.Snapshot, before: tracemalloc.Snapshot
 
 async def run(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        pool = SimPool(scenario="normal", seed=7)
-        await pool.start(Path(tmp) / "keys")
+        pool = None if args.config else SimPool(scenario="normal", seed=7)
+        if pool is not None:
+            await pool.start(Path(tmp) / "keys")
         try:
-            await pool.wait_ready()
-            text = pool.config_toml().replace("poll_interval_s = 1.0", f"poll_interval_s = {args.poll}")
+            if pool is not None:
+                await pool.wait_ready()
+                text = pool.config_toml().replace("poll_interval_s = 1.0", f"poll_interval_s = {args.poll}")
+            else:  # a pool already running (the chaos soak's, say), polled at its own interval
+                text = args.config.read_text()
             config = parse_config(text)
             app = PoolApp(
                 config, theme_state=Path(tmp) / "ui.json", subtitle="demo pool", store=Path(tmp) / "history.sqlite3"
@@ -211,7 +215,8 @@ async def run(args: argparse.Namespace) -> None:
                 if traced:
                     print(f"traced heap slope after the warm-up: {slope_per_hour(traced):+.1f} MB/h")
         finally:
-            await pool.stop()
+            if pool is not None:
+                await pool.stop()
 
 
 def main() -> None:
@@ -223,6 +228,7 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=15)
     parser.add_argument("--no-tracemalloc", dest="tracemalloc", action="store_false")
     parser.add_argument("--fill-rings", action="store_true", help="fill every chart ring before measuring")
+    parser.add_argument("--config", type=Path, default=None, help="watch this hosts.toml's pool instead of the demo")
     asyncio.run(run(parser.parse_args()))
 
 
