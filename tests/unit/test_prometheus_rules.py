@@ -42,6 +42,34 @@ def promtool() -> str:
     return found
 
 
+def rules_of(tmp_path: Path, config: str) -> str:
+    """`poolconsole prometheus-rules` on this hosts.toml: the rule file, written as tmp_path/rules.yml."""
+    hosts = tmp_path / "hosts.toml"
+    hosts.write_text(config)
+    argv = [sys.executable, "-m", "poolconsole", "prometheus-rules", "--config", str(hosts)]
+    out = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    (tmp_path / "rules.yml").write_text(out.stdout)
+    return out.stdout
+
+
+def promtool_checks(tmp_path: Path, rules: int) -> None:
+    """promtool check rules on tmp_path/rules.yml: valid, and this many rules."""
+    checked = subprocess.run([promtool(), "check", "rules", str(tmp_path / "rules.yml")], capture_output=True,
+                             text=True, timeout=60)  # fmt: skip
+    assert checked.returncode == 0 and f"SUCCESS: {rules} rules found" in checked.stdout, (
+        checked.stdout + checked.stderr
+    )
+
+
+def promtool_tests(tmp_path: Path, test_yaml: str) -> None:
+    """promtool test rules: the unit test file given, over tmp_path/rules.yml."""
+    (tmp_path / "test.yml").write_text(test_yaml)
+    tested = subprocess.run([promtool(), "test", "rules", "test.yml"], cwd=tmp_path, capture_output=True, text=True,
+                            timeout=120)  # fmt: skip
+    assert tested.returncode == 0, tested.stdout + tested.stderr
+
+
 def test_the_rule_file_passes_promtool(tmp_path: Path) -> None:
     hosts = tmp_path / "hosts.toml"
     hosts.write_text(CONFIG)
@@ -126,20 +154,10 @@ def test_slo_burn_rules_pass_promtool_and_page_on_synthetic_histograms(tmp_path:
     """Recording rules per objective and window, the multi-window alerts over them: promtool checks the file
     and runs it over histogram series as vLLM and SGLang expose them, 70 simulated minutes: engine a burning
     30x pages and warns, the SGLang model within its budget does not; a llama.cpp engine has no histogram."""
-    hosts = tmp_path / "hosts.toml"
-    hosts.write_text(SLO_CONFIG)
-    argv = [sys.executable, "-m", "poolconsole", "prometheus-rules", "--config", str(hosts)]
-    out = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    (tmp_path / "rules.yml").write_text(out.stdout)
-    checked = subprocess.run([promtool(), "check", "rules", str(tmp_path / "rules.yml")], capture_output=True,
-                             text=True, timeout=60)  # fmt: skip
-    assert checked.returncode == 0 and "SUCCESS: 14 rules found" in checked.stdout, checked.stdout + checked.stderr
-    assert "# slo b: its engine kind exposes no TTFT histogram" in out.stdout
-    (tmp_path / "test.yml").write_text(SLO_TEST)
-    tested = subprocess.run([promtool(), "test", "rules", "test.yml"], cwd=tmp_path, capture_output=True, text=True,
-                            timeout=120)  # fmt: skip
-    assert tested.returncode == 0, tested.stdout + tested.stderr
+    out = rules_of(tmp_path, SLO_CONFIG)
+    promtool_checks(tmp_path, 14)
+    assert "# slo b: its engine kind exposes no TTFT histogram" in out
+    promtool_tests(tmp_path, SLO_TEST)
 
 
 DCGM_TEST = """
@@ -181,19 +199,9 @@ tests:
 def test_dcgm_rules_where_hosts_are_configured_fire_on_a_new_xid_and_ecc_errors(tmp_path: Path) -> None:
     """gpu_xid and gpu_ecc over the DCGM exporter: an Xid whose value changed in the last 5 minutes (the
     exporter keeps the last one's value), uncorrected ECC errors; promtool runs them over exporter series."""
-    hosts = tmp_path / "hosts.toml"
-    hosts.write_text(CONFIG + '\n[[hosts]]\nname = "box"\naddress = "127.0.0.1"\n')
-    argv = [sys.executable, "-m", "poolconsole", "prometheus-rules", "--config", str(hosts)]
-    out = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    (tmp_path / "rules.yml").write_text(out.stdout)
-    checked = subprocess.run([promtool(), "check", "rules", str(tmp_path / "rules.yml")], capture_output=True,
-                             text=True, timeout=60)  # fmt: skip
-    assert checked.returncode == 0 and "SUCCESS: 4 rules found" in checked.stdout, checked.stdout + checked.stderr
-    (tmp_path / "test.yml").write_text(DCGM_TEST)
-    tested = subprocess.run([promtool(), "test", "rules", "test.yml"], cwd=tmp_path, capture_output=True, text=True,
-                            timeout=120)  # fmt: skip
-    assert tested.returncode == 0, tested.stdout + tested.stderr
+    rules_of(tmp_path, CONFIG + '\n[[hosts]]\nname = "box"\naddress = "127.0.0.1"\n')
+    promtool_checks(tmp_path, 4)
+    promtool_tests(tmp_path, DCGM_TEST)
 
 
 LLAMA_STALL_TEST = """
@@ -229,13 +237,5 @@ tests:
 def test_a_long_llamacpp_answer_is_progress_and_a_still_decoder_is_a_wedge(tmp_path: Path) -> None:
     """llama.cpp counts a request's tokens when it ends: over 5 minutes of one answer its tokens_predicted_total
     stays still while llama_decode runs every step. No stall then; once n_decode_total stops too, stalled."""
-    hosts = tmp_path / "hosts.toml"
-    hosts.write_text(CONFIG)
-    argv = [sys.executable, "-m", "poolconsole", "prometheus-rules", "--config", str(hosts)]
-    out = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    (tmp_path / "rules.yml").write_text(out.stdout)
-    (tmp_path / "test.yml").write_text(LLAMA_STALL_TEST)
-    tested = subprocess.run([promtool(), "test", "rules", "test.yml"], cwd=tmp_path, capture_output=True, text=True,
-                            timeout=120)  # fmt: skip
-    assert tested.returncode == 0, tested.stdout + tested.stderr
+    rules_of(tmp_path, CONFIG)
+    promtool_tests(tmp_path, LLAMA_STALL_TEST)
