@@ -86,6 +86,9 @@ class RowTable(DataTable[CellT], Generic[CellT]):
     def action_last_row(self) -> None:
         if self.row_count:
             self.move_cursor(row=self.row_count - 1, animate=False)
+            # and to the very end once laid out: a pane under the table that grows for the new row (the help
+            # screen's words of a longer action) shortens the table after the cursor scrolled into view
+            self.call_after_refresh(self.scroll_end, animate=False)
 
 
 class FitTable(RowTable[Text]):
