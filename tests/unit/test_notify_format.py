@@ -1,7 +1,8 @@
 """The watcher's wire forms (issue 37) against what Alertmanager 0.25 itself sends and takes (the captures in
-../shared/fixtures/alertmanager-0.25): the webhook body has every key of Alertmanager's own, each alert every
-key of its alerts; an alert for /api/v2/alerts has the keys Alertmanager's API lists; ntfy's priority follows
-the severity; labels name the rule, the severity and the engine with its host, or the host."""
+tests/fixtures/real/alertmanager-0.25, copied from ../shared/fixtures): the webhook body has every key of
+Alertmanager's own, each alert every key of its alerts; an alert for /api/v2/alerts has the keys
+Alertmanager's API lists; ntfy's priority follows the severity; labels name the rule, the severity and the
+engine with its host, or the host."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 from poolconsole.model.alerts import AlertEvent
 from poolconsole.model.notify import alertmanager_alert, from_event, ntfy_message, webhook_body
 
-AM = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "alertmanager-0.25"
+AM = Path(__file__).resolve().parents[1] / "fixtures" / "real" / "alertmanager-0.25"
 ENGINES = {"qwen": "ws48", "loose": None}
 HOSTS = ["ws48"]
 
