@@ -31,6 +31,14 @@ def prometheus_binary() -> str:
     return found
 
 
+def promtool() -> str:
+    """Debian's promtool (the prometheus package brings it): a missing one fails the test, never skips it."""
+    found = shutil.which("promtool") or "/usr/bin/promtool"
+    if not Path(found).exists():
+        pytest.fail("no promtool: install Debian's prometheus package (scripts/test.sh does it as root)")
+    return found
+
+
 class Prometheus:
     def __init__(self, url: str, client: httpx.AsyncClient) -> None:
         self.url = url

@@ -4,12 +4,11 @@ with the thresholds of [alerts]."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
+from tests.helpers.prometheus import promtool
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = """
@@ -33,13 +32,6 @@ name = "c"
 kind = "sglang"
 url = "http://127.0.0.1:8002"
 """
-
-
-def promtool() -> str:
-    found = shutil.which("promtool") or "/usr/bin/promtool"
-    if not Path(found).exists():
-        pytest.fail("no promtool: install Debian's prometheus package (scripts/test.sh does it as root)")
-    return found
 
 
 def rules_of(tmp_path: Path, config: str) -> str:

@@ -5,7 +5,6 @@ captures), discovery's engine names, and `prometheus-config`'s YAML (checked by 
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from poolconsole.config import ConfigError, parse_config
 from poolconsole.config.models import EngineKind
 from poolconsole.ops.prometheus_config import render
 from tests.conftest import REAL
+from tests.helpers.prometheus import promtool
 
 PROM = REAL / "prometheus-2.42"
 BASE = '[prometheus]\nurl = "http://prom:9090/"\n'
@@ -144,15 +144,13 @@ def test_prometheus_config_writes_every_engine_and_exporter(tmp_path: Path, monk
     with_sd = render(config, tmp_path / "sd", tmp_path / "credentials")
     groups = json.loads(with_sd.files[tmp_path / "sd" / "vllm.json"])
     assert groups == [{"targets": ["gpu-box:8000"], "labels": {"engine": "qwen", "host": "gpu-box"}}]
-    promtool = shutil.which("promtool") or "/usr/bin/promtool"
-    if not Path(promtool).exists():
-        pytest.skip("no promtool (Debian's prometheus package)")
+    checker = promtool()
     for doc in (written, with_sd):
         (tmp_path / "prometheus.yml").write_text(doc.yaml)
         for path, content in doc.files.items():
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(content)
-        checked = subprocess.run([promtool, "check", "config", str(tmp_path / "prometheus.yml")], capture_output=True)
+        checked = subprocess.run([checker, "check", "config", str(tmp_path / "prometheus.yml")], capture_output=True)
         assert checked.returncode == 0, checked.stdout.decode() + checked.stderr.decode()
 
 
