@@ -330,6 +330,7 @@ NOT_NORMALIZED: tuple[tuple[str, str], ...] = (
     ("llamacpp-b1-0c1e570/*", "request/response bodies of the API (version, models: with the /metrics pages)"),
     ("litellm-1.108.7/*", "read with health-readiness.json (liveliness, models) or deep health / API bodies"),
     ("prometheus-2.42/*", "Prometheus API answers: the Prometheus source's tests, not one engine's page"),
+    ("alertmanager-0.25/*", "Alertmanager's webhook bodies and API answers: test_notify_format, not an engine's page"),
     ("gpu/nvidia-h200/query-compute-apps.*", "read with the all-fields query of the same moment"),
     ("gpu/nvidia-h200/*", "tables, XML, NVML dumps, dmon/pmon and partial queries the poller does not run"),
     ("issue-samples/amd-smi-metric-text-*", "amd-smi text output; the poller reads `amd-smi metric --json`"),
