@@ -317,7 +317,6 @@ class Remediator:
     _ws: Workspace = field(init=False)
     board: Board | None = field(default=None, init=False)
     """The pending actions and the operator's cancellations, in the state file (None: no state file, a dry run)."""
-    _shown: list[Pending] | None = field(default=None, init=False)
     _heard: set[tuple[str, str, float]] = field(default_factory=set, init=False)
     _since: float = field(default=0.0, init=False)
 
@@ -332,7 +331,7 @@ class Remediator:
         if self.config.remediation.enabled and self.state is not None and not self.dry_run:
             try:
                 self.board = await asyncio.to_thread(Board, self.state.path)
-                await asyncio.to_thread(self.board.show, [])  # a board a stopped watcher left behind is stale
+                await asyncio.to_thread(self.board.show, [], self.clock())  # drops a dead watcher's rows
             except Exception as exc:  # no board: the watcher still acts; the console shows no countdown
                 self.say(f"remediation: the board in {self.state.path} is not writable: {exc}")
                 self.board = None
@@ -383,13 +382,11 @@ class Remediator:
         return steps
 
     async def _show(self, now: float) -> None:
-        """The board, written only when it changed (a case opened, acted, cleared, gave up or was cancelled)."""
-        if self.board is None:
-            return
+        """The board, written when it changed (a case opened, acted, cleared, gave up or was cancelled), and
+        refreshed while a case waits (else the console takes it for a dead watcher's)."""
         rows = self.ladder.pending(now)
-        if rows != self._shown:
-            await asyncio.to_thread(self.board.show, rows)
-            self._shown = rows
+        if self.board is not None and self.board.changes(rows, now):
+            await asyncio.to_thread(self.board.show, rows, now)
 
     async def _take(self, step: Step, now: float) -> None:
         if self.dry_run:  # said, never sent, nothing run

@@ -64,7 +64,7 @@ async def run(plan: CancelPlan, audit_path: Path) -> CancelOutcome:
     """Writes the cancellation and audits it. Never raises for a file that fails: the outcome says it."""
     started = time.monotonic()
     row = plan.pending
-    cancel = Cancel(row.engine, row.rule, row.opened_at, time.time(), plan.by)
+    cancel = Cancel(row.engine, row.rule, row.opened_at, time.time(), plan.by, row.watcher)
     try:
         await asyncio.to_thread(add_cancel, plan.state, cancel)
         ok, detail = True, f"auto-{row.action} of {row.engine} cancelled by {plan.by} (written to {plan.state})"

@@ -8,11 +8,12 @@ workflow's cancel writes it and audits it, and says a file it cannot write."""
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from pathlib import Path
 
 from poolconsole.ops import audit
 from poolconsole.runtime.pager import state_path
-from poolconsole.runtime.remediation_board import Board, Cancel, Pending, add_cancel, read_pending
+from poolconsole.runtime.remediation_board import BEAT_S, STALE_S, Board, Cancel, Pending, add_cancel, read_pending
 from poolconsole.workflows import remediation_cancel
 from poolconsole.workflows.remediation import Ladder
 from tests.unit.test_remediation_ladder import acts, config, stalled
@@ -108,3 +109,67 @@ def test_a_cancel_that_cannot_be_written_says_so_and_is_audited_as_failed(tmp_pa
     assert not outcome.ok and outcome.detail.startswith("cannot write ")
     (entry,) = audit.entries(tmp_path / "audit.sqlite3")
     assert entry.outcome == "failed"
+
+
+def test_two_watchers_on_one_store_keep_each_others_rows_and_hear_only_their_own_cancels(tmp_path: Path) -> None:
+    """Two watchers (two pools, or two configs) on one history store: each one's board writes and clears only its
+    own rows, and a cancellation of one's case reaches that one only."""
+    path = state_path(tmp_path / "history.sqlite3")
+    first, second = Board(path), Board(path)
+    try:
+        assert first.watcher != second.watcher
+        mine = Pending("a", "stalled", "restart", 1060.0, 2, 3, 1000.0)
+        theirs = Pending("b", "down", "restart", 1090.0, 3, 3, 1030.0)
+        first.show([mine])
+        second.show([theirs])
+        assert [(p.engine, p.watcher) for p in read_pending(path)] == [("a", first.watcher), ("b", second.watcher)]
+        second.show([])  # the second's case cleared: the first's countdown stays
+        (row,) = read_pending(path)
+        assert (row.engine, row.watcher) == ("a", first.watcher)
+        second.show([theirs])
+        asyncio.run(remediation_cancel.run(remediation_cancel.plan(path.parent / "history.sqlite3", row, "ann", 1020.0),
+                                           tmp_path / "audit.sqlite3"))  # fmt: skip
+        assert [(c.engine, c.watcher) for c in first.cancels(0.0)] == [("a", first.watcher)]
+        assert second.cancels(0.0) == []
+    finally:
+        first.close()
+        second.close()
+
+
+def test_a_dead_watchers_rows_are_hidden_once_stale_and_dropped_by_the_next_write(tmp_path: Path) -> None:
+    """A watcher killed without its goodbye leaves rows; a live one refreshes its own each BEAT_S, so the console
+    hides rows not refreshed for STALE_S and any watcher's next write deletes them."""
+    path = state_path(tmp_path / "history.sqlite3")
+    dead, live = Board(path), Board(path)
+    try:
+        dead.show([Pending("a", "stalled", "restart", 1060.0, 2, 3, 1000.0)], now=1000.0)
+        rows = [Pending("b", "down", "restart", 1090.0, 3, 3, 1030.0)]
+        live.show(rows, now=1000.0)
+        assert len(read_pending(path, now=1000.0 + STALE_S - 1)) == 2
+        assert not live.changes(rows, 1000.0 + BEAT_S - 1)  # nothing written each tick
+        assert live.changes(rows, 1000.0 + BEAT_S)  # the same rows, refreshed
+        live.show(rows, now=1000.0 + STALE_S)
+        assert [p.engine for p in read_pending(path, now=1001.0 + STALE_S)] == ["b"]
+        assert [p.engine for p in live.pending()] == ["b"]  # deleted, not only hidden
+    finally:
+        dead.close()
+        live.close()
+
+
+def test_a_board_written_before_watchers_had_ids_is_replaced(tmp_path: Path) -> None:
+    path = state_path(tmp_path / "history.sqlite3")
+    old = sqlite3.connect(path)
+    old.executescript(
+        "CREATE TABLE remediation_pending (engine TEXT PRIMARY KEY, rule TEXT NOT NULL, action TEXT NOT NULL, "
+        "due_at REAL NOT NULL, left INTEGER NOT NULL, per_hour INTEGER NOT NULL, opened_at REAL NOT NULL);"
+        "INSERT INTO remediation_pending VALUES ('a', 'stalled', 'restart', 1060, 2, 3, 1000);"
+    )
+    old.commit()
+    old.close()
+    assert read_pending(path) == []  # an old watcher's row: no id, not shown
+    board = Board(path)
+    try:
+        board.show([Pending("b", "down", "restart", 1090.0, 3, 3, 1030.0)])
+        assert [p.engine for p in read_pending(path)] == ["b"]
+    finally:
+        board.close()
