@@ -12,6 +12,15 @@ escape in a cleaned log line, a webhook body that is not JSON with Alertmanager'
 that disagrees with prometheus_client's). Per target it prints the inputs run, the crashes and the slowest
 input (its time and size). Exit status 1 when any target crashed.
 
+Seeds have a maximum length, as libFuzzer's `-max_len` (`--max-len`, 8 KiB by default) for the targets that
+read a format a cut can keep whole (fuzz_excerpts.py): Prometheus pages (prom, prom_diff, vllm, sglang,
+llamacpp, litellm_metrics) are cut between whole metric families, logs between lines, hosts.toml between
+tables. Mutations may grow an excerpt to `--max-grow` (16 KiB). Whole seeds stay: each is tried once as it is
+before any mutation, and one input in a thousand (`--whole-seeds 0.001`) mutates a whole seed, which may grow
+to 256 KiB (so a parse quadratic in its input still shows). `--max-len 0` mutates whole seeds only, as
+before (a 260 KB page costs milliseconds: the page targets ran at 66-1,300 inputs/s that way). The small
+targets (JSON, CSV, meminfo, notify) keep whole seeds: their seeds are small, and no cut keeps JSON whole.
+
 No engine, host or network is touched; the mutation engine is this file's own (atheris needs clang to build).
 """
 
@@ -37,6 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from benchmarks.fuzz_excerpts import Excerpts  # noqa: E402
 from poolconsole.collect import engine_logs, prom  # noqa: E402
 from poolconsole.collect.engines import jsonparse, litellm_usage, specs  # noqa: E402
 from poolconsole.collect.engines.mapping import MetricSpec, metrics_from_samples, parse_metrics  # noqa: E402
@@ -51,7 +61,18 @@ FIXTURES = ROOT / "tests" / "fixtures"
 REAL = FIXTURES / "real"
 ISSUES = REAL / "issue-samples"
 MAX_INPUT = 256 * 1024
-"""The largest mutated input: a real /metrics page is ~60 KB; repeats may grow one up to this."""
+"""The largest mutated input of a target fuzzed from whole seeds: a real /metrics page is ~60 KB; repeats may
+grow one up to this."""
+MAX_LEN = 8 * 1024
+"""The longest excerpt of a seed for a target that declares its unit (`--max-len`; 0 mutates whole seeds)."""
+MAX_GROWN = 16 * 1024
+"""How far mutations may grow an excerpt (`--max-grow`). The page parsers read a line that does not parse
+through prometheus_client, at ~40 us a line: a 64 KiB cap spent 60 % of the time on the 6 % of inputs past
+16 KiB. Quadratic parsing still shows on a run repeated to 16 KiB, and on the whole seeds below."""
+WHOLE_SEEDS = 0.001
+"""The share of inputs mutated from a whole seed rather than an excerpt (`--whole-seeds`); these may grow up
+to the target's max_input. At 1 % the whole pages (to 260 KB) took a third of the page targets' time; at
+0.1 % a million inputs still mutate a thousand whole pages, for ~4 % of the time."""
 
 
 class Violation(AssertionError):
@@ -178,9 +199,34 @@ _NUMBER = re.compile(rb"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|NaN|[-+]?I
 class Mutator:
     """Random mutations of a seed corpus, stacked one to four deep."""
 
-    def __init__(self, seeds: list[bytes], rng: random.Random) -> None:
+    def __init__(
+        self,
+        seeds: list[bytes],
+        rng: random.Random,
+        excerpts: Excerpts | None = None,
+        whole: float = 0.0,
+        grow_to: int = MAX_INPUT,
+    ) -> None:
         self.seeds = [s for s in seeds if s] or [b"x"]
         self.rng = rng
+        self.excerpts = excerpts
+        self.whole = whole
+        """With excerpts: the share of inputs that start from a whole seed."""
+        self.grow_to = grow_to
+        """With excerpts: the longest an excerpt may grow (an input from a whole seed: MAX_INPUT)."""
+
+    def _start(self) -> tuple[bytes, int]:
+        """An input before mutation and how far it may grow: an excerpt of a seed where the target has them,
+        else a seed (a large one mostly as a window of a few lines)."""
+        rng = self.rng
+        if self.excerpts is not None:
+            if rng.random() < self.whole:
+                return rng.choice(self.seeds), MAX_INPUT
+            return self.excerpts(rng), self.grow_to
+        data = rng.choice(self.seeds)
+        if len(data) > 4096 and rng.random() < 0.7:
+            data = self._window(data)
+        return data, MAX_INPUT
 
     def _window(self, data: bytes) -> bytes:
         """A few consecutive lines of a large input (fast to parse: most inputs are small)."""
@@ -211,7 +257,7 @@ class Mutator:
             chunk = data[start : start + rng.randint(1, 256)]
             return data[:pos] + chunk + data[pos:]
         if op == 6:  # splice with another seed
-            other = rng.choice(self.seeds)
+            other = self.excerpts(rng) if self.excerpts is not None else rng.choice(self.seeds)
             return data[:pos] + other[rng.randint(0, len(other)) :]
         if op == 7:  # replace a number
             found = _NUMBER.search(data, pos) or _NUMBER.search(data)
@@ -247,13 +293,11 @@ class Mutator:
             return rng.randbytes(rng.randint(0, 512))
         if roll < 0.06:
             return bytes(rng.choice(b'{}[]",:#=\n \\0123456789.eE-+naif') for _ in range(rng.randint(0, 256)))
-        data = rng.choice(self.seeds)
-        if len(data) > 4096 and rng.random() < 0.7:
-            data = self._window(data)
+        data, limit = self._start()
         for _ in range(rng.randint(1, 4)):
             data = self.mutate_once(data)
-            if len(data) > MAX_INPUT:
-                data = data[:MAX_INPUT]
+            if len(data) > limit:
+                data = data[:limit]
         return data
 
 
@@ -296,6 +340,9 @@ class Target:
     reset: Callable[[], None] = field(default=lambda: None)
     """Called every few hundred inputs (a target with state, such as a page memo, starts over)."""
     max_input: int = MAX_INPUT
+    unit: str | None = None
+    """How its seeds may be cut to excerpts (fuzz_excerpts.SPLITTERS: prometheus, lines, toml); None: whole
+    seeds only (the small targets, and JSON, which no cut keeps whole)."""
 
 
 class MemoTarget:
@@ -635,12 +682,15 @@ def _memo_target(name: str, spec: MetricSpec, kind: str) -> Target:
         lambda: engine_pages(kind),
         runner,
         reset=runner.reset,
+        unit="prometheus",
     )
 
 
 def targets() -> dict[str, Target]:
     found = [
-        Target("prom", "collect/prom.py parse_exposition (every sample)", prometheus_pages, run_prom),
+        Target(
+            "prom", "collect/prom.py parse_exposition (every sample)", prometheus_pages, run_prom, unit="prometheus"
+        ),
         _memo_target("vllm", specs.VLLM, "vllm"),
         _memo_target("sglang", specs.SGLANG, "sglang"),
         _memo_target("llamacpp", specs.LLAMACPP, "llamacpp"),
@@ -673,6 +723,7 @@ def targets() -> dict[str, Target]:
                 _body(ISSUES / "litellm-metrics-2024-09-pr5789.txt"),
             ],
             run_litellm_metrics,
+            unit="prometheus",
         ),
         Target("nvidia_smi", "nvidia-smi --query-gpu / --query-compute-apps CSV", seeds_nvidia, run_nvidia, ()),
         Target("rocm_smi", "rocm-smi --json (systems.parse_rocm_smi)", lambda: host_outputs("rocm-smi"), run_rocm),
@@ -694,6 +745,7 @@ def targets() -> dict[str, Target]:
             run_config,
             (ConfigError,),
             max_input=16384,
+            unit="toml",
         ),
         Target(
             "logs",
@@ -701,6 +753,7 @@ def targets() -> dict[str, Target]:
             seeds_logs,
             run_logs,
             (),
+            unit="lines",
         ),
         Target(
             "notify",
@@ -715,6 +768,7 @@ def targets() -> dict[str, Target]:
             prometheus_pages,
             DiffTarget(),
             (),
+            unit="prometheus",
         ),
     ]
     return {t.name: t for t in found}
@@ -739,12 +793,34 @@ def _alarm(signum: int, frame: FrameType | None) -> None:
     raise Hang()
 
 
-def inputs(target: Target, seed: int) -> Iterator[bytes]:
+@dataclass(frozen=True)
+class Cuts:
+    """How a target's seeds are cut and how far mutations may grow them (libFuzzer's `-max_len`)."""
+
+    max_len: int = MAX_LEN
+    """The longest excerpt of a seed; 0: whole seeds, as before excerpts (and for a target without a unit)."""
+    max_grow: int = MAX_GROWN
+    """The longest mutated excerpt (never more than the target's max_input)."""
+    whole: float = WHOLE_SEEDS
+    """The share of inputs mutated from a whole seed."""
+
+
+def inputs(target: Target, seed: int, cuts: Cuts = Cuts()) -> Iterator[bytes]:
     seeds = target.seeds()
-    mutator = Mutator(seeds, random.Random(seed))
+    if target.unit is None or cuts.max_len <= 0:
+        mutator = Mutator(seeds, random.Random(seed))
+        cap = target.max_input
+        fixed: list[bytes] = []
+    else:
+        excerpts = Excerpts(seeds, target.unit, cuts.max_len)
+        grow_to = max(cuts.max_grow, cuts.max_len)
+        mutator = Mutator(seeds, random.Random(seed), excerpts, cuts.whole, grow_to)
+        cap = target.max_input  # an input from a whole seed may grow up to it; an excerpt up to grow_to
+        fixed = excerpts.fixed()
     yield from seeds  # every seed once, as it is
+    yield from fixed  # and every seed in excerpts, once
     while True:
-        yield mutator()[: target.max_input]
+        yield mutator()[:cap]
 
 
 def run_target(
@@ -754,6 +830,7 @@ def run_target(
     seed: int = 0,
     hang_s: float = 10.0,
     keep: int = 5,
+    cuts: Cuts = Cuts(),
 ) -> Result:
     """Fuzz one target until `count` inputs or `seconds` have passed (whichever comes first)."""
     result = Result(target.name)
@@ -763,7 +840,7 @@ def run_target(
     started = time.perf_counter()
     target.reset()
     try:
-        for data in inputs(target, seed):
+        for data in inputs(target, seed, cuts):
             if count is not None and result.inputs >= count:
                 break
             if seconds is not None and time.perf_counter() - started >= seconds:
@@ -810,6 +887,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, help="seconds per target")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--hang-seconds", type=float, default=10.0, help="an input slower than this is a crash")
+    parser.add_argument(
+        "--max-len", type=int, default=MAX_LEN, help="longest seed excerpt in bytes (0: whole seeds, no excerpts)"
+    )
+    parser.add_argument("--max-grow", type=int, default=MAX_GROWN, help="longest mutated excerpt in bytes")
+    parser.add_argument("--whole-seeds", type=float, default=WHOLE_SEEDS, help="share of inputs from whole seeds")
     parser.add_argument("--crash-dir", type=Path, help="write each crashing input there")
     parser.add_argument("--json", type=Path, help="write the results there as JSON")
     parser.add_argument("--list", action="store_true", help="list the targets")
@@ -824,7 +906,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'target':16} {'inputs':>10} {'crashes':>8} {'slowest':>10} {'its size':>10} {'inputs/s':>9}", flush=True)
     results: list[Result] = []
     for target in chosen:
-        result = run_target(target, args.count, args.seconds, args.seed, args.hang_seconds)
+        cuts = Cuts(args.max_len, args.max_grow, args.whole_seeds)
+        result = run_target(target, args.count, args.seconds, args.seed, args.hang_seconds, cuts=cuts)
         results.append(result)
         rate = result.inputs / result.seconds if result.seconds else 0.0
         print(
@@ -840,7 +923,8 @@ def main(argv: list[str] | None = None) -> int:
                 (args.crash_dir / f"{result.target}-{args.seed}-{i}.bin").write_bytes(data)
     if args.json is not None:
         rows = [
-            {k: v for k, v in vars(r).items() if k != "crash_inputs"} | {"seed": args.seed, "count": args.count}
+            {k: v for k, v in vars(r).items() if k != "crash_inputs"}
+            | {"seed": args.seed, "count": args.count, "max_len": args.max_len}
             for r in results
         ]
         args.json.write_text(json.dumps(rows, indent=2) + "\n")
