@@ -1,5 +1,5 @@
 """`poolconsole status`: every target polled a few times, as a table or one JSON document: a bounded sampling run
-of the runtime's own pollers (runtime.sampling)."""
+of the runtime's own pollers, read through the pool-source contract (runtime.sampling.SampleSource)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,14 @@ import argparse
 import asyncio
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from poolconsole.commands.common import EXIT_CONFIG, EXIT_OK, EXIT_PROBLEM, Subparsers, discovered, empty, load
 from poolconsole.model import units
+
+if TYPE_CHECKING:
+    from poolconsole.config.models import PoolConfig
+    from poolconsole.runtime.sampling import PoolSample
 
 
 def add_parser(sub: Subparsers) -> None:
@@ -64,6 +68,18 @@ def _table(doc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+async def _sample(config: PoolConfig, samples: int, interval_s: float) -> PoolSample:
+    """The bounded run, read through the pool-source contract: started, waited for, stopped."""
+    from poolconsole.runtime.sampling import SampleSource
+
+    source = SampleSource(config, samples, interval_s)
+    source.start()
+    try:
+        return await source.finished()
+    finally:
+        await source.stop()
+
+
 def run(args: argparse.Namespace) -> int:
     if args.samples < 1 or args.interval < 0:
         print("poolconsole status: --samples must be >= 1 and --interval >= 0", file=sys.stderr)
@@ -71,9 +87,7 @@ def run(args: argparse.Namespace) -> int:
     config = discovered(args.prometheus) if args.prometheus else load(args.config)
     if empty(config, args, "poll"):
         return EXIT_CONFIG
-    from poolconsole.runtime.sampling import sample
-
-    taken = asyncio.run(sample(config, args.samples, args.interval))
+    taken = asyncio.run(_sample(config, args.samples, args.interval))
     doc = taken.to_json()
     if args.json:
         print(json.dumps(doc, indent=2, allow_nan=False, default=str))

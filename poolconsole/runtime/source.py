@@ -1,6 +1,7 @@
 """One pool-source contract: what a view (the console) reads and asks of a pool, whoever feeds it. The live
-pool (runtime.live, through LiveSource) and a recording played back (runtime.replay.Replay) implement it; the
-view asks `capabilities` what it may offer instead of branching on which one it has."""
+pool (runtime.live, through LiveSource), a recording played back (runtime.replay.Replay) and `status`'s bounded
+sampling run (runtime.sampling.SampleSource) implement it; the view asks `capabilities` what it may offer instead
+of branching on which one it has."""
 
 from __future__ import annotations
 
