@@ -8,15 +8,21 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Iterable
 
 from pydantic import ValidationError
 
+from poolconsole.collect.engines.kinds import adapters
 from poolconsole.collect.prometheus_api import PrometheusAPI, quoted
 from poolconsole.collect.prometheus_exporters import MARKERS
 from poolconsole.config.load import ConfigError, Problem
 from poolconsole.config.models import Engine, EngineKind, Host, PoolConfig, PrometheusSource, Settings
 
-PREFIXES = {EngineKind.VLLM: "vllm:", EngineKind.SGLANG: "sglang:", EngineKind.LLAMACPP: "llamacpp:"}
+
+def prefixes() -> dict[EngineKind, str]:
+    """kind -> the name prefix of its families, for every kind a Prometheus can hold (its adapter's metric spec:
+    vllm:, sglang:, llamacpp:), in EngineKind's order."""
+    return {a.kind: a.spec.prefix for a in adapters() if a.spec is not None and a.kind.in_prometheus}
 
 
 class DiscoveryError(Exception):
@@ -37,6 +43,12 @@ def instance_host(instance: str) -> str:
 def _name(text: str) -> str:
     name = re.sub(r"[^A-Za-z0-9._]+", "-", text).strip("-._")[:63]
     return name or "engine"
+
+
+def _either(names: Iterable[str]) -> str:
+    """Families in words: "vllm:*, sglang:* or llamacpp:*"."""
+    words = [f"{name}*" for name in names]
+    return " or ".join([", ".join(words[:-1]), words[-1]] if len(words) > 1 else words)
 
 
 def engines_from_targets(targets: list[tuple[EngineKind, str, str]]) -> list[Engine]:
@@ -68,9 +80,10 @@ def engines_from_targets(targets: list[tuple[EngineKind, str, str]]) -> list[Eng
 
 async def discover(api: PrometheusAPI) -> list[Engine]:
     """Every scrape target with engine series, grouped by (job, instance). Raises DiscoveryError."""
-    kinds = list(PREFIXES)
+    prefix = prefixes()
+    kinds = list(prefix)
     answers = await asyncio.gather(
-        *(api.query(f'group by (job, instance) ({{__name__=~"{PREFIXES[k]}.+"}})') for k in kinds)
+        *(api.query(f'group by (job, instance) ({{__name__=~"{prefix[k]}.+"}})') for k in kinds)
     )
     for answer in answers:
         if not answer.ok:
@@ -83,7 +96,7 @@ async def discover(api: PrometheusAPI) -> list[Engine]:
     ]
     if not targets:
         raise NoEngineSeries(
-            f"{api.source.url} holds no vllm:*, sglang:* or llamacpp:* series, nor node_exporter, DCGM exporter "
+            f"{api.source.url} holds no {_either(prefix.values())} series, nor node_exporter, DCGM exporter "
             "or nvidia_gpu_exporter series (is it scraping the pool?)"
         )
     return engines_from_targets(targets)

@@ -31,17 +31,38 @@ from poolconsole.config.strict import Strict as Strict
 from poolconsole.config.strict import _check_env, _check_name
 
 
+# An engine kind, as hosts.toml names it. What a kind is (its poll, metric names, paths, rules) lives in its
+# adapter, collect/engines/kinds/<value>.py. The one fact kept here is the one hosts.toml's validation needs
+# before any adapter can be asked (config is the bottom layer): whether a Prometheus can hold the kind's
+# metrics (`read = "prometheus"`), a member's second word; tests/unit/test_engine_kinds.py holds it to the
+# adapter's metric spec. (A comment, not a docstring: the JSON Schema would show a docstring.)
 class EngineKind(StrEnum):
-    VLLM = "vllm"
-    SGLANG = "sglang"
-    LLAMACPP = "llamacpp"
+    _value_: str
+    in_prometheus: bool
+    """A Prometheus scraping it holds the families its adapter's metric spec reads."""
+
+    def __new__(cls, word: str, in_prometheus: bool = False) -> EngineKind:
+        member = str.__new__(cls, word)
+        member._value_ = word
+        member.in_prometheus = in_prometheus
+        return member
+
+    VLLM = "vllm", True
+    SGLANG = "sglang", True
+    LLAMACPP = "llamacpp", True
     OLLAMA = "ollama"
     LITELLM = "litellm"
     OPENAI = "openai"
 
 
-PROMETHEUS_KINDS = (EngineKind.VLLM, EngineKind.SGLANG, EngineKind.LLAMACPP)
+PROMETHEUS_KINDS = tuple(kind for kind in EngineKind if kind.in_prometheus)
 """The kinds whose metrics a Prometheus can hold (the families the direct collectors read from /metrics)."""
+
+
+def said(kinds: tuple[EngineKind, ...]) -> str:
+    """Kinds in words: "vllm, sglang and llamacpp"."""
+    words = [kind.value for kind in kinds]
+    return " and ".join([", ".join(words[:-1]), words[-1]] if len(words) > 1 else words)
 
 
 class Settings(Strict):
@@ -380,7 +401,7 @@ class PoolConfig(Strict):
                 problems.append(f'engine {engine.name!r}: read = "prometheus" needs a [prometheus] table with its url')
             if engine.read == "prometheus" and engine.kind not in PROMETHEUS_KINDS:
                 problems.append(
-                    f'engine {engine.name!r}: read = "prometheus" is for vllm, sglang and llamacpp ({engine.kind} '
+                    f'engine {engine.name!r}: read = "prometheus" is for {said(PROMETHEUS_KINDS)} ({engine.kind} '
                     "exposes no engine metrics)"
                 )
             if engine.selector is not None and engine.read != "prometheus":

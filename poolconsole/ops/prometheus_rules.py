@@ -15,32 +15,21 @@ from __future__ import annotations
 
 import json
 
+from poolconsole.collect.engines.kinds import adapters
+from poolconsole.collect.engines.kinds.base import StallSeries
 from poolconsole.config.models import EngineKind, PoolConfig
 
-STALL_METRICS = {
-    EngineKind.VLLM: (
-        "vllm:num_requests_running",
-        "vllm:num_requests_waiting",
-        "vllm:generation_tokens_total",
-        "vllm:prompt_tokens_total",
-    ),
-    EngineKind.SGLANG: (
-        "sglang:num_running_reqs",
-        "sglang:num_queue_reqs",
-        "sglang:generation_tokens_total",
-        "sglang:prompt_tokens_total",
-    ),
-    EngineKind.LLAMACPP: (
-        "llamacpp:requests_processing",
-        "llamacpp:requests_deferred",
-        "llamacpp:n_decode_total",
-        "llamacpp:prompt_tokens_total",
-    ),
-}
-"""kind -> (requests running, requests waiting, a counter of generation progress, prompt tokens counter). The
-prompt counter counts as progress too: a long prefill is not a wedge. llama.cpp's tokens_predicted_total grows
-only when a request ends (a two-minute answer would read as a wedge), so its progress is n_decode_total, the
-llama_decode calls, one per step of every request in progress."""
+
+def stall_series() -> dict[EngineKind, StallSeries]:
+    """kind -> what the stalled rule reads of it (its adapter's stall_series): requests running and waiting,
+    a counter of generation progress, and the prompt tokens counter, which counts as progress too (a long
+    prefill is not a wedge)."""
+    return {a.kind: a.stall_series for a in adapters() if a.stall_series is not None}
+
+
+def ttft_histograms() -> dict[EngineKind, str]:
+    """kind -> the TTFT histogram slo_burn reads (its adapter's; llama.cpp exposes none)."""
+    return {a.kind: a.ttft_histogram for a in adapters() if a.ttft_histogram is not None}
 
 
 def _duration(seconds: float) -> str:
@@ -76,11 +65,12 @@ def render(config: PoolConfig) -> str:
         "exporter{{ end }} does not answer ({{ $labels.instance }}, {{ $labels.job }})",
     )
     window = _duration(a.stall_s)
-    kinds = sorted({e.kind for e in config.engines if e.kind in STALL_METRICS} or set(STALL_METRICS))
+    series = stall_series()
+    kinds = sorted({e.kind for e in config.engines if e.kind in series} or set(series))
     by = "sum by (engine, host)"
     parts = []
     for kind in kinds:
-        running, waiting, generated, prompt = STALL_METRICS[kind]
+        running, waiting, generated, prompt = series[kind]
         parts.append(
             f'(({by} ({running}{{engine!=""}}) + {by} ({waiting}{{engine!=""}})) > 0 '
             f'and {by} (increase({generated}{{engine!=""}}[{window}])) == 0 '
@@ -128,8 +118,6 @@ def _dcgm_rules(config: PoolConfig) -> list[str]:
     )
 
 
-TTFT = {EngineKind.VLLM: "vllm:time_to_first_token_seconds", EngineKind.SGLANG: "sglang:time_to_first_token_seconds"}
-"""The TTFT histograms slo_burn reads (llama.cpp exposes none)."""
 WINDOWS = {"5m": "5m", "30m": "30m", "1h": "1h", "6h": "6h"}
 RECORD = "poolconsole:slo_ttft_errors:ratio_rate"
 
@@ -145,16 +133,17 @@ def _slo_rules(config: PoolConfig) -> list[str]:
     over 14.4x its error budget and a warning when 6 h and 30 min are both over 6x."""
     lines: list[str] = []
     alerts: list[str] = []
+    ttft = ttft_histograms()
     kinds = {e.name: e.kind for e in config.engines}
     hosts = {e.name: e.host for e in config.engines}
     for slo in config.slo:
         if slo.engine is not None:
-            used = [kinds[slo.engine]] if kinds.get(slo.engine) in TTFT else []
+            used = [kinds[slo.engine]] if kinds.get(slo.engine) in ttft else []
             selector, labels = f'engine="{slo.engine}"', {"engine": slo.engine}
             if hosts.get(slo.engine):
                 labels["host"] = str(hosts[slo.engine])
         else:
-            used = sorted(TTFT)
+            used = sorted(ttft)
             selector, labels = f"model_name={json.dumps(slo.model)}", {"model": str(slo.model)}
         if not used:
             lines.append(f"      # slo {slo.target}: its engine kind exposes no TTFT histogram")
@@ -165,11 +154,11 @@ def _slo_rules(config: PoolConfig) -> list[str]:
             # per kind the requests over the bound (count - bucket): a bound the engine does not expose reads
             # as no series, so no errors, never as every request slow
             over = " + ".join(
-                f"((sum(rate({TTFT[k]}_count{{{selector}}}[{window}])) - "
-                f"sum(rate({TTFT[k]}_bucket{{{selector}{le}}}[{window}]))) or vector(0))"
+                f"((sum(rate({ttft[k]}_count{{{selector}}}[{window}])) - "
+                f"sum(rate({ttft[k]}_bucket{{{selector}{le}}}[{window}]))) or vector(0))"
                 for k in used
             )
-            total = " + ".join(f"(sum(rate({TTFT[k]}_count{{{selector}}}[{window}])) or vector(0))" for k in used)
+            total = " + ".join(f"(sum(rate({ttft[k]}_count{{{selector}}}[{window}])) or vector(0))" for k in used)
             expr = f"({over}) / ({total})"
             lines += [f"      - record: {RECORD}{window}", f"        expr: {json.dumps(expr)}"]
             lines.append(f"        labels: {{{shown}}}")

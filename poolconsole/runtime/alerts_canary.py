@@ -23,14 +23,16 @@ from typing import Any
 import httpx
 
 from poolconsole.collect.auth import auth_headers
-from poolconsole.config.models import Engine, EngineKind
+from poolconsole.collect.engines.kinds import adapters
+from poolconsole.config.models import Engine
 from poolconsole.model.alerts import AlertEvent
 from poolconsole.model.snapshots import EngineState
 from poolconsole.model.view import EngineView
 from poolconsole.runtime.live import LivePool, Update
 from poolconsole.runtime.notifier import Notifier, NotifyState
 
-PROBED = frozenset({EngineKind.VLLM, EngineKind.SGLANG, EngineKind.LLAMACPP})
+PROBED = frozenset(a.kind for a in adapters() if a.canary)
+"""The kinds the canary probes: those whose adapter says a probe costs nothing upstream (vLLM, SGLang, llama.cpp)."""
 PROMPT = "Hi"
 
 

@@ -4,19 +4,27 @@ the values the per-kind tables held before."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
+from types import SimpleNamespace
+from typing import cast
 
 import pytest
 
 from poolconsole.collect.engines import specs
 from poolconsole.collect.engines.kinds import Capability, EngineAdapter, adapter, adapters
 from poolconsole.collect.engines.kinds.base import int_or_none
+from poolconsole.collect.hosts.owners import NO_GPU
+from poolconsole.collect.prometheus_api import Answer, PrometheusAPI
+from poolconsole.collect.prometheus_discovery import NoEngineSeries, discover, prefixes
 from poolconsole.config import parse_config
-from poolconsole.config.models import EngineKind
+from poolconsole.config.models import PROMETHEUS_KINDS, EngineKind, said
 from poolconsole.model.failure_modes import BY_ID, MODES
 from poolconsole.ops.capacity import kv_from_json, kv_from_metrics
 from poolconsole.ops.prometheus_config import jobs_for, reminders
+from poolconsole.ops.prometheus_rules import stall_series, ttft_histograms
+from poolconsole.runtime.alerts_canary import PROBED
 
 
 def test_every_kind_has_its_adapter_in_the_module_named_after_it() -> None:
@@ -129,3 +137,78 @@ def test_log_patterns_are_failure_modes_of_the_library_and_every_mode_belongs_to
     assert [m.id for m in sglang] == [m.id for m in MODES if m.id in adapter(EngineKind.SGLANG).log_patterns]
     assert "sglang_mem_fraction" in {m.id for m in sglang} and "vllm_no_cache_blocks" not in {m.id for m in sglang}
     assert adapter(EngineKind.LITELLM).failure_modes == ()
+
+
+def test_the_rule_files_series_as_the_tables_held_them() -> None:
+    """prometheus-rules' STALL_METRICS and TTFT tables, now asked of the adapters."""
+    assert stall_series() == {
+        EngineKind.VLLM: (
+            "vllm:num_requests_running",
+            "vllm:num_requests_waiting",
+            "vllm:generation_tokens_total",
+            "vllm:prompt_tokens_total",
+        ),
+        EngineKind.SGLANG: (
+            "sglang:num_running_reqs",
+            "sglang:num_queue_reqs",
+            "sglang:generation_tokens_total",
+            "sglang:prompt_tokens_total",
+        ),
+        EngineKind.LLAMACPP: (
+            "llamacpp:requests_processing",
+            "llamacpp:requests_deferred",
+            "llamacpp:n_decode_total",
+            "llamacpp:prompt_tokens_total",
+        ),
+    }
+    assert ttft_histograms() == {
+        EngineKind.VLLM: "vllm:time_to_first_token_seconds",
+        EngineKind.SGLANG: "sglang:time_to_first_token_seconds",
+    }
+    assert adapter(EngineKind.OLLAMA).stall_series is None and adapter(EngineKind.LLAMACPP).ttft_histogram is None
+
+
+def test_what_prometheus_discovery_the_canary_and_gpu_owners_ask_as_the_tables_held_it() -> None:
+    assert prefixes() == {EngineKind.VLLM: "vllm:", EngineKind.SGLANG: "sglang:", EngineKind.LLAMACPP: "llamacpp:"}
+    assert list(prefixes()) == [EngineKind.VLLM, EngineKind.SGLANG, EngineKind.LLAMACPP]  # the queries' order
+    assert set(PROBED) == {EngineKind.VLLM, EngineKind.SGLANG, EngineKind.LLAMACPP}
+    assert set(NO_GPU) == {EngineKind.LITELLM}
+    assert PROMETHEUS_KINDS == (EngineKind.VLLM, EngineKind.SGLANG, EngineKind.LLAMACPP)
+
+
+def test_the_enums_one_fact_is_the_adapters() -> None:
+    """hosts.toml's validation knows `read = "prometheus"` from the enum (config is below the adapters): it must
+    say what the adapter's metric spec says, for every kind, a later one too."""
+    for kind in EngineKind:
+        assert kind.in_prometheus == adapter(kind).serves_metrics, kind
+    assert said(PROMETHEUS_KINDS) == "vllm, sglang and llamacpp"
+    assert said((EngineKind.VLLM,)) == "vllm" and said((EngineKind.VLLM, EngineKind.OLLAMA)) == "vllm and ollama"
+    assert [kind.value for kind in EngineKind] == ["vllm", "sglang", "llamacpp", "ollama", "litellm", "openai"]
+    assert EngineKind("sglang") is EngineKind.SGLANG and f"{EngineKind.SGLANG}" == "sglang"
+
+
+class _Prometheus:
+    """A query API that records the queries and holds no series."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+        self.source = SimpleNamespace(url="http://127.0.0.1:9090")
+
+    async def query(self, expr: str) -> Answer:
+        self.asked.append(expr)
+        return Answer()
+
+
+def test_discovery_asks_for_each_kinds_families_and_names_them_when_none_are_held() -> None:
+    api = _Prometheus()
+    with pytest.raises(NoEngineSeries) as raised:
+        asyncio.run(discover(cast(PrometheusAPI, api)))
+    assert api.asked == [
+        'group by (job, instance) ({__name__=~"vllm:.+"})',
+        'group by (job, instance) ({__name__=~"sglang:.+"})',
+        'group by (job, instance) ({__name__=~"llamacpp:.+"})',
+    ]
+    assert str(raised.value) == (
+        "http://127.0.0.1:9090 holds no vllm:*, sglang:* or llamacpp:* series, nor node_exporter, DCGM exporter "
+        "or nvidia_gpu_exporter series (is it scraping the pool?)"
+    )

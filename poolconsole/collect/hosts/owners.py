@@ -16,7 +16,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 
-from poolconsole.config.models import Engine, EngineKind
+from poolconsole.collect.engines.kinds import adapters
+from poolconsole.config.models import Engine
 from poolconsole.model.hosts import GpuProcess, GpuReading
 
 IDENTIFY = (
@@ -34,8 +35,8 @@ UNIT = re.compile(r"(?<![^/\s:])([^/\s:]+)\.service(?=[/\s]|$)")
 """A systemd unit in a cgroup path: /system.slice/ollama.service, .../app.slice/llama-coder.service."""
 CONTAINER = re.compile(r"(?:docker|libpod)[-/]([0-9a-f]{12,64})(?:\.scope)?(?=[/\s]|$)")
 """A container's id in a cgroup path: /system.slice/docker-ID.scope, /docker/ID, libpod-ID.scope."""
-NO_GPU = frozenset({EngineKind.LITELLM})
-"""Kinds that never hold a GPU (a proxy): never a candidate for a GPU's processes."""
+NO_GPU = frozenset(a.kind for a in adapters() if a.is_gateway)
+"""Kinds that never hold a GPU (a gateway, LiteLLM): never a candidate for a GPU's processes."""
 
 
 def parse_identities(text: str) -> dict[int, frozenset[str]]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from enum import Flag, auto
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 from poolconsole.collect.engines import jsonparse
 from poolconsole.collect.engines.mapping import Agg, MetricSpec
@@ -32,6 +32,17 @@ KvReading = tuple[int, str]
 """Tokens the KV cache holds, and where that was read (e.g. "sglang:max_total_num_tokens 1,000")."""
 
 BIND_LOOPBACK = "--host 127.0.0.1 (or the tailnet address)"
+
+
+class StallSeries(NamedTuple):
+    """The families prometheus-rules' stalled rule reads of one kind: requests running or waiting and no
+    progress nor prompt token counted (a long prefill is not a wedge)."""
+
+    running: str
+    waiting: str
+    progress: str
+    """A counter of generation progress."""
+    prompt: str
 
 
 class Capability(Flag):
@@ -86,6 +97,12 @@ class EngineAdapter:
     the exposure audit asks the key-guarded endpoints instead."""
     no_metrics: ClassVar[str] = "this engine exposes no metrics"
     """Why every metric is unknown, for a kind the base poll reads (only /v1/models)."""
+    progress_counter: ClassVar[str | None] = None
+    """prometheus-rules' stalled rule: the counter that moves with every step of generation, where the spec's
+    generation counter does not (llama.cpp counts a request's tokens when it ends). None: that counter."""
+    canary: ClassVar[bool] = False
+    """The watcher's canary may send it a one-token completion: a self-hosted engine, where a probe bills no
+    upstream (a gateway, an `openai` endpoint) and loads no model that was let go (Ollama)."""
 
     def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
@@ -122,6 +139,26 @@ class EngineAdapter:
     @property
     def is_gateway(self) -> bool:
         return Capability.GATEWAY in self.capabilities
+
+    @property
+    def stall_series(self) -> StallSeries | None:
+        """What prometheus-rules' stalled rule reads of it, from its metric spec (newest names): None for a
+        kind whose spec lacks one of them (or that has no spec)."""
+        spec = self.spec
+        if spec is None:
+            return None
+        running, waiting = spec.gauges.get("requests_running"), spec.gauges.get("requests_waiting")
+        generated = spec.counters.get("generation_tokens_total", ())
+        prompt = spec.counters.get("prompt_tokens_total", ())
+        if running is None or waiting is None or not generated or not prompt:
+            return None
+        return StallSeries(running[0][0], waiting[0][0], self.progress_counter or generated[0], prompt[0])
+
+    @property
+    def ttft_histogram(self) -> str | None:
+        """The TTFT histogram prometheus-rules' slo_burn reads (its spec's newest name); None without one."""
+        names = self.spec.histograms.get("ttft", ()) if self.spec is not None else ()
+        return names[0] if names else None
 
     async def poll(self, poller: EnginePoller, poll: Scratch) -> None:
         """One poll: the GETs of its endpoints, read into `poll`. Never raises for what the engine answers."""

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 class LlamacppAdapter(MetricsEngineAdapter):
     kind = EngineKind.LLAMACPP
     title = "llama.cpp"
+    canary = True
     log_patterns = ("metal_out_of_memory", "llamacpp_buffer_alloc", "gb10_nv_err_no_memory", "cuda_out_of_memory")
     capabilities = Capability.KV_CAPACITY | Capability.SLOTS
     spec: ClassVar[MetricSpec] = specs.LLAMACPP
@@ -42,6 +43,9 @@ class LlamacppAdapter(MetricsEngineAdapter):
     reported = (("/props", reported_figures.parse_llamacpp_props),)
     extra_paths = ("/slots",)
     loading_on_503 = True
+    # tokens_predicted_total grows only when a request ends (a two-minute answer would read as a wedge): the
+    # stalled rule reads the llama_decode calls, one per step of every request in progress
+    progress_counter = "llamacpp:n_decode_total"
     models_public_with_key = True
     bind_fix = BIND_LOOPBACK
     key_fix = "start llama-server with --api-key (or --api-key-file) and set api_key_env in hosts.toml"

@@ -19,6 +19,7 @@ from poolconsole.config.models import EngineKind
 class SglangAdapter(MetricsEngineAdapter):
     kind = EngineKind.SGLANG
     title = "SGLang"
+    canary = True
     log_patterns = (
         "quantization_unsupported",
         "cuda_graph_capture",

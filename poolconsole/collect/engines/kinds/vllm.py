@@ -19,6 +19,7 @@ from poolconsole.config.models import EngineKind
 class VllmAdapter(MetricsEngineAdapter):
     kind = EngineKind.VLLM
     title = "vLLM"
+    canary = True
     log_patterns = (
         "vllm_kv_cache_too_small",
         "vllm_no_cache_blocks",
