@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from poolconsole.model.audit import Entry
 from poolconsole.ops import audit
-from poolconsole.ops.audit import AuditUnreadable, Entry
+from poolconsole.ops.audit import AuditUnreadable
 
-__all__ = ["AuditUnreadable", "Entry", "active_profiles", "default_path", "entries"]
+__all__ = ["AuditUnreadable", "active_profiles", "default_path", "entries"]
 
 
 def default_path() -> Path:

@@ -18,11 +18,11 @@ from textual.css.query import NoMatches
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, DataTable, Header, OptionList, RichLog, Static
 
+from poolconsole.model.audit import Entry
 from poolconsole.ui.cells import Colors
 from poolconsole.ui.fields import FieldLines, Line
 from poolconsole.ui.footer import KeysFooter
 from poolconsole.ui.tables import FitTable
-from poolconsole.workflows.audit_log import Entry
 
 
 class ProfilePicker(ModalScreen[str | None]):
