@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from poolconsole.config.models import PoolConfig
+from poolconsole.model.exposure import EngineExposure
 from poolconsole.ops import exposure
-from poolconsole.ops.exposure import EngineExposure, Finding
 
-__all__ = ["EngineExposure", "ExposureReport", "Finding", "NoEngines", "audit", "summary"]
+__all__ = ["ExposureReport", "NoEngines", "audit", "summary"]
 
 
 class NoEngines(Exception):

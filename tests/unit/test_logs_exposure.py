@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from poolconsole.collect import engine_logs as logs
 from poolconsole.commands import exposure as exposure_command
 from poolconsole.config.models import Engine
+from poolconsole.model.exposure import EngineExposure
 from poolconsole.ops import exposure
 from poolconsole.ops.exposure import Probe, judge
 from poolconsole.ops.listening import Listener, parse_ss
@@ -272,11 +273,11 @@ def test_the_cli_text_gives_each_engine_the_screens_verdict(
     results = [
         judge(llama(), OPEN_LLAMA, [Listener("0.0.0.0", 8080, None)], None),
         judge(llama(), OPEN_LLAMA, [Listener("127.0.0.1", 8080, None)], None),
-        exposure.EngineExposure("keyed", "llamacpp", "http://h:8080", False, ("127.0.0.1:8080",), ()),
-        exposure.EngineExposure("quiet", "llamacpp", "http://h:8081", None, None, (), ("models list: timed out",)),
+        EngineExposure("keyed", "llamacpp", "http://h:8080", False, ("127.0.0.1:8080",), ()),
+        EngineExposure("quiet", "llamacpp", "http://h:8081", None, None, (), ("models list: timed out",)),
     ]
 
-    async def audited(config: object, completion: bool) -> list[exposure.EngineExposure]:
+    async def audited(config: object, completion: bool) -> list[EngineExposure]:
         return results
 
     monkeypatch.setattr(exposure, "audit", audited)

@@ -17,10 +17,11 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Header, Static
 
 from poolconsole.config.models import PoolConfig
+from poolconsole.model.exposure import EngineExposure
 from poolconsole.model.units import NA
 from poolconsole.ui.footer import KeysFooter
 from poolconsole.ui.tables import RowTable
-from poolconsole.workflows.exposure import EngineExposure, summary
+from poolconsole.workflows.exposure import summary
 
 COMPLETION_CHOICES = (
     "models list, one-token completion, /metrics, /slots (full audit)",
