@@ -26,7 +26,7 @@ def run(args: argparse.Namespace) -> int:
     from poolconsole.runtime.exporter import ListenError, parse_listen
     from poolconsole.runtime.store import StoreProblem
     from poolconsole.runtime.watch import Companions, Watching, watch
-    from poolconsole.workflows import remediation
+    from poolconsole.workflows import remediation, remediation_start
 
     try:
         listen = parse_listen(args.listen) if args.listen else None
@@ -38,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_CONFIG
     source = args.config or default_config_path()
     path = history_path(config, args)
-    audit_path = remediation.audit_path_of(args.config)
+    audit_path = remediation_start.audit_path_of(args.config)
 
     def problem(message: str) -> None:
         print(f"poolconsole watch: {message}", file=sys.stderr, flush=True)
@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
             )
         if alerts.canary_interval_s is not None:
             lines.append(cost(alerts.canary_interval_s, alerts.canary_timeout_s))
-        lines.append(remediation.said_at_start(config, audit_path, dry_run=args.dry_run))
+        lines.append(remediation_start.said_at_start(config, audit_path, dry_run=args.dry_run))
         print("\n".join(lines) + "\nSIGINT, SIGTERM or SIGHUP stops", flush=True)
 
     async def run() -> None:
