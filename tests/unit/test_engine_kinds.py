@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from types import SimpleNamespace
+from types import MappingProxyType, SimpleNamespace
 from typing import cast
 
 import pytest
@@ -16,6 +16,7 @@ from poolconsole.collect import prometheus_discovery
 from poolconsole.collect.engines import specs
 from poolconsole.collect.engines.kinds import Capability, EngineAdapter, adapter, adapters
 from poolconsole.collect.engines.kinds.base import int_or_none
+from poolconsole.collect.engines.spec_window import Reading, spec_figures
 from poolconsole.collect.hosts.owners import NO_GPU
 from poolconsole.collect.prometheus_api import Answer, PrometheusAPI
 from poolconsole.collect.prometheus_discovery import NoEngineSeries, discover, prefixes
@@ -25,6 +26,7 @@ from poolconsole.model.failure_modes import BY_ID, MODES
 from poolconsole.ops.capacity import kv_from_json, kv_from_metrics
 from poolconsole.ops.prometheus_config import jobs_for, reminders
 from poolconsole.ops.prometheus_rules import stall_series, ttft_histograms
+from poolconsole.ops.smoke.context import Watch, _kv_unknown
 from poolconsole.runtime.alerts_canary import PROBED
 
 
@@ -217,3 +219,35 @@ def test_discovery_asks_for_each_kinds_families_and_names_them_when_none_are_hel
         "http://127.0.0.1:9090 holds no vllm:*, sglang:* or llamacpp:* series, nor node_exporter, DCGM exporter "
         "or nvidia_gpu_exporter series (is it scraping the pool?)"
     )
+
+
+def test_the_smoke_contexts_tokenize_bodies_as_its_branches_held_them() -> None:
+    """ops/smoke/context.py asked /tokenize of vLLM ({"model","prompt"}) and llama.cpp ({"content"}, with
+    add_special to count the BOS token the completion gets) and estimated for every other kind."""
+    bodies = {kind: adapter(kind).tokenize_body("m", "hi") for kind in SIX}
+    assert bodies == {
+        EngineKind.VLLM: {"model": "m", "prompt": "hi"},
+        EngineKind.SGLANG: None,
+        EngineKind.LLAMACPP: {"content": "hi", "add_special": True},
+        EngineKind.OLLAMA: None,
+        EngineKind.LITELLM: None,
+        EngineKind.OPENAI: None,
+    }
+    watch = Watch()
+    assert [_kv_unknown(kind.value, watch) for kind in SIX] == [
+        "no reading while it ran",
+        "no reading while it ran",
+        "no reading while it ran",
+        "ollama reports no KV usage",
+        "litellm reports no KV usage",
+        "openai reports no KV usage",
+    ]
+
+
+def test_the_spec_windows_words_name_sglangs_gauges_from_its_spec() -> None:
+    said_rate = Reading("sglang", MappingProxyType({"accept_rate": 0.7, "accept_length": 2.5}))
+    assert spec_figures(said_rate, said_rate)["source"] == (
+        "sglang:spec_accept_rate / spec_accept_length gauges after the run (its last log interval)"
+    )
+    none = Reading("sglang", MappingProxyType({}))
+    assert spec_figures(said_rate, none)["reason"] == "no speculative decoding: sglang:spec_accept_rate is absent or 0"

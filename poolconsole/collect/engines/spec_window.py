@@ -130,13 +130,16 @@ def spec_figures(before: Reading, after: Reading) -> dict[str, Any]:
     spec = window_spec(after.kind)
     if spec is not None and "accept_rate" in spec.gauges:  # a kind that says its rate (SGLang), not counts
         rate, length = after.get("accept_rate"), after.get("accept_length")
+        rate_name = spec.gauges["accept_rate"][0][0]  # the newest name: sglang:spec_accept_rate
         if rate is None or not rate:
-            out["reason"] = "no speculative decoding: sglang:spec_accept_rate is absent or 0"
+            out["reason"] = f"no speculative decoding: {rate_name} is absent or 0"
             return out
+        lengths = spec.gauges.get("accept_length")
+        gauges = f"{rate_name} / {lengths[0][0].removeprefix(spec.prefix)} gauges" if lengths else f"{rate_name} gauge"
         out.update(
             acceptance_rate=rate,
             mean_accepted_length=length,
-            source="sglang:spec_accept_rate / spec_accept_length gauges after the run (its last log interval)",
+            source=f"{gauges} after the run (its last log interval)",
         )
         return out
     if after.get("draft_tokens") is None:

@@ -23,11 +23,12 @@ from typing import Any
 import httpx
 
 from poolconsole.collect.engines.jsonparse import parse_slots
+from poolconsole.collect.engines.kinds import Capability, adapter, adapter_named
 from poolconsole.collect.engines.spec_window import Reading, delta, read_window
 from poolconsole.collect.prom import ParseError
 from poolconsole.collect.tasks import reap
-from poolconsole.config.models import EngineKind
-from poolconsole.ops.smoke.checks import WORDS, Checker, CheckResult
+from poolconsole.model.smoke import CheckResult
+from poolconsole.ops.smoke.checks import WORDS, Checker
 from poolconsole.ops.smoke.stream import level_stats
 
 OUTPUT_TOKENS = 32
@@ -83,7 +84,7 @@ async def _watch(checker: Checker, client: httpx.AsyncClient, watch: Watch) -> N
     while True:
         reading = await read_window(client, target.base_url, kind, checker.headers)
         kv = reading.get("kv_cache_usage")
-        if kind == "llamacpp":
+        if Capability.SLOTS in adapter(target.engine.kind).capabilities:  # llama.cpp has no KV gauge
             kv = await _slots_fill(client, target.base_url, checker.headers)
         waiting = reading.get("requests_waiting")
         if reading.error:
@@ -110,7 +111,7 @@ async def advertised(checker: Checker, client: httpx.AsyncClient, model: str) ->
     max_model_len, llama.cpp the slot's n_ctx (`/props`, else `/slots`)."""
     base, headers = checker.target.base_url, checker.headers
     with contextlib.suppress(httpx.HTTPError, ValueError, TypeError, KeyError, AttributeError):
-        if checker.target.engine.kind is EngineKind.LLAMACPP:
+        if Capability.SLOTS in adapter(checker.target.engine.kind).capabilities:  # llama.cpp: per slot
             props = (await client.get(base + "/props", headers=headers)).json()
             n_ctx = (props.get("default_generation_settings") or {}).get("n_ctx")
             if isinstance(n_ctx, int) and n_ctx > 0:
@@ -132,7 +133,8 @@ class Tokenizer:
 
     def __init__(self, checker: Checker, client: httpx.AsyncClient, model: str) -> None:
         self.checker, self.client, self.model = checker, client, model
-        self.served: bool | None = None if checker.target.engine.kind.value in ("vllm", "llamacpp") else False
+        self.engine = adapter(checker.target.engine.kind)
+        self.served: bool | None = None if self.engine.tokenize_body(model, "") is not None else False
 
     async def count(self, text: str) -> int:
         if self.served is not False:
@@ -144,10 +146,9 @@ class Tokenizer:
         return math.ceil(len(text) / CHARS_PER_TOKEN)
 
     async def _tokenize(self, text: str) -> int | None:
-        kind = self.checker.target.engine.kind.value
-        body: dict[str, Any] = {"model": self.model, "prompt": text} if kind == "vllm" else {"content": text}
-        if kind == "llamacpp":
-            body["add_special"] = True  # count the BOS token the completion will get
+        body = self.engine.tokenize_body(self.model, text)
+        if body is None:
+            return None
         try:
             response = await self.client.post(
                 self.checker.target.base_url + "/tokenize", json=body, headers=self.checker.headers
@@ -288,7 +289,8 @@ def _preempted(before: Reading, after: Reading) -> float | None:
 def _kv_unknown(kind: str, watch: Watch) -> str:
     if watch.errors:
         return watch.errors[-1]
-    return f"{kind} reports no KV usage" if kind not in ("vllm", "sglang", "llamacpp") else "no reading while it ran"
+    engine = adapter_named(kind)
+    return "no reading while it ran" if engine is not None and engine.serves_metrics else f"{kind} reports no KV usage"
 
 
 async def run_context(

@@ -192,6 +192,11 @@ class EngineAdapter:
         """KV capacity from a JSON endpoint among kv_paths."""
         return None
 
+    def tokenize_body(self, model: str, text: str) -> dict[str, Any] | None:
+        """The body of a POST /tokenize that counts `text` as a completion of `model` would (the smoke
+        context's prompt sizing; the answer's "count" or "tokens"); None: it serves no /tokenize."""
+        return None
+
 
 def int_or_none(text: str | None) -> int | None:
     """An integer an engine wrote as text (a label, a JSON field); None for missing or garbage."""

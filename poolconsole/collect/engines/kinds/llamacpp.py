@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from types import MappingProxyType
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from poolconsole.collect.engines import jsonparse, specs
 from poolconsole.collect.engines import reported as reported_figures
@@ -60,6 +60,9 @@ class LlamacppAdapter(MetricsEngineAdapter):
         if "/slots" in got:
             _read_slots(poll, got["/slots"])
         _live_generation(poller, poll)
+
+    def tokenize_body(self, model: str, text: str) -> dict[str, Any] | None:
+        return {"content": text, "add_special": True}  # add_special: count the BOS token the completion will get
 
     def kv_from_json(self, doc: object) -> KvReading | None:
         if not isinstance(doc, list):

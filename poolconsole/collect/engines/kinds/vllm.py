@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from types import MappingProxyType
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from poolconsole.collect.engines import reported as reported_figures
 from poolconsole.collect.engines import specs
@@ -43,6 +43,9 @@ class VllmAdapter(MetricsEngineAdapter):
     )
     bind_fix = BIND_LOOPBACK
     key_fix = "start vLLM with --api-key (or VLLM_API_KEY) and set api_key_env for it in hosts.toml"
+
+    def tokenize_body(self, model: str, text: str) -> dict[str, Any] | None:
+        return {"model": model, "prompt": text}
 
     def kv_from_samples(self, samples: Sequence[Sample]) -> KvReading | None:
         for s in samples:
