@@ -26,6 +26,7 @@ def add_parser(sub: Subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Stored smoke runs with the conditions they were measured on; --compare A B: what differs."""
+    from poolconsole.model.smoke import figure_words
     from poolconsole.workflows import stores
 
     demo = None if args.db else stores_read(args)
@@ -54,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
                 print(f"  {what}: only in run {r['only_in']}")
             else:
                 change = f" ({r['change_pct']:+.1f}%)" if r.get("change_pct") is not None else ""
-                was, now = stores.figure_words(r["figure"], r["a"]), stores.figure_words(r["figure"], r["b"])
+                was, now = figure_words(r["figure"], r["a"]), figure_words(r["figure"], r["b"])
                 print(f"  {what} {r['figure']}: {was} -> {now}{change}")
         for d in diff["engine_disagrees"]:
             print(

@@ -74,8 +74,9 @@ def _to_stderr(line: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from poolconsole.model.smoke import CheckResult
     from poolconsole.workflows import stores
-    from poolconsole.workflows.smoke_options import CheckResult, SmokeRefused, smoke_options
+    from poolconsole.workflows.smoke_options import SmokeRefused, smoke_options
 
     config = load(args.config)
     try:

@@ -20,11 +20,11 @@ from poolconsole.model.ollama import resident_marks
 from poolconsole.workflows import audit_log
 
 if TYPE_CHECKING:
+    from poolconsole.model.smoke import CheckResult
     from poolconsole.ui.app import PoolApp
     from poolconsole.ui.screens.action import ActionScreen
     from poolconsole.ui.screens.smoke import SmokeScreen
     from poolconsole.workflows.plan import Plan
-    from poolconsole.workflows.smoke import CheckResult
     from poolconsole.workflows.workspace import Workspace
 
 PRELOAD_KEEP_ALIVES = ("5m", "30m", "1h", "24h", "-1")

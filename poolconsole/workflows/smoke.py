@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from poolconsole.model.pool_state import PoolState
+from poolconsole.model.smoke import Change, CheckResult
 from poolconsole.ops.smoke import runs as smoke_runs
-from poolconsole.ops.smoke.checks import Activity, CheckResult
+from poolconsole.ops.smoke.checks import Activity
 from poolconsole.ops.smoke.runner import (
     SmokeOptions,
     active_profiles,
@@ -31,9 +32,7 @@ from poolconsole.ops.smoke.runner import (
 from poolconsole.ops.sqlite import StoreUnusable
 from poolconsole.workflows.workspace import Workspace
 
-Change = smoke_runs.Change
-"""A target's change against its last passing run (what the smoke screen lists)."""
-__all__ = ["Change", "CheckResult", "SmokeOptions", "SmokeRun", "console_options", "default_db", "run"]
+__all__ = ["SmokeOptions", "SmokeRun", "console_options", "default_db", "run"]
 
 
 def default_db() -> Path:
@@ -54,7 +53,7 @@ class SmokeRun:
     """The JSON document `smoke --json` prints (passed, seed, results, the verdicts, run_id and db once stored)."""
     found: dict[str, list[dict[str, Any]]]
     """The verdicts of a measurement run: `spec_decode` (workloads) and `context`."""
-    changes: list[smoke_runs.Change] = field(default_factory=list)
+    changes: list[Change] = field(default_factory=list)
     store_error: str | None = None
 
     @property

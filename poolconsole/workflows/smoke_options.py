@@ -4,12 +4,11 @@ the targets named in the config, something left to test. A refusal is a usage pr
 from __future__ import annotations
 
 from poolconsole.config.models import PoolConfig
-from poolconsole.ops.smoke.checks import CheckResult
 from poolconsole.ops.smoke.context import LengthError, parse_lengths
 from poolconsole.ops.smoke.runner import SmokeOptions, choose_targets
 from poolconsole.ops.smoke.workloads import WorkloadError, parse_workloads
 
-__all__ = ["CheckResult", "SmokeOptions", "SmokeRefused", "smoke_options"]
+__all__ = ["SmokeOptions", "SmokeRefused", "smoke_options"]
 
 
 class SmokeRefused(Exception):

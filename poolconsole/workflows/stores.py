@@ -24,7 +24,6 @@ __all__ = [
     "StoreUnusable",
     "compare_stored",
     "default_runs_path",
-    "figure_words",
     "require_audit_writable",
     "require_runs_existing",
     "require_runs_writable",
@@ -83,8 +82,3 @@ def compare_stored(path: Path, a: int, b: int) -> RunComparison:
     if missing or first is None or second is None:
         raise NoSuchRun(missing)
     return RunComparison(first, second, smoke_runs.compare_runs(first, second))
-
-
-def figure_words(figure: str, value: float | bool | None) -> str:
-    """A stored figure in the console's words and units (ms, tok/s)."""
-    return smoke_runs.figure_words(figure, value)

@@ -11,8 +11,7 @@ from textual.geometry import Region
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Static
 
-from poolconsole.ops.smoke.checks import CheckResult
-from poolconsole.ops.smoke.runs import Change
+from poolconsole.model.smoke import Change, CheckResult
 from poolconsole.ui import registry
 from poolconsole.ui.app import PoolApp
 from poolconsole.ui.screens.detail import DetailScreen

@@ -13,7 +13,7 @@ from textual.pilot import Pilot
 from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
-from poolconsole.ops.smoke.checks import CheckResult
+from poolconsole.model.smoke import CheckResult
 from poolconsole.ui.app import PoolApp
 from poolconsole.ui.screens.overview import OverviewScreen
 from poolconsole.ui.screens.smoke import SmokeScreen

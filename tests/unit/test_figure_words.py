@@ -1,6 +1,6 @@
 """`runs --compare` and `smoke --compare` say a stored figure in the console's units."""
 
-from poolconsole.ops.smoke.runs import figure_words
+from poolconsole.model.smoke import figure_words
 
 
 def test_figures_in_the_tables_units() -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from poolconsole.collect.engines.spec_window import Reading, parse_window, shared_window, spec_figures
-from poolconsole.ops.smoke.checks import CheckResult
+from poolconsole.model.smoke import CheckResult
 from poolconsole.ops.smoke.context import LengthError, context_verdict, parse_lengths
 from poolconsole.ops.smoke.workloads import WorkloadError, parse_workloads, verdict
 from poolconsole.sim.vllm_dp import dp_payload

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from poolconsole.config.models import Engine, PoolConfig
-from poolconsole.ops.smoke.checks import CheckResult
+from poolconsole.model.smoke import CheckResult
 
 Say = Callable[[str], None]
 

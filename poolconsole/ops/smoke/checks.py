@@ -10,7 +10,7 @@ import os
 import random
 import re
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 import httpx
@@ -18,6 +18,7 @@ import openai
 
 from poolconsole.collect.smoke_transport import timed_client
 from poolconsole.config.models import Engine, SmokeSettings
+from poolconsole.model.smoke import CheckResult
 from poolconsole.model.units import NA
 from poolconsole.ops.smoke.stream import LevelStats, StreamResult, failed_request, level_stats, stream_chat
 
@@ -30,40 +31,6 @@ WEATHER_TOOL: Any = {
         "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
     },
 }
-
-
-@dataclass
-class CheckResult:
-    target: str
-    model: str
-    check: str
-    passed: bool
-    reason: str
-    concurrency: int | None = None
-    requests: int | None = None
-    ttft_s: dict[str, float | None] | None = None
-    connect_s: dict[str, float | None] | None = None
-    """Connection set-up (name lookup, TCP, TLS) of the timed requests that opened a connection: mean,
-    p95, connections; None when none did. It is part of TTFT, and said apart so that a slow accept
-    (a full listen backlog drops SYNs: 1 s each) is not read as a slow engine."""
-    itl_s: dict[str, float | None] | None = None
-    output_tokens_per_s: dict[str, float | None] | None = None
-    prompt_tokens: int | None = None
-    output_tokens: int | None = None
-    details: dict[str, Any] = field(default_factory=dict)
-    workload: str | None = None
-    """The workload a workload run (`smoke --workload`) measured; such a result also carries
-    `spec_decode_acceptance_rate` (None with the reason in details["spec_decode"]["reason"])."""
-    spec_decode_acceptance_rate: float | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        out = asdict(self)
-        if self.workload is None:  # only a workload run's results carry these two
-            del out["workload"], out["spec_decode_acceptance_rate"]
-        elif self.spec_decode_acceptance_rate is None:  # null with the reason, as status --json says it
-            reason = (self.details.get("spec_decode") or {}).get("reason") or "not measured"
-            out["unknown"] = {"spec_decode_acceptance_rate": reason}
-        return out
 
 
 @dataclass(frozen=True)

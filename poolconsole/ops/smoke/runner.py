@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 from poolconsole.collect.engines.poll import EnginePoller
 from poolconsole.config.models import EngineKind, PoolConfig
 from poolconsole.model.hosts import HostSnapshot
-from poolconsole.ops.smoke.checks import Activity, Checker, CheckResult, Prompts, Target, api_key, is_embedding_model
+from poolconsole.model.smoke import CheckResult
+from poolconsole.ops.smoke.checks import Activity, Checker, Prompts, Target, api_key, is_embedding_model
 
 if TYPE_CHECKING:  # the console starts without httpx: a measurement run imports it when it runs
     from poolconsole.ops.smoke.workloads import Workload

@@ -9,13 +9,12 @@ import sqlite3
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from platformdirs import user_data_path
 
-from poolconsole.model.units import NA
+from poolconsole.model.smoke import Change
 from poolconsole.ops.sqlite import StoreUnusable, require, transaction
 
 SCHEMA = """
@@ -135,56 +134,6 @@ def link_runs(path: Path, target: str, baseline: int, candidate: int) -> None:
             doc = json.loads(row[0]) if row else {}
             doc.setdefault("ab", {}).update(baseline_run=baseline, candidate_run=candidate)
             db.execute("INSERT OR REPLACE INTO conditions VALUES (?, ?, ?)", (run, target, json.dumps(doc)))
-
-
-def figure_words(figure: str, value: float | bool | None) -> str:
-    """A stored figure as the console and `smoke --compare` show it: times (stored in seconds) in ms, rates
-    in tok/s, the outcome as passed/FAILED, an unknown as n/a ('0.11472665650316571' had been printed raw)."""
-    if value is None:
-        return NA
-    if figure == "passed":
-        return "passed" if value else "FAILED"
-    if figure.startswith(("ttft", "itl")):
-        return f"{value * 1000.0:.4g} ms"
-    return f"{value:.4g} tok/s"
-
-
-@dataclass(frozen=True)
-class Change:
-    target: str
-    model: str
-    check: str
-    concurrency: int | None
-    figure: str
-    baseline: float
-    now: float
-    regression: bool
-
-    @property
-    def change_pct(self) -> float:
-        return (self.now - self.baseline) / self.baseline * 100 if self.baseline else 0.0
-
-    def words(self) -> str:
-        """One line in the table's units: 'qwen3-30b-a3b chat_stream c=4 ttft_p95: 120 ms -> 180 ms (+50.0%)'
-        (seconds were shown bare, '0.07964 -> 0.1353', beside the table's milliseconds)."""
-        return (
-            f"{self.target} {self.check} c={self.concurrency} {self.figure}: "
-            f"{figure_words(self.figure, self.baseline)} -> {figure_words(self.figure, self.now)} "
-            f"({self.change_pct:+.1f}%)"
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "target": self.target,
-            "model": self.model,
-            "check": self.check,
-            "concurrency": self.concurrency,
-            "figure": self.figure,
-            "baseline": self.baseline,
-            "now": self.now,
-            "change_pct": round(self.change_pct, 1),
-            "regression": self.regression,
-        }
 
 
 # (column, higher is worse)

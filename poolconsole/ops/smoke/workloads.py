@@ -17,8 +17,9 @@ from typing import Any
 import httpx
 
 from poolconsole.collect.engines.spec_window import read_window, shared_window, spec_figures
+from poolconsole.model.smoke import CheckResult
 from poolconsole.model.units import NA
-from poolconsole.ops.smoke.checks import Checker, CheckResult, Prompts
+from poolconsole.ops.smoke.checks import Checker, Prompts
 from poolconsole.ops.smoke.stream import level_stats
 
 BUILTIN = ("code", "chat", "summarize", "json")

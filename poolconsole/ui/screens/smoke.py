@@ -4,7 +4,7 @@ back, the charts fill as the streamed checks land), then TTFT and tok/s against 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 from textual.app import ComposeResult
 from textual.containers import Grid
@@ -13,13 +13,10 @@ from textual.widgets import Header, Static
 from textual_plotext import PlotextPlot
 
 from poolconsole.model import units
+from poolconsole.model.smoke import Change, CheckResult
 from poolconsole.ui.fields import FieldLines
 from poolconsole.ui.footer import KeysFooter
 from poolconsole.ui.tables import Cell, FitTable
-
-if TYPE_CHECKING:  # the checks bring the openai SDK (~0.5 s to import): loaded when a smoke test runs
-    from poolconsole.workflows.smoke import Change, CheckResult
-
 
 ELASTIC = {"model": 8, "reason": 24, "target": 12}
 """What gives way, in this order, when the results are wider than the screen (a cut cell ends in "…"), and
