@@ -285,6 +285,10 @@ class _Family:
     shadows: bool = False
     """An unwanted family whose stem begins a wanted name (`# TYPE x_se` before `x_seconds 0` on a broken
     page): its block cannot be dropped whole, since a line in it may be a wanted sample."""
+    heads: tuple[str, ...] = ()
+    """A wanted family's sample names as a line starts with them (`x_total{`, `x_total `, `x_bucket{`...): its
+    block is kept whole only when every line starts with one (`x_totax{...}` is another family's sample for
+    prometheus_client, and its labels must not reach the mapping, a fuzz finding)."""
 
 
 class _Selection:
@@ -304,7 +308,10 @@ class _Selection:
         wanted = name in self.exposed
         stem = name.removesuffix("_total") or None
         shadows = not wanted and stem is not None and any(w.startswith(stem) for w in self.exposed)
-        return _Family(wanted, stem, name.startswith(self.prefixes), shadows)
+        heads = ()
+        if wanted and stem is not None:
+            heads = tuple(w + end for w in sorted(self.exposed) if w.startswith(stem) for end in ("{", " "))
+        return _Family(wanted, stem, name.startswith(self.prefixes), shadows, heads)
 
 
 @functools.lru_cache(maxsize=64)
@@ -333,6 +340,12 @@ def _each_line(selection: _Selection, text: str, keep: list[str], counts: list[i
             counts[1] += 1
         if _normalise_name(name) in selection.wanted:
             keep.append(line)
+
+
+def _all_wanted(body: str, count: int, family: _Family) -> bool:
+    """Every one of a wanted block's `count` lines starts with one of its sample names (C-level counts)."""
+    lines = "\n" + body
+    return sum(lines.count("\n" + head) for head in family.heads) == count
 
 
 def select_lines(text: str, wanted: frozenset[str], prefix: str = "") -> Selected:
@@ -380,7 +393,7 @@ def select_lines(text: str, wanted: frozenset[str], prefix: str = "") -> Selecte
         stem = family.stem
         if stem is not None and not family.shadows and body.startswith(stem):
             count = body.count("\n") + 1
-            if body.count("\n" + stem) == count - 1:
+            if body.count("\n" + stem) == count - 1 and (not family.wanted or _all_wanted(body, count, family)):
                 counts[0] += count
                 if family.prefixed:
                     counts[1] += count

@@ -173,3 +173,20 @@ def test_a_histogram_retyped_counter_later_on_the_page() -> None:
         'vllm:time_to_first_token_seconds_count{model_name="m"} 0\n'
         "# TYPE vllm:time_to_first_token_seconds counter\n# a comment \n"
     )
+
+
+def test_a_sample_inside_a_wanted_family_named_otherwise() -> None:
+    """Fuzz finding (seed 101, 8 KiB excerpts): a run repeated inside a sample's name
+    (`sglang:prompt_tokens_totaglang:...:l{name=...}`) left a line that starts with the wanted family's stem in
+    its block. The selection kept the block whole, and the mapping took that sample's `name` label as a served
+    model; prometheus_client reads it as a sample of its own, of no wanted family (no model)."""
+    check(
+        "# HELP sglang:prompt_tokens_total Number of prefill tokens processed.\n"
+        'sglang:prompt_tokens_totaglang:glang:l{name="/models/Llama1e-3B/"} 230794.0\n'
+        "# TYPE sglang:prompt_tokens_total counter\n"
+    )
+    check(  # the same inside a wanted counter's block, after its TYPE line, beside a wanted sample
+        "# TYPE sglang:prompt_tokens_total counter\n"
+        'sglang:prompt_tokens_total{model_name="m"} 5\n'
+        'sglang:prompt_tokens_totalx{model_name="other"} 1\n'
+    )
