@@ -308,7 +308,7 @@ class _Selection:
         wanted = name in self.exposed
         stem = name.removesuffix("_total") or None
         shadows = not wanted and stem is not None and any(w.startswith(stem) for w in self.exposed)
-        heads = ()
+        heads: tuple[str, ...] = ()
         if wanted and stem is not None:
             heads = tuple(w + end for w in sorted(self.exposed) if w.startswith(stem) for end in ("{", " "))
         return _Family(wanted, stem, name.startswith(self.prefixes), shadows, heads)
