@@ -258,8 +258,11 @@ class Ladder:
         words = f"gave up on {case.engine}: needs a person: {why}; {self._budget(case.engine, now)}"
         return Step(case.engine, case.rule, words, severity="critical", stage="gave_up")
 
-    def finished(self, engine: str, now: float, *, serving: bool, seconds: float, detail: str) -> list[Step]:
-        """The action asked for on `engine` ended: serving (lifecycle's check passed) or not (`detail` why)."""
+    def finished(
+        self, engine: str, now: float, *, serving: bool, seconds: float, detail: str, callers: str = ""
+    ) -> list[Step]:
+        """The action asked for on `engine` ended: serving (lifecycle's check passed) or not (`detail` why).
+        `callers`: behind a gateway, what its callers saw meanwhile (the drain's words)."""
         case = self.cases.get(engine)
         if case is None or not case.acting:
             return []
@@ -272,7 +275,7 @@ class Ladder:
                     engine,
                     case.rule,
                     f"{PAST[action]} {engine}: {cause(case.rule, case.words)}; serving again after {seconds:.0f} s; "
-                    f"{self._budget(engine, now)}",
+                    f"{f'while it was away, {callers}; ' if callers else ''}{self._budget(engine, now)}",
                     action,
                     stage="acted",
                 )
@@ -418,8 +421,10 @@ class Remediator:
         started = time.monotonic()
         self.pool.alerts.action_started(engine, self.clock())  # its restarts are no restart loop
         serving, detail, seconds = False, "", 0.0
+        progress = ActionProgress(self.say)
         try:
-            outcome = await (self._restart(step) if step.action == "restart" else self._rollback(step))
+            act = self._restart if step.action == "restart" else self._rollback
+            outcome = await act(step, progress)
             serving = outcome.outcome == "ok"
             detail = f"{outcome.outcome}: {outcome.detail}"
             seconds = outcome.seconds
@@ -430,59 +435,43 @@ class Remediator:
         finally:
             self.pool.alerts.action_ended(engine, self.clock())
         seconds = seconds or time.monotonic() - started
-        for after in self.ladder.finished(engine, self.clock(), serving=serving, seconds=seconds, detail=detail):
+        callers = "; ".join(progress.callers)
+        ended = self.ladder.finished(
+            engine, self.clock(), serving=serving, seconds=seconds, detail=detail, callers=callers
+        )
+        for after in ended:
             await self._take(after, self.clock())
 
-    async def _restart(self, step: Step) -> lifecycle.Outcome:
+    async def _restart(self, step: Step, progress: lifecycle.Progress) -> lifecycle.Outcome:
         plan = restart.plan(self._ws, step.engine, self.pool.state)
-        return await restart.run(self._ws, plan, _quiet, rule=step.rule)
+        return await restart.run(self._ws, plan, progress, rule=step.rule)
 
-    async def _rollback(self, step: Step) -> lifecycle.Outcome:
+    async def _rollback(self, step: Step, progress: lifecycle.Progress) -> lifecycle.Outcome:
         target = await asyncio.to_thread(audit.previous_profile, self.audit_path, step.engine)
         if target is None:
             raise lifecycle.ActionRefused(f"no earlier profile of {step.engine} promoted in the audit log")
         active = await rollover.active_profile(self._ws, step.engine)
         live, kv = await rollover.measure(self._ws, step.engine, self.pool.state)
         plan = rollover.plan(self._ws, step.engine, target, active=active, live=live, kv=kv, state=self.pool.state)
-        return await rollover.run(self._ws, plan, _quiet, rule=step.rule)
+        return await rollover.run(self._ws, plan, progress, rule=step.rule)
 
 
-def audit_path_of(config: str | None) -> Path:
-    """The audit log the watcher's actions write: the demo's beside a hosts.toml the demo wrote (as the
-    commands' actions do), else the user's."""
-    from poolconsole.sim.demo_files import CONFIG_HEADER, demo_stores
+class ActionProgress:
+    """An automatic action's progress lines: its outcome is announced, its commands audited. The drain's words
+    said before the action's first own line (what a gateway's callers see while the engine is away: drain.before
+    says them first, and the watcher does not wait for requests) are said too and kept for the announcement."""
 
-    if config:
-        try:
-            with Path(config).open(encoding="utf-8", errors="replace") as text:
-                if text.readline().startswith(CONFIG_HEADER):
-                    return demo_stores(Path(config))[0]
-        except OSError:
-            pass
-    return audit.default_path()
+    def __init__(self, say: Callable[[str], None]) -> None:
+        self.say = say
+        self.callers: list[str] = []
+        self._acting = False
 
-
-def said_at_start(config: PoolConfig, audit_path: Path, *, dry_run: bool = False) -> str:
-    """The watcher's line about its remediation: off, or what it may do, on which engines, within what."""
-    policy = config.remediation
-    if not policy.enabled:
-        return "remediation off ([remediation] enabled = false): alerts are only notified"
-    acting = []
-    for engine in config.engines:
-        rungs = rungs_of(config, engine)
-        said = [f"{rule} -> {'/'.join(r)}" for rule, r in rungs.items() if r]
-        if said:
-            acting.append(f"{engine.name} ({', '.join(said)})")
-    what = "; ".join(acting) if acting else "no engine's policy acts (notify only)"
-    mode = "DRY RUN: says what it would do, does nothing" if dry_run else f"audited in {audit_path}"
-    return (
-        f"remediation on ({mode}): {what}; grace {policy.grace_s:g} s, cooldown {policy.cooldown_s:g} s, "
-        f"{policy.max_actions_per_hour} action(s) per engine per hour"
-    )
-
-
-def _quiet(line: str) -> None:
-    """An automatic action's progress lines: its outcome is announced, its commands audited."""
+    def __call__(self, line: str) -> None:
+        if not line.startswith("drain: "):
+            self._acting = True
+        elif not self._acting:
+            self.callers.append(line.removeprefix("drain: "))
+            self.say(f"remediation: {line}")
 
 
 def remediation(

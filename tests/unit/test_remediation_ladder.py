@@ -12,7 +12,7 @@ from pathlib import Path
 from poolconsole.config import parse_config
 from poolconsole.config.models import PoolConfig
 from poolconsole.runtime.notifier import NotifyState, state_path
-from poolconsole.workflows.remediation import Condition, Ladder, Step, cause, conditions, rungs_of
+from poolconsole.workflows.remediation import ActionProgress, Condition, Ladder, Step, cause, conditions, rungs_of
 
 STALLED = "stalled: 5 running and 0 waiting, no token generated for 45 s (it answers /health and serves nothing)"
 
@@ -213,3 +213,26 @@ def test_the_announcement_keeps_the_words_that_caused_the_action() -> None:
     ladder.tick(61.0, {"a": Condition("a", "down", "down: connection refused")})  # restarting: down a while
     (done,) = ladder.finished("a", 70.0, serving=True, seconds=10.0, detail="ok")
     assert done.words.startswith("restarted a: stalled: 5 running and 0 waiting")
+
+
+def test_an_automatic_actions_progress_keeps_only_the_drains_words_said_before_the_action() -> None:
+    """What a gateway's callers see (drain.before says it first) is said and kept for the announcement; the
+    action's own lines and the drain's closing line are not (the audit keeps the commands)."""
+    said: list[str] = []
+    progress = ActionProgress(said.append)
+    progress("drain: tiny: gateway gw has 3 retries and a fallback: its callers' requests go to the other deployments")
+    progress("host box: $ supervisorctl restart llama")
+    progress("drain: llama serves again; the gateway routes to it again (after any cooldown_time)")
+    assert progress.callers == [
+        "tiny: gateway gw has 3 retries and a fallback: its callers' requests go to the other deployments"
+    ]
+    assert said == ["remediation: drain: " + progress.callers[0]]
+
+
+def test_behind_a_gateway_the_announcement_says_what_its_callers_saw_before_the_budget() -> None:
+    ladder = Ladder(config())
+    ladder.tick(0.0, stalled("a"))
+    ladder.tick(60.0, stalled("a"))
+    see = "tiny: gateway gw has 3 retries and a fallback: its callers' requests go to the other deployments"
+    (done,) = ladder.finished("a", 70.0, serving=True, seconds=10.0, detail="ok", callers=see)
+    assert done.words.endswith(f"; serving again after 10 s; while it was away, {see}; 2 of 3 actions left this hour")
