@@ -278,7 +278,7 @@ class PoolApp(App[None]):
         from poolconsole.ui.screens.detail import DetailScreen
 
         if isinstance(self.screen, OverviewScreen) and not key.startswith("model:"):
-            self.push_screen(DetailScreen(self.state, key, self.window_index))
+            self.push_screen(DetailScreen(self.state, key, self.window_index, self.history.fill_detail))
 
     def replace_top(self, screen: Screen[None]) -> None:
         if not isinstance(self.screen, OverviewScreen):
