@@ -14,14 +14,13 @@ import asyncio
 import contextlib
 import re
 import shlex
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import dataclass, replace
 
 from poolconsole.collect.ssh import HostConnection, SSHFailure
 from poolconsole.config.models import Engine, LogSource
 from poolconsole.model.failure_modes import Finding, diagnose
+from poolconsole.model.log_read import LogRead
 from poolconsole.model.redaction import redact
 
 DEFAULT_LINES = 500
@@ -189,34 +188,6 @@ def _seen(raws: list[str]) -> list[tuple[str, Finding | None]]:
         found = diagnose([line])
         out.append((line, found[0] if found else None))
     return out
-
-
-@dataclass(frozen=True)
-class LogRead:
-    engine: str
-    host: str
-    source: str
-    command: str
-    lines: tuple[str, ...]
-    findings: tuple[Finding, ...]
-    truncated: bool = False
-    error: str | None = None
-    note: str | None = None
-    fetched_at: float = field(default_factory=time.time)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "engine": self.engine,
-            "host": self.host,
-            "source": self.source,
-            "command": self.command,
-            "fetched_at": self.fetched_at,
-            "truncated": self.truncated,
-            "error": self.error,
-            "note": self.note,
-            "lines": list(self.lines),
-            "findings": [f.to_json() for f in self.findings],
-        }
 
 
 async def read_logs(

@@ -9,15 +9,15 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
 
-from poolconsole.collect.engine_logs import LogRead, LogsUnavailable, follow_logs, log_plan, parse_since, read_logs
+from poolconsole.collect.engine_logs import LogsUnavailable, follow_logs, log_plan, parse_since, read_logs
 from poolconsole.collect.ssh import SSHFailure, SSHPool
 from poolconsole.config.models import Engine, Host, PoolConfig
 from poolconsole.model.failure_modes import Finding
+from poolconsole.model.log_read import LogRead
 
 __all__ = [
     "ConsoleLog",
     "LogJob",
-    "LogRead",
     "LogsFailed",
     "LogsRefused",
     "console_log",

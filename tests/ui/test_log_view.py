@@ -185,7 +185,7 @@ def test_the_search_status_counts_in_words() -> None:
 
 async def test_the_status_line_wraps_between_its_fields_at_80_columns(tmp_path: Path) -> None:
     """It wrapped a key away from its action ("x last error  F" / "follow  Esc back")."""
-    from poolconsole.collect.engine_logs import LogRead
+    from poolconsole.model.log_read import LogRead
 
     async def read() -> LogRead:
         lines = (*(f"INFO line {i}" for i in range(27)), "ERROR CUDA out of memory")

@@ -25,10 +25,10 @@ from textual.widgets import Header, Input, Static
 from textual.worker import Worker
 
 from poolconsole.model.failure_modes import Finding
+from poolconsole.model.log_read import LogRead
 from poolconsole.model.log_view import LogView
 from poolconsole.ui.fields import FieldLines
 from poolconsole.ui.footer import KeysFooter
-from poolconsole.workflows.logs import LogRead
 
 Reader = Callable[[], Awaitable[LogRead]]
 """The bounded one-shot read (collect.engine_logs.read_logs with its connection and engine bound)."""
