@@ -5,7 +5,7 @@ points); the views read it and build their rows from it (ui/cells.py)."""
 from __future__ import annotations
 
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,21 +20,44 @@ from poolconsole.model.view import EngineView, engine_view
 
 TargetKey = tuple[str, str]
 """("engine", name) or ("host", name)."""
-HISTORY_POINTS = 3600  # polls: two hours at the default 2 s interval
+HISTORY_POINTS = 3600  # polls: two hours at the default 2 s interval (the detail's hour, with room)
+SHORT_POINTS = 180
+"""What every engine's and host's rings keep (issue 39): the overview's tok/s trend (ui.cells.SPARK_POINTS,
+the last 180 polls) and the detail's 5 minutes at the default 2 s. Only the FULL_KEPT engines whose detail
+opened last keep HISTORY_POINTS; the others' older points are read back from the history store or
+Prometheus when their detail opens (ui.history). At 1,000 engines: ~8.6 MB of rings when full, not ~173 MB."""
+FULL_KEPT = 8
+"""How many engines keep full-resolution rings: the one in detail now and those opened just before it."""
 SPARK = "▁▂▃▄▅▆▇█"
 
+SERIES = ("times", "tokens_per_s", "kv", "running", "waiting", "vram")
 
-@dataclass
+
 class History:
-    """Bounded time series of one engine (None = unknown at that poll, drawn as a gap)."""
+    """Bounded time series of one engine (None = unknown at that poll, drawn as a gap), `capacity` points a
+    series; the restart marks apart (the last 100, whatever the rings' size)."""
 
-    times: Ring = field(default_factory=lambda: Ring(HISTORY_POINTS))
-    tokens_per_s: Ring = field(default_factory=lambda: Ring(HISTORY_POINTS))
-    kv: Ring = field(default_factory=lambda: Ring(HISTORY_POINTS))
-    running: Ring = field(default_factory=lambda: Ring(HISTORY_POINTS))
-    waiting: Ring = field(default_factory=lambda: Ring(HISTORY_POINTS))
-    vram: Ring = field(default_factory=lambda: Ring(HISTORY_POINTS))
-    restarts: deque[float] = field(default_factory=lambda: deque(maxlen=100))
+    def __init__(self, capacity: int = SHORT_POINTS) -> None:
+        self.capacity = capacity
+        self.times = Ring(capacity)
+        self.tokens_per_s = Ring(capacity)
+        self.kv = Ring(capacity)
+        self.running = Ring(capacity)
+        self.waiting = Ring(capacity)
+        self.vram = Ring(capacity)
+        self.restarts: deque[float] = deque(maxlen=100)
+
+    def rings(self) -> tuple[Ring, ...]:
+        """Its six series, in SERIES' order."""
+        return (self.times, self.tokens_per_s, self.kv, self.running, self.waiting, self.vram)
+
+    def resized(self, capacity: int) -> History:
+        """The same history in rings of `capacity` (the newest points kept when it shrinks), the same marks."""
+        new = History(capacity)
+        for name in SERIES:
+            setattr(new, name, getattr(self, name).resized(capacity))
+        new.restarts = self.restarts
+        return new
 
     def window(self, seconds: float, now: float) -> list[int]:
         """Indices of the points within the last `seconds`."""
@@ -98,7 +121,8 @@ class HostTrack:
     config: Host
     snapshot: HostSnapshot | None = None
     last_ok_at: float | None = None
-    vram: Ring = field(default_factory=lambda: Ring(HISTORY_POINTS))
+    vram: Ring = field(default_factory=lambda: Ring(SHORT_POINTS))
+    """Nothing draws a host's VRAM series (the detail charts its engine's share): it stays short."""
     gpu_memory_kind: str | None = None
     """The memory kind of the GPUs it last reported ('dedicated', 'unified'); None: never seen with one. A
     host down since is still one whose GPUs the totals cannot know."""
@@ -118,6 +142,27 @@ class PoolState:
         """Counts the changes to the targets' views, snapshots and ages (apply_*, reset)."""
         self._changed: dict[TargetKey, int] = {}
         """Each target that changed -> the revision of its last change, the latest last (changed_since)."""
+        self.full: OrderedDict[str, None] = OrderedDict()
+        """The engines whose rings keep HISTORY_POINTS (their detail opened lately), the latest last."""
+
+    def keep_full(self, name: str) -> bool:
+        """`name`'s rings at full resolution from now on (its detail opens), those of the least recently
+        opened beyond FULL_KEPT back to SHORT_POINTS; True when its rings were short (the older points are
+        to be read back: ui.history)."""
+        track = self.engines[name]
+        was_full = name in self.full
+        self.full[name] = None
+        self.full.move_to_end(name)
+        if not was_full:
+            track.history = track.history.resized(HISTORY_POINTS)
+        while len(self.full) > FULL_KEPT:
+            oldest, _ = self.full.popitem(last=False)
+            self.engines[oldest].history = self.engines[oldest].history.resized(SHORT_POINTS)
+        return not was_full
+
+    def capacity_of(self, name: str) -> int:
+        """How many points `name`'s rings keep."""
+        return HISTORY_POINTS if name in self.full else SHORT_POINTS
 
     def _mark(self, key: TargetKey) -> None:
         self.revision += 1
@@ -186,11 +231,11 @@ class PoolState:
 
     def reset(self) -> None:
         """Every target back to never polled, in place (a replay seeking backwards)."""
-        for track in self.engines.values():
+        for name, track in self.engines.items():
             track.view, track.last_read, track.last_ok_at = None, None, None
-            track.history, track.totals = History(), {}
+            track.history, track.totals = History(self.capacity_of(name)), {}
         for host in self.hosts.values():
-            host.snapshot, host.last_ok_at, host.vram = None, None, Ring(HISTORY_POINTS)
+            host.snapshot, host.last_ok_at, host.vram = None, None, Ring(SHORT_POINTS)
             host.gpu_memory_kind = None
         for name in self.engines:
             self._mark(("engine", name))

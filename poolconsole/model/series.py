@@ -27,6 +27,17 @@ class Ring:
     def __len__(self) -> int:
         return len(self._data)
 
+    def resized(self, capacity: int) -> Ring:
+        """A ring of `capacity` holding this one's newest points (all of them when they fit), oldest first."""
+        ring = Ring(capacity)
+        ring._data = array("d", self.raw_tail(capacity))
+        return ring
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes its points take (8 a point; the array's own small header and slack not counted)."""
+        return len(self._data) * self._data.itemsize
+
     def _at(self, index: int) -> int:
         size = len(self._data)
         if index < 0:

@@ -15,6 +15,8 @@ source, so the seam shows no spike. A gap inside the store's span stays a gap.
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from poolconsole.collect.prometheus_range import read_range
 from poolconsole.collect.prometheus_source import PrometheusAPI
 from poolconsole.config.models import PoolConfig
@@ -30,6 +32,7 @@ def points(config: PoolConfig, name: str, snapshots: list[EngineSnapshot]) -> li
     by a PoolState of their own exactly as live polls are. VRAM is unknown: the hosts' range is not read."""
     engine = next(e for e in config.engines if e.name == name)
     state = PoolState(config.model_copy(update={"engines": [engine], "hosts": []}))
+    state.keep_full(name)  # every scrape of the window, not the last SHORT_POINTS
     for snapshot in snapshots:
         state.apply_engine(snapshot)
     history = state.engines[name].history
@@ -57,12 +60,15 @@ def merged(stored: list[Point], ranged: list[Point], step: float) -> list[Point]
     return before + stored + after
 
 
-async def with_prometheus_history(config: PoolConfig, stored: StoredHistory, until: float) -> list[str]:
-    """Add to `stored` (the store's points, or none) the history of every engine read from `[prometheus]`:
-    the last HISTORY_POINTS poll intervals before `until`, one range query per group. Returns the problems
-    in words, each naming the query API's URL (the charts of those engines then keep only the store's)."""
+async def with_prometheus_history(
+    config: PoolConfig, stored: StoredHistory, until: float, only: Collection[str] | None = None
+) -> list[str]:
+    """Add to `stored` (the store's points, or none) the history of every engine read from `[prometheus]`
+    (`only`: of those engines, a detail opening): the last HISTORY_POINTS poll intervals before `until`, one
+    range query per group. Returns the problems in words, each naming the query API's URL (the charts of
+    those engines then keep only the store's)."""
     source = config.prometheus
-    engines = [e for e in config.engines if e.read == "prometheus"]
+    engines = [e for e in config.engines if e.read == "prometheus" and (only is None or e.name in only)]
     if source is None or not engines:
         return []
     step = config.settings.poll_interval_s

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from poolconsole.model.pool_state import HISTORY_POINTS
 from poolconsole.runtime.live import LivePool
 from poolconsole.runtime.recording import Recording
-from poolconsole.runtime.store import Store, StoreBusy, StoredHistory, StoreProblem, read_history
+from poolconsole.runtime.store import Store, StoreBusy, StoredHistory, StoreProblem, fill_history, read_history
 from poolconsole.workflows import audit_log
 
 if TYPE_CHECKING:
@@ -33,11 +33,17 @@ class History:
         """The first frame with data was drawn (the fill need not wait any longer)."""
         self._fill_pending: Callable[[], object] | None = None
         """The charts' fill from the history store, until it starts (after the first frame with data)."""
+        self._launch_fill = False
+        """The launch's fill is still to come or under way: it fills the engines kept full (a detail opened
+        meanwhile) at full resolution itself."""
+        self._path: Path | None = None
+        """The history store the charts are read from, once it opened."""
 
     def open(self, runtime: LivePool, path: Path | None) -> None:
         """The history store records every poll (unless `poolconsole record` already writes it); the charts
         are filled from what it holds, and those of engines read from `[prometheus]` from its range queries.
         It opens in a thread (runtime.recording): the polls applied meanwhile are held for it."""
+        self._launch_fill = True
         if path is None:
             self._fill_prometheus_only()
             return
@@ -74,10 +80,13 @@ class History:
         """No store to fill the charts from: those of engines read from `[prometheus]` still get its ranges."""
         if any(e.read == "prometheus" for e in self.app.config.engines):
             self._schedule_fill(None)
+        else:
+            self._launch_fill = False
 
     def _schedule_fill(self, path: Path | None) -> None:
         # Read once the first polls are on screen (or after FILL_LATEST_S): the read is CPU that would
         # otherwise delay the first frame with data; the charts take the stored points before the live ones.
+        self._path = path
         self._fill_pending = partial(self._fill, path, self.app.state.clock())
         if self.drawn_data:  # the store opened after the first poll was applied: no reason to wait
             self.app.call_after_refresh(self.start_fill)
@@ -99,6 +108,12 @@ class History:
         )
 
     async def _fill_history(self, path: Path | None, until: float) -> None:
+        try:
+            await self._fill_launch(path, until)
+        finally:
+            self._launch_fill = False
+
+    async def _fill_launch(self, path: Path | None, until: float) -> None:
         app = self.app
         config = app.config
         since = until - HISTORY_POINTS * config.settings.poll_interval_s
@@ -116,6 +131,46 @@ class History:
                 app.notify(problem, severity="warning", timeout=10)
         app.runtime.fill_history(stored)
         app.changed()
+
+    def fill_detail(self, name: str) -> None:
+        """A detail opened on engine `name`, whose rings were short until now (PoolState.keep_full): its older
+        points read back (the history store in a thread, `[prometheus]`'s range queries) and put before those
+        it has, which the chart shows meanwhile. While the launch's fill is to come, that one fills it."""
+        app = self.app
+        if self._launch_fill:
+            return
+        path = self._path if app.live else app.source.recorded  # a replay: the recording it plays
+        engine = next((e for e in app.config.engines if e.name == name), None)
+        ranged = engine is not None and engine.read == "prometheus" and app.config.prometheus is not None
+        if engine is None or (path is None and not ranged):
+            return
+        app.run_worker(
+            self._fill_engine(path, name, app.state.clock()),
+            group="detail-history",
+            description=f"reading {name}'s history for its charts",
+            exit_on_error=False,
+        )
+
+    async def _fill_engine(self, path: Path | None, name: str, until: float) -> None:
+        app = self.app
+        config = app.config
+        since = until - HISTORY_POINTS * config.settings.poll_interval_s
+        stored = StoredHistory()
+        if path is not None:
+            try:
+                stored = await asyncio.to_thread(read_history, path, config, since, until, (name,))
+            except StoreProblem as exc:
+                app.notify(f"{name}'s charts have only the recent polls: {exc}", severity="warning", timeout=10)
+        stored.hosts.clear()  # read for the engine's VRAM share; a host's own ring is short, drawn by nobody
+        if config.prometheus is not None:
+            from poolconsole.runtime.prometheus_history import with_prometheus_history
+
+            for problem in await with_prometheus_history(config, stored, until, (name,)):
+                app.notify(problem, severity="warning", timeout=10)
+        # not when it left the full ones meanwhile, nor after a replay went back before `until`
+        if name in app.state.full and app.state.clock() >= until:
+            fill_history(app.state, stored, marks=False)
+            app.changed()
 
     def load_audit(self, path: Path) -> None:
         self.app.run_worker(

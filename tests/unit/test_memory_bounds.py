@@ -3,10 +3,12 @@ appends each structure holds N, the oldest gone. benchmarks/memory_growth.py mea
 
 from __future__ import annotations
 
+import pytest
+
 from poolconsole.config.models import AlertSettings
 from poolconsole.model.alerts import Alerts
 from poolconsole.model.events import MAX_EVENTS, Event, EventLog
-from poolconsole.model.pool_state import HISTORY_POINTS, History
+from poolconsole.model.pool_state import HISTORY_POINTS, SHORT_POINTS, History
 from poolconsole.model.series import Ring
 from poolconsole.sim.logs import MAX_LOG_LINES, ContainerLog
 
@@ -19,14 +21,19 @@ def test_a_chart_ring_holds_its_capacity_and_the_newest_points() -> None:
     assert ring[0] == 50.0 and ring[-1] == float(HISTORY_POINTS + 49)
 
 
-def test_every_series_of_an_engine_history_is_bounded() -> None:
-    history = History()
-    for i in range(HISTORY_POINTS + 10):
+@pytest.mark.parametrize("capacity", [SHORT_POINTS, HISTORY_POINTS])
+def test_every_series_of_an_engine_history_is_bounded(capacity: int) -> None:
+    history = History(capacity)
+    for i in range(capacity + 10):
         for ring in (history.times, history.tokens_per_s, history.kv, history.running, history.waiting, history.vram):
             ring.append(float(i))
         history.restarts.append(float(i))
-    assert {len(r) for r in (history.times, history.tokens_per_s, history.kv, history.vram)} == {HISTORY_POINTS}
+    assert {len(r) for r in (history.times, history.tokens_per_s, history.kv, history.vram)} == {capacity}
     assert len(history.restarts) == history.restarts.maxlen == 100
+
+
+def test_an_engine_history_is_short_unless_asked() -> None:
+    assert History().capacity == SHORT_POINTS < HISTORY_POINTS
 
 
 def test_the_event_log_keeps_its_newest_events() -> None:

@@ -4,12 +4,13 @@ live polls already appended."""
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from poolconsole.config.models import PoolConfig
-from poolconsole.model.pool_state import HISTORY_POINTS, History, PoolState
+from poolconsole.model.pool_state import HISTORY_POINTS, SERIES, History, PoolState
 from poolconsole.model.series import Ring
 from poolconsole.runtime.store.reader import Reader
 
@@ -34,10 +35,13 @@ def _vram(gpus: Any, only: list[int] | None) -> float | None:
     return sum(u for u in used if u) / denominator if denominator else None
 
 
-def read_history(path: Path, config: PoolConfig, since: float, until: float) -> StoredHistory:
-    """The configured targets' rows in [since, until), as the history rings hold them (blocking)."""
-    engines = {e.name: e for e in config.engines}
-    hosts = {h.name for h in config.hosts}
+def read_history(
+    path: Path, config: PoolConfig, since: float, until: float, only: Collection[str] | None = None
+) -> StoredHistory:
+    """The configured targets' rows in [since, until), as the history rings hold them (blocking). `only`:
+    those engines (a detail opening) and their hosts (for their VRAM), not the whole pool."""
+    engines = {e.name: e for e in config.engines if only is None or e.name in only}
+    hosts = {h.name for h in config.hosts if only is None or h.name in {e.host for e in engines.values()}}
     out = StoredHistory()
     gpus: dict[str, Any] = {}
     with Reader(path) as reader:
@@ -63,9 +67,11 @@ def read_history(path: Path, config: PoolConfig, since: float, until: float) -> 
     return out
 
 
-def fill_history(state: PoolState, stored: StoredHistory) -> dict[str, tuple[float, ...]]:
-    """Put the stored points before what the live polls already appended (on the event loop); the restart
-    marks it put there, per engine (LivePool.fill_history tells them)."""
+def fill_history(state: PoolState, stored: StoredHistory, marks: bool = True) -> dict[str, tuple[float, ...]]:
+    """Put the stored points before what the live polls already appended (on the event loop), as many as each
+    ring keeps (an engine's short rings the newest SHORT_POINTS, those kept full HISTORY_POINTS); the restart
+    marks it put there, per engine (LivePool.fill_history tells them), from every stored point however few
+    the rings keep. `marks=False`: a detail's fill, whose restarts the launch's fill already marked."""
     marked: dict[str, tuple[float, ...]] = {}
     for name, points in stored.engines.items():
         track = state.engines.get(name)
@@ -73,26 +79,29 @@ def fill_history(state: PoolState, stored: StoredHistory) -> dict[str, tuple[flo
             continue
         old = track.history
         first_live = old.times.raw_tail(len(old.times))[0] if len(old.times) else math.inf
-        new = History()
-        for at, tps, kv, running, waiting, vram, resets in points[-HISTORY_POINTS:]:
-            if at >= first_live:
-                break
+        before = points[-HISTORY_POINTS:]
+        # up to the first live point: the store also holds the live polls, not to be drawn twice
+        before = before[: next((i for i, p in enumerate(before) if p[0] >= first_live), len(before))]
+        new = History(old.capacity)
+        for at, tps, kv, running, waiting, vram, _ in before[-old.capacity :]:
             new.times.append(at)
             new.tokens_per_s.append(tps)
             new.kv.append(kv)
             new.running.append(running)
             new.waiting.append(waiting)
             new.vram.append(vram)
-            if resets:
-                new.restarts.append(at)
         count = len(old.times)
-        for series in ("times", "tokens_per_s", "kv", "running", "waiting", "vram"):
+        for series in SERIES:
             target = getattr(new, series)
             for value in getattr(old, series).tail(count):
                 target.append(value)
-        if new.restarts:
-            marked[name] = tuple(new.restarts)
-        new.restarts.extend(old.restarts)
+        if marks:
+            new.restarts.extend(at for at, *_, resets in before if resets)
+            if new.restarts:
+                marked[name] = tuple(new.restarts)
+            new.restarts.extend(old.restarts)
+        else:
+            new.restarts = old.restarts
         track.history = new
     for name, host_points in stored.hosts.items():
         host = state.hosts.get(name)
@@ -100,7 +109,7 @@ def fill_history(state: PoolState, stored: StoredHistory) -> dict[str, tuple[flo
             continue
         live = host.vram.tail(len(host.vram))
         host.vram = Ring(host.vram.capacity)
-        for _, fraction in host_points[-HISTORY_POINTS:]:
+        for _, fraction in host_points[-host.vram.capacity :]:
             host.vram.append(fraction)
         for fraction in live:
             host.vram.append(fraction)

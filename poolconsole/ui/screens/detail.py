@@ -4,6 +4,7 @@ history charts (tok/s, KV %, running / waiting, VRAM) over 5 minutes or an hour,
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -139,11 +140,15 @@ def host_text(track: HostTrack) -> FieldLines:
 class DetailScreen(Screen[None]):
     CSS_PATH = Path(__file__).with_suffix(".tcss")
 
-    def __init__(self, state: PoolState, key: str, window_index: int = 0) -> None:
+    def __init__(
+        self, state: PoolState, key: str, window_index: int = 0, fill: Callable[[str], None] | None = None
+    ) -> None:
         super().__init__()
         self.state = state
         self.key = key
         self.window_index = window_index
+        self.fill = fill
+        """Reads an engine's older points back when its rings were short (ui.history.History.fill_detail)."""
 
     @property
     def engine(self) -> EngineTrack | None:
@@ -178,6 +183,10 @@ class DetailScreen(Screen[None]):
             ("procs", "Processes"),
         ):
             table.add_column(label, key=key)
+        engine = self.engine
+        # full resolution for the engine shown (issue 39): what it has is drawn at once, the rest when read
+        if engine is not None and self.state.keep_full(engine.config.name) and self.fill is not None:
+            self.fill(engine.config.name)
         self.refresh_view()
         self.ready = True
 
