@@ -125,8 +125,7 @@ class SampleSource:
 
     def poll_now(self) -> None:
         for waiter in list(self._wakers):
-            if not waiter.done():
-                waiter.set_result(None)
+            _release(waiter)
 
     def label(self) -> str | None:
         return None
