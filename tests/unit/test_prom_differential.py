@@ -190,3 +190,35 @@ def test_a_sample_inside_a_wanted_family_named_otherwise() -> None:
         'sglang:prompt_tokens_total{model_name="m"} 5\n'
         'sglang:prompt_tokens_totalx{model_name="other"} 1\n'
     )
+
+
+def test_lines_end_at_a_newline_alone() -> None:
+    """Fuzz findings (seed 135, 8 KiB excerpts, five of them): prometheus_client splits a page at `\\n` only,
+    where str.splitlines() also ends a line at \\x0b, \\x0c, \\x1c-\\x1e, \\x85 and \\u2028. Such a byte in a
+    label value cut the sample in two bad lines (lost, or the page refused as garbage), and in HELP text it
+    began a line of its own (`\\x0b# TYPE x counter` typed a family prometheus_client leaves untyped)."""
+    check(  # a label value with \x1e, read line by line (after another family's HELP line)
+        "# TYPE vllm:request_success_total counter\n"
+        "# HELP vllm:request_success_created Count of successfully processed requests.\n"
+        'vllm:request_success_total{finished_reason="stop",model_name="ti\x1eny"} 2.0\n'
+    )
+    check(  # a line of garbage with \x1d beside a good sample: one bad line, not two (and not refused)
+        "# TYPE sglang:token_usage gauge\nsglang:token_usage 0.5\n# TYPE sglang:gen_throughput gauge\n"
+        'sglang:g,\ufffds\ufffd\x1dRN\ufffden_throughput{model_name="m"} 0.8\n'
+    )
+    check(  # \x0b and \x0c in a histogram's label value
+        "# TYPE vllm:time_to_first_token_seconds histogram\n"
+        'vllm:time_to_first_token_seconds_bucket{le="+Inf",model_name="L# HELP \x0bp\x0cl"} 3.0\n'
+        'vllm:time_to_first_token_seconds_count{model_name="L# HELP \x0bp\x0cl"} 3.0\n'
+        "# TYPE vllm:cache_config_info gauge\n"
+        'vllm:time_to_first_token_seconds_bucket{le="+Inf",model_name="L# HELP \x0bp\x0cl"} 3.0\n'
+    )
+    check(  # a TYPE after \x0b in HELP text is help text: the family stays untyped (no `_total`)
+        "# HELP llamacpp:n_tokens_max Largest\x0b# TYPE llamacpp:n_tokens_max counter\nllamacpp:n_tokens_max 0\n"
+    )
+    check(  # \x1e in HELP text, before a value past a float's range
+        "# HELP llamacpp:predicted_tokens_seconds Average generation throughput in tokens/s\n"
+        "llamacpp:requests_deferred 0\nllamacpp:predicted_tokens_seconds 6479.48\n"
+        "# HELP llamacpp:requests_processing Number of requests proces\x1e4:2sing\n"
+        "# TYPE llamacpp:requests_processing gauge\nllamacpp:requests_processing " + "9" * 400 + "\n"
+    )
