@@ -16,7 +16,8 @@ from textual.command import CommandPalette
 from poolconsole.model.snapshots import EngineState
 from poolconsole.ui.app import PoolApp
 from poolconsole.ui.grid import PoolGrid
-from poolconsole.ui.screens.overview import GATEWAYS, OverviewScreen
+from poolconsole.ui.screens.overview import OverviewScreen
+from poolconsole.ui.screens.overview_book import GATEWAYS
 from tests.helpers import uipool
 from tests.ui.test_console import feed, settle, static_app
 from tests.ui.test_overview_summary import assert_cells_fit
