@@ -8,12 +8,13 @@ order by overview_order, and the panes around the table are drawn by overview_pa
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from rich.text import Text
+from textual import work
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.screen import Screen
@@ -25,9 +26,9 @@ from poolconsole.model.pool_state import PoolState
 from poolconsole.model.summary import Summary, summarise
 from poolconsole.ui import cells, overview_rows
 from poolconsole.ui.footer import KeysFooter
-from poolconsole.ui.grid import SPAN, PoolGrid
-from poolconsole.ui.screens import overview_order, overview_panes
-from poolconsole.ui.screens.overview_book import RowBook, RowEntry, as_text, diff, signature
+from poolconsole.ui.grid import PoolGrid
+from poolconsole.ui.screens import overview_order, overview_panes, overview_summary
+from poolconsole.ui.screens.overview_book import RowBook, RowEntry, diff
 from poolconsole.ui.screens.overview_order import GROUPINGS, LABELS, SORTS, TEXT_SORTS
 from poolconsole.ui.screens.overview_summary import Panes
 
@@ -57,10 +58,12 @@ class OverviewScreen(Screen[None]):
         """Said on the status line (READ-ONLY)."""
         self.opener = opener
         """Opens a row's detail (Enter, a double click): the app's navigation."""
-        self.panes = Panes(events, hint, "")
+        self.panes = Panes(events, hint, overview_summary.cancel_hint(state.config.keys, read_only))
         """The summary over the table and the events pane under it."""
         self.ready = False
         """Mounted: drawn from then on (the app's tick, a resize)."""
+        self.board: Path | None = None
+        """The history store whose watcher's board the summary shows (None: none; show_board sets it)."""
         self.sort_key = "host"
         """The column rows are sorted by (`s` cycles SORTS; a click on a header picks any column)."""
         self.grouping: str | None = "host"
@@ -135,6 +138,30 @@ class OverviewScreen(Screen[None]):
         table.focus()
         self.refresh_rows()
         self.ready = True
+        if self.board is not None:
+            self.read_board()
+
+    def show_board(self, store: Path | None, live: bool) -> None:
+        """The watcher's pending automatic actions in the summary, counting down ("auto-restart of X in 40 s
+        (2 of 3 left this hour)"), read from the state file beside the history store `store` (else, live,
+        where the config's watcher records). Called by the app before the screen is mounted."""
+        self.board = overview_summary.board_of(store, self.state.config, live)
+
+    @work(group="board", description="reading the watcher's board", exclusive=True, exit_on_error=False)
+    async def read_board(self) -> None:
+        """The board, read in a thread; read again a second after while it holds a case, else after three."""
+        try:
+            if self.board is None:
+                return
+            pending = await asyncio.to_thread(overview_summary.read_board, self.board)
+            if (pending or self.panes.pending) and self.is_attached:  # redrawn each second while counting
+                self.panes.pending = pending
+                self._draw_summary()
+                self._draw_events()  # the summary's lines changed: the pane may give way
+        finally:
+            if self.is_attached and self.board is not None:
+                every = overview_summary.COUNTDOWN_EVERY_S if self.panes.pending else overview_summary.BOARD_EVERY_S
+                self.set_timer(every, self.read_board)
 
     # -- data ----------------------------------------------------------------------------------------
     def _alerts(self) -> Alerts:
@@ -152,21 +179,9 @@ class OverviewScreen(Screen[None]):
         span_width = grid.row_width - grid.pad[0]
         return self.book.build(summary.why(), summary.rank(), c, widths, span_width, self.grouped(), self.collapsed)
 
-    def cells_of(self, key: str) -> dict[str, Any]:
-        """A row's cells, built now if they were not yet for what the row shows."""
-        return self.book.cells_of(key)
-
-    def _columns(self, key: str) -> list[str]:
-        return [SPAN] if key in self.spans else self.query_one(PoolGrid).column_keys
-
     def _provide(self, key: str) -> list[Text]:
         """The grid's call for a stale row it is about to draw (or a test reads): its cells, built now."""
-        if key not in self.book.cache:  # gone from the pool since: drawn blank until the grid's next order
-            return [Text() for _ in self._columns(key)]
-        now = self.cells_of(key)
-        columns = self._columns(key)
-        self.rendered[key] = {column: signature(now[column]) for column in columns}
-        return [as_text(now[column]) for column in columns]
+        return self.book.provide(key, self.query_one(PoolGrid).column_keys, self.rendered)
 
     def attention_first(self) -> bool:
         """Whether the rows that need attention come first: as toggled (`!`), else while anything is wrong."""

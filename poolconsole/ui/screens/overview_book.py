@@ -202,6 +202,16 @@ class RowBook:
             self.built += 1
         return row.cells
 
+    def provide(self, key: str, keys: list[str], rendered: dict[str, dict[str, str]]) -> list[Text]:
+        """A row's cells in the grid's columns (`keys`; a group line's one), built now, noted in `rendered` by
+        their signatures; blank for a row gone from the pool since (until the grid's next order)."""
+        columns = [SPAN] if key in self.spans else keys
+        if key not in self.cache:
+            return [Text() for _ in columns]
+        now = self.cells_of(key)
+        rendered[key] = {column: signature(now[column]) for column in columns}
+        return [as_text(now[column]) for column in columns]
+
     def join(self, group: str, key: str) -> None:
         self.group_of[key] = group
         if key != group:

@@ -4,16 +4,51 @@ what it shows, the width or the theme changed, and lays the screen out again onl
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import sqlite3
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from rich.text import Text
 from textual.widgets import Static
 
+from poolconsole.config.models import PoolConfig
+from poolconsole.model.actions import key_label
 from poolconsole.model.events import EventLog
 from poolconsole.model.summary import Summary
-from poolconsole.runtime.remediation_board import Pending
+from poolconsole.runtime.pager import state_path
+from poolconsole.runtime.remediation_board import Pending, read_pending
+from poolconsole.runtime.store import store_path
 from poolconsole.ui import cells
 from poolconsole.ui.screens import overview_panes
+
+BOARD_EVERY_S = 3.0
+"""How often the overview reads the watcher's board (its pending automatic actions) while there is none..."""
+COUNTDOWN_EVERY_S = 1.0
+"""...and while there is one: its line counts each second (as the alert log's does)."""
+
+
+def board_of(store: Path | None, config: PoolConfig, live: bool) -> Path | None:
+    """The history store whose watcher's state file holds the board: the one the console records into, else
+    (a live console that does not record) where the config's watcher records; None: no board (a replay)."""
+    return store if store is not None or not live else store_path(config)
+
+
+def read_board(store: Path) -> list[Pending]:
+    """The watcher's pending automatic actions, soonest first; none where its state file is absent or cannot
+    be read (the alert log says which). Blocking: call it in a thread."""
+    try:
+        return read_pending(state_path(store))
+    except (sqlite3.Error, OSError):
+        return []
+
+
+def cancel_hint(keys: Mapping[str, str], read_only: bool) -> str:
+    """Said after a pending automatic action on the overview: where it is cancelled (the alert log's key,
+    then its cancel_auto key); nothing in a read-only console, which cannot cancel it."""
+    if read_only:
+        return ""
+    alerts, cancel = key_label(keys.get("alerts", "a")), key_label(keys.get("cancel_auto", "X"))
+    return f"   ({alerts}, then {cancel}, cancels)"
 
 
 class Panes:
@@ -41,8 +76,8 @@ class Panes:
 
     def countdown(self, now: float) -> tuple[str, ...]:
         """The pending automatic actions in words, one line each: auto-restart of X in 40 s (2 of 3 left this
-        hour), and where to cancel it."""
-        return tuple(f"{p.words(now)}{self.cancel_hint}" for p in self.pending)
+        hour)."""
+        return tuple(p.words(now) for p in self.pending)
 
     def width(self) -> int:
         return max(20, self.summary_box.content_size.width or self.summary_box.app.size.width - 2)
@@ -78,7 +113,7 @@ class Panes:
         c = cells.Colors.from_theme(box.app.theme_variables)
         text = overview_panes.summary_text(summary, width, c, self.folded)
         if countdown:
-            text = with_countdown(text, countdown, width, c)
+            text = with_countdown(text, countdown, self.cancel_hint, width, c)
         box.update(text, layout=self._height_changed(box, text))
 
     def draw_events(self, summary: Summary | None, filtering: bool) -> None:
@@ -124,12 +159,14 @@ class Panes:
         return changed
 
 
-def with_countdown(text: Text, countdown: Sequence[str], width: int, c: cells.Colors) -> Text:
-    """The summary with the pending automatic actions under its verdict (its first line), each cut with "…"
-    at `width`, in the warning colour: what the watcher is about to do reads before the totals."""
+def with_countdown(text: Text, countdown: Sequence[str], hint: str, width: int, c: cells.Colors) -> Text:
+    """The summary with the pending automatic actions under its verdict (its first line), in the warning
+    colour: what the watcher is about to do reads before the totals. Each is followed by `hint` (where to
+    cancel it) where that fits in `width`, else it stands alone, cut with "…" past the width."""
     verdict, _, rest = text.plain.partition("\n")
     out = text[: len(verdict)]
-    for line in countdown:
+    for words in countdown:
+        line = words + hint if len(words + hint) <= width else words
         out.append("\n")
         out.append(line if len(line) <= width else line[: width - 1] + "…", style=f"bold {c.warn}")
     if rest:
