@@ -119,6 +119,7 @@ class PoolApp(App[None]):
         overview = OverviewScreen(
             self.state, self.alerts, self.events, hint=self.hint, read_only=self.read_only, opener=self.open_detail
         )
+        overview.show_board(self.store_path, self.live)  # the watcher's pending automatic actions, counting down
         self.call_later(self.push_screen, overview)
         if (label := self.source.label()) is not None:
             self.sub_title = label
