@@ -62,18 +62,28 @@ class LogLines(ScrollView, can_focus=True):
         super().__init__(id=id)
         self.view = view
         self._width = 0
+        self._to_end = False
+        """The end was asked for and the lines' own size may not be known yet (see on_resize)."""
 
     def sync(self, to_end: bool) -> None:
         """The lines changed: resize the scroll area; follow the end when asked."""
         for line in self.view.lines if self._width == 0 else list(self.view.lines)[-200:]:
             self._width = max(self._width, len(line) + NUMBER_WIDTH)
         self.virtual_size = Size(self._width, len(self.view.lines))
-        if to_end:  # after the layout this size brings: until then the scrollbar is not shown and a scroll
-            self.scroll_end(animate=False)  # is refused (it opened at line 1, "following" lines out of sight)
+        self._to_end = to_end  # after the layout this size brings: until then the scrollbar is not shown and
+        if to_end:  # a scroll is refused (it opened at line 1, "following" lines out of sight)
+            self.scroll_end(animate=False)
         self.refresh()
+
+    def on_resize(self, event: events.Resize) -> None:
+        """A scroll to the end asked before this widget had its size scrolled nowhere (the end was 0 then): a
+        loaded machine lays the screen out after the first read's refresh. Once sized, go to the end again."""
+        if self._to_end:
+            self.scroll_end(animate=False, immediate=True)
 
     def show(self, number: int) -> None:
         """Scroll so that line `number` is in the middle."""
+        self._to_end = False  # a line chosen (an error, a match): a later resize keeps it, not the end
         at = number - self.view.first
         self.scroll_to(x=0, y=max(0, at - self.size.height // 2), animate=False, immediate=True)
         self.refresh()
