@@ -137,8 +137,11 @@ def llama_server(tmp: Path, model: Path, *extra: str, alias: str = "tiny") -> It
         "--metrics",
         "--alias",
         alias,
+        # One thread: llama.cpp's threads spin at a barrier each step, so two on a 2-core machine that also
+        # runs the tests (and whatever else) stall each other; a long answer then took minutes and the
+        # load test's requests timed out. A later "-t" in `extra` wins.
         "-t",
-        "2",
+        "1",
         *extra,
     ]
     with running(cmd, "/health", port, tmp / f"llama-{port}.log", 120) as url:
