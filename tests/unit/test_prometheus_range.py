@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ import pytest
 from poolconsole.collect.prometheus_range import RangeSeries, parse_matrix, range_groups, scrapes
 from poolconsole.collect.prometheus_source import SCRAPE_OF
 from poolconsole.config.models import Engine, EngineKind, PoolConfig, PrometheusSource
+from poolconsole.model.pool_state import SHORT_POINTS
 from poolconsole.runtime.prometheus_history import Point, merged, points
 from tests.conftest import FIXTURES, REAL
 
@@ -138,3 +140,13 @@ def test_the_stores_points_win_over_their_span_prometheus_fills_before_and_after
     assert [p[1] for p in got if 10 <= p[0] <= 14] == [7.0, 7.0, 7.0]
     assert merged([], ranged, 1.0) == ranged
     assert merged(stored, [], 1.0) == stored
+
+
+def test_a_range_longer_than_the_short_rings_is_charted_whole() -> None:
+    """The range's own PoolState keeps full rings (issue 39): two hours of scrapes are all charted, not the
+    newest SHORT_POINTS that an engine's rings keep in the console."""
+    [last, *_] = scrapes(engine("vllm"), series_of("vllm"))[::-1]
+    count = SHORT_POINTS + 120
+    many = [replace(last, fetched_at=last.fetched_at + i, monotonic=last.monotonic + i) for i in range(count)]
+    got = points(CONFIG, "vllm", many)
+    assert len(got) == count and got[0][0] == last.fetched_at
