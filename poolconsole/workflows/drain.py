@@ -113,9 +113,10 @@ def settings_text(model: str, others: tuple[str, ...], degrade_to: str | None) -
     return lines
 
 
-def plan_lines(config: PoolConfig, state: PoolState | None, engine: Engine) -> list[PlanLine]:
+def plan_lines(config: PoolConfig, state: PoolState | None, engine: Engine, *, waits: bool = True) -> list[PlanLine]:
     """What the Plan says beforehand about the gateways' callers and the drain; nothing where no gateway
-    stands in front of the engine."""
+    stands in front of the engine. `waits`: the engine's requests are waited for (an operator's action);
+    the watcher's does not wait (a stalled or dead engine's requests never finish: `before(wait=False)`)."""
     found = covers(config, state, engine)
     if not found:
         return []
@@ -124,7 +125,9 @@ def plan_lines(config: PoolConfig, state: PoolState | None, engine: Engine) -> l
         if c.others or c.degrade_to:
             who = ", ".join(c.others) or f"{c.degrade_to} (its degrade_to, through fallbacks)"
             lines.append(
-                f"drain: {MECHANISM}; {engine.name} finishes its requests first, then the gateway {c.gateway}'s "
+                f"drain: {MECHANISM}; "
+                + (f"{engine.name} finishes its requests first, then " if waits else "acting at once, ")
+                + f"the gateway {c.gateway}'s "
                 f"retries and fallbacks send {c.model}'s callers to {who}: they see no errors where the gateway "
                 "has these settings (the run reads and says what it has now):"
             )

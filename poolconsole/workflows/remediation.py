@@ -443,7 +443,7 @@ class Remediator:
             await self._take(after, self.clock())
 
     async def _restart(self, step: Step, progress: lifecycle.Progress) -> lifecycle.Outcome:
-        plan = restart.plan(self._ws, step.engine, self.pool.state)
+        plan = restart.plan(self._ws, step.engine, self.pool.state, automatic=True)
         return await restart.run(self._ws, plan, progress, rule=step.rule)
 
     async def _rollback(self, step: Step, progress: lifecycle.Progress) -> lifecycle.Outcome:
@@ -452,7 +452,9 @@ class Remediator:
             raise lifecycle.ActionRefused(f"no earlier profile of {step.engine} promoted in the audit log")
         active = await rollover.active_profile(self._ws, step.engine)
         live, kv = await rollover.measure(self._ws, step.engine, self.pool.state)
-        plan = rollover.plan(self._ws, step.engine, target, active=active, live=live, kv=kv, state=self.pool.state)
+        plan = rollover.plan(
+            self._ws, step.engine, target, active=active, live=live, kv=kv, state=self.pool.state, automatic=True
+        )
         return await rollover.run(self._ws, plan, progress, rule=step.rule)
 
 

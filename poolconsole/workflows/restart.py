@@ -27,7 +27,8 @@ def in_flight(state: PoolState | None, engine: Engine, *, drains: bool) -> list[
     return [words, *restart_effect(state, engine.name)]
 
 
-def plan(ws: Workspace, name: str, state: PoolState | None = None) -> Plan:
+def plan(ws: Workspace, name: str, state: PoolState | None = None, *, automatic: bool = False) -> Plan:
+    """`automatic`: the watcher's remediation plans it, and runs it without waiting for the engine's requests."""
     engine = ws.engine(name)
     if engine is None:
         return refused(ACTION, name, f"no engine named {name} in the config", Refusal.CONFIG)
@@ -41,7 +42,7 @@ def plan(ws: Workspace, name: str, state: PoolState | None = None) -> Plan:
         return refused(ACTION, name, str(exc), Refusal.REFUSED)
     if ws.read_only:
         return refused(ACTION, name, "read-only mode", Refusal.REFUSED)
-    gateway = drain.plan_lines(ws.config, state, engine)  # behind a gateway: drained first (workflows.drain)
+    gateway = drain.plan_lines(ws.config, state, engine, waits=not automatic)  # behind a gateway (workflows.drain)
     lines: list[PlanLine] = [
         *in_flight(state, engine, drains=bool(gateway)),
         *gateway,

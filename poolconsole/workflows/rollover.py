@@ -59,6 +59,7 @@ def plan(
     state: PoolState | None = None,
     force: bool = False,
     smoke: bool = True,
+    automatic: bool = False,
 ) -> Plan:
     engine = ws.engine(name)
     if engine is None:
@@ -83,7 +84,7 @@ def plan(
     lines: list[PlanLine] = [
         *report.rows(),
         *in_flight(state, engine, drains=True),
-        *drain.plan_lines(ws.config, state, engine),
+        *drain.plan_lines(ws.config, state, engine, waits=not automatic),
         f"host {host.name}:",
         f"  $ (write {engine.control.profile_file} atomically, its values over stdin)",
         *(f"  $ {c}" for c in commands),

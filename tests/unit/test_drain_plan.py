@@ -149,3 +149,14 @@ def test_a_degrade_to_engine_is_named_by_its_model_in_the_fallbacks() -> None:
     said = "\n".join(str(line) for line in drain.plan_lines(cfg, None, engine(cfg, "c")))
     assert "fallbacks: [{big: [tiny]}]" in said, said
     assert "send big's callers to b (its degrade_to, through fallbacks)" in said
+
+
+def test_the_watchers_plan_does_not_promise_to_wait_for_the_requests() -> None:
+    """The watcher's action does not wait for a stalled or dead engine's requests (`before(wait=False)`):
+    its plan, which the notification and the audit carry, says it acts at once."""
+    cfg = config()
+    operator = "\n".join(str(line) for line in drain.plan_lines(cfg, None, engine(cfg, "c")))
+    watcher = "\n".join(str(line) for line in drain.plan_lines(cfg, None, engine(cfg, "c"), waits=False))
+    assert "c finishes its requests first, then the gateway gw's retries" in operator
+    assert "finishes its requests" not in watcher
+    assert "acting at once, the gateway gw's retries and fallbacks send big's callers" in watcher
