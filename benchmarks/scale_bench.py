@@ -16,7 +16,14 @@ Prometheus:
   for the engines, one for the hosts);
 - per-engine: the same console with the reads as before batching (two instant queries per engine per
   poll, selection() and scrape_time(), and three per host: the queries batching replaced);
-- direct: the console scraping `--direct` engines itself (the same captures, one port each).
+- direct: the console scraping `--direct` engines itself (the same captures, one port each);
+- floor: benchmarks/floor_prometheus.py on the batched console's config: the same instant queries on the
+  same 2 s cadence, decoded, and a table of the rows in view kept current, nothing else (issue 39's floor
+  of the fleet path). Its "refresh" is its table update, its decoding is reported apart. The console's
+  queries (logged by the shim) and the floor's are compared: the run says whether they are the same strings.
+
+`--rounds N` measures the chosen consoles N times, interleaved (batched, floor, batched, floor, ...), so that
+a change in the machine's load falls on both sides; each window reports the load average at its start and end.
 
 "The console" is the real TUI process (`python -m poolconsole --config FILE`) in a tmux pane of 160x48,
 as the peers harness runs it, at the default 2 s poll interval. Measured: its CPU (utime + stime over
@@ -288,8 +295,13 @@ def on_mount(self):
 
 PoolApp.on_mount = on_mount
 query = ps.PrometheusAPI.query
+queries_seen = set()
+queries_log = open(sys.argv[1] + ".queries", "w", buffering=1)
 
 async def timed_query(self, promql, *a, **k):
+    if promql not in queries_seen:  # each distinct query once: scale_bench compares them with the floor's
+        queries_seen.add(promql)
+        queries_log.write(promql.replace("\\n", " ") + "\\n")
     stamp("first query sent")
     answer = await query(self, promql, *a, **k)
     stamp("first query answered")
@@ -366,7 +378,14 @@ async def query_count(prom: str) -> float:
 
 
 async def measure(
-    name: str, directory: Path, config_text: str, mode: str, seconds: float, prom: str, profile: Path | None = None
+    name: str,
+    directory: Path,
+    config_text: str,
+    mode: str,
+    seconds: float,
+    prom: str,
+    profile: Path | None = None,
+    profile_s: float | None = None,
 ) -> dict[str, Any]:
     path = directory / f"{name}.toml"
     path.write_text(config_text)
@@ -384,6 +403,11 @@ async def measure(
     }
     session = f"scale-{name}"
     command = " ".join([sys.executable, str(shim), str(times), mode, str(path)])
+    if mode == "floor":
+        floor = ROOT / "benchmarks" / "floor_prometheus.py"
+        command = " ".join([sys.executable, str(floor), "--config", str(path), "--times", str(times)])
+    for old in (Path(f"{times}.decode"), Path(f"{times}.stamps")):
+        old.unlink(missing_ok=True)
     launched = time.monotonic()
     subprocess.run(
         [*TMUX, "new-session", "-d", "-s", session, "-x", "160", "-y", "48", f"exec {command}"], check=True, env=env
@@ -402,13 +426,16 @@ async def measure(
         first_text = pane(session)
         await asyncio.sleep(max(0.0, 10 - (time.monotonic() - launched)))  # settled: every loop has polled
         queries0, ticks0, at0 = await query_count(prom) if prom else 0.0, cpu_ticks(pid), time.monotonic()
+        load0 = Path("/proc/loadavg").read_text().split()[0]
         refreshes_before = len(times.read_text().split())
+        decode_file = Path(f"{times}.decode")
+        decodes_before = len(decode_file.read_text().split()) if decode_file.exists() else 0
         spy = None
         if profile is not None:  # py-spy samples the console from outside (a few % of one core of its own)
             profile.mkdir(parents=True, exist_ok=True)
             spy = subprocess.Popen(
-                [str(Path(sys.executable).with_name("py-spy")), "record", "-p", str(pid), "-d", str(int(seconds)),
-                 "-r", "50", "-f", "raw", "-o", str(profile / f"{name}.txt")],
+                [str(Path(sys.executable).with_name("py-spy")), "record", "-p", str(pid),
+                 "-d", str(int(profile_s or seconds)), "-r", "50", "-f", "raw", "-o", str(profile / f"{name}.txt")],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             )  # fmt: skip
         rss = [rss_mib(pid)]
@@ -417,6 +444,7 @@ async def measure(
             await asyncio.sleep(min(step, seconds - (time.monotonic() - at0)))
             rss.append(rss_mib(pid))
         ticks1, at1 = cpu_ticks(pid), time.monotonic()
+        load1 = Path("/proc/loadavg").read_text().split()[0]
         queries1 = await query_count(prom) if prom else 0.0
         end_text = pane(session)
         if spy is not None:
@@ -424,6 +452,10 @@ async def measure(
     finally:
         subprocess.run([*TMUX, "kill-session", "-t", session], capture_output=True)
     durations = [float(x) * 1000 for x in times.read_text().split()[refreshes_before:]]
+    decodes = (
+        [float(x) * 1000 for x in decode_file.read_text().split()[decodes_before:]] if decode_file.exists() else []
+    )
+    sent = Path(f"{times}.queries")
     (directory / f"{name}.first.txt").write_text(first_text)
     stamps = Path(f"{times}.stamps").read_text().splitlines() if Path(f"{times}.stamps").exists() else []
     (directory / f"{name}.end.txt").write_text(end_text)
@@ -434,6 +466,9 @@ async def measure(
         "refresh_ms_mean": statistics.mean(durations) if durations else None,
         "refresh_ms_max": max(durations) if durations else None,
         "refreshes": len(durations),
+        "decode_ms_mean": statistics.mean(decodes) if decodes else None,
+        "queries": sorted(set(sent.read_text().splitlines())) if sent.exists() else [],
+        "load": f"{load0} -> {load1}",
         "rss_mib": rss,
         "queries_per_s": (queries1 - queries0) / (at1 - at0) if prom else None,
         "window_s": at1 - at0,
@@ -508,9 +543,17 @@ async def main(args: argparse.Namespace) -> None:
                 ("per-engine", pooled, prom),
                 ("direct", config(args.direct, None, direct_ports), ""),
             ]
-            for name, text, source in runs:
-                if not args.only or name in args.only:
-                    results.append(await measure(name, directory, text, name, seconds, source, args.profile))
+            runs.append(("floor", pooled, prom))
+            for round_ in range(1, args.rounds + 1):
+                for name, text, source in runs:
+                    if not args.only or name in args.only:
+                        # py-spy on the consoles of the first round only (its own CPU would weigh on the others)
+                        spied = args.profile if round_ == 1 and name != "floor" else None
+                        result = await measure(
+                            name, directory, text, name, seconds, source, spied, args.profile_seconds
+                        )
+                        result["round"] = round_
+                        results.append(result)
         finally:
             prom_proc.terminate()
             prom_proc.wait(30)
@@ -522,6 +565,23 @@ async def main(args: argparse.Namespace) -> None:
             print(json.dumps(results))
 
 
+def ratios(results: list[dict[str, Any]]) -> None:
+    """The batched console against the floor of the same round, and whether they sent the same queries."""
+    floors = {r["round"]: r for r in results if r["name"] == "floor"}
+    for r in results:
+        floor = floors.get(r["round"])
+        if r["name"] != "batched" or floor is None:
+            continue
+        print(
+            f"round {r['round']}: console / floor: CPU {r['cpu_pct'] / max(floor['cpu_pct'], 1e-9):.1f}x, "
+            f"RSS at the end {r['rss_mib'][-1] / floor['rss_mib'][-1]:.1f}x; the same queries: "
+            f"{r['queries'] == floor['queries']} ({len(r['queries'])} by the console, "
+            f"{len(floor['queries'])} by the floor)"
+        )
+        for q in sorted(set(r["queries"]) ^ set(floor["queries"]))[:4]:
+            print(f"  only {'the console' if q in r['queries'] else 'the floor'}: {q[:160]}")
+
+
 def report(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
     def fmt(value: float | None, spec: str) -> str:
         return "n/a" if value is None else format(value, spec)
@@ -530,7 +590,12 @@ def report(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
         "batched": f"{args.engines} + {args.hosts} hosts via Prometheus, batched",
         "per-engine": f"{args.engines} + {args.hosts} hosts via Prometheus, per target",
         "direct": f"{args.direct} direct",
+        "floor": "the floor (same queries)",
     }
+
+    def head(r: dict[str, Any]) -> str:
+        return heads[r["name"]] + (f" #{r['round']}" if args.rounds > 1 else "")
+
     rows = [
         ("CPU, % of one core", [fmt(r["cpu_pct"], ".1f") for r in results]),
         ("first frame with data, s", [fmt(r["first_frame_s"], ".2f") for r in results]),
@@ -538,16 +603,20 @@ def report(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
         ("one refresh, ms max", [fmt(r["refresh_ms_max"], ".1f") for r in results]),
         ("RSS start -> end, MiB", [f"{r['rss_mib'][0]:.0f} -> {r['rss_mib'][-1]:.0f}" for r in results]),
         ("RSS max, MiB", [f"{max(r['rss_mib']):.0f}" for r in results]),
+        ("decoding the answers, ms mean (floor)", [fmt(r["decode_ms_mean"], ".1f") for r in results]),
         ("Prometheus queries / s", [fmt(r["queries_per_s"], ".1f") for r in results]),
+        ("load average, window start -> end", [r["load"] for r in results]),
         ("rows ' ok ' on the last frame", [str(r["ok_end"]) for r in results]),
     ]
     width = max(len(label) for label, _ in rows)
-    cols = [max(len(heads[r["name"]]), 12) for r in results]
-    print(f"{'':{width}}  " + "  ".join(f"{heads[r['name']]:>{c}}" for r, c in zip(results, cols, strict=True)))
+    cols = [max(len(head(r)), 12) for r in results]
+    print(f"{'':{width}}  " + "  ".join(f"{head(r):>{c}}" for r, c in zip(results, cols, strict=True)))
     for label, values in rows:
         print(f"{label:{width}}  " + "  ".join(f"{v:>{c}}" for v, c in zip(values, cols, strict=True)))
+    ratios(results)
     for r in results:
-        print(f"{r['name']}: start-up, s since the process started: " + "; ".join(r["startup"]))
+        if r["startup"]:
+            print(f"{r['name']}: start-up, s since the process started: " + "; ".join(r["startup"]))
         print(
             f"{r['name']}: RSS every {r['window_s'] / max(1, len(r['rss_mib']) - 1):.0f} s: "
             + " ".join(f"{x:.0f}" for x in r["rss_mib"])
@@ -567,7 +636,14 @@ if __name__ == "__main__":
     parser.add_argument("--scrape", type=float, default=5.0, help="Prometheus' scrape interval, s")
     parser.add_argument("--json", action="store_true")
     parser.add_argument(
-        "--only", choices=("batched", "per-engine", "direct"), action="append", help="measure only these consoles"
+        "--only",
+        choices=("batched", "per-engine", "direct", "floor"),
+        action="append",
+        help="measure only these consoles (floor: benchmarks/floor_prometheus.py on the batched console's config)",
+    )
+    parser.add_argument("--profile-seconds", type=float, help="py-spy's duration (default: the whole window)")
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="measure the chosen consoles this many times, interleaved"
     )
     parser.add_argument("--profile", type=Path, help="also record each console's window with py-spy into this folder")
     asyncio.run(main(parser.parse_args()))

@@ -1,0 +1,168 @@
+"""The floor under the console's fleet path (issue 39, deliverable 2): the same instant queries on the same
+cadence, decoded, and a table of the rows in view kept current. Nothing else.
+
+`python benchmarks/floor_prometheus.py --config FILE [--times FILE]` reads the console's hosts.toml (its
+`[prometheus]` url, engines and hosts) and builds the queries with the console's own code
+(`prometheus_source.batch_groups` for the engines, `prometheus_hosts.host_groups` for the hosts), so they
+are the strings the console sends (scale_bench logs both sides' and compares them). Every 2 s (the console's
+default poll interval; the next tick is armed after this one ends, as the console's loops are) it sends
+them all at once over one keep-alive aiohttp session, decodes each answer with the stdlib json the console
+uses, and updates, by row key, only the cells of the engines the table has room for (the terminal's height)
+whose values moved. No model, no alerts, no store, no summary, no charts, no hosts' rows (their queries
+are sent and decoded, as the console's are).
+
+`benchmarks/scale_bench.py --only batched --only floor` runs it beside the console on one Prometheus.
+With `--times FILE` it appends to FILE each tick's table update in seconds (the counterpart of the console's
+`refresh_screen`), and to FILE.decode each tick's decoding; FILE.queries lists the queries it sends.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any, TextIO
+from urllib.parse import quote
+
+from textual.app import App, ComposeResult
+from textual.widgets import DataTable
+
+from poolconsole.collect.engines.poll import SPEC
+from poolconsole.collect.prometheus_hosts import host_groups
+from poolconsole.collect.prometheus_source import batch_groups
+from poolconsole.collect.tls import import_aiohttp
+from poolconsole.config.load import load_config
+from poolconsole.config.models import Engine
+
+import_aiohttp()
+import aiohttp  # noqa: E402
+
+POLL_S = 2.0
+"""The console's default poll interval (settings.poll_interval_s)."""
+COLUMNS = ("Engine", "up", "running", "waiting", "generated")
+
+
+def columns_of(engine: Engine) -> dict[str, str]:
+    """family -> the column it fills, for this engine's kind (its spec's names)."""
+    spec = SPEC[engine.kind]
+    out = {"up": "up"}
+    out.update({n: "running" for n in spec.gauges["requests_running"][0]})
+    out.update({n: "waiting" for n in spec.gauges["requests_waiting"][0]})
+    out.update({n: "generated" for n in spec.counters["generation_tokens_total"]})
+    return out
+
+
+class FloorPrometheus(App[None]):
+    """Query, decode, update the rows in view by key, every POLL_S, until quit."""
+
+    def __init__(self, url: str, queries: list[str], engines: list[Engine], times: Path | None) -> None:
+        super().__init__()
+        self.url = url
+        self.queries = queries
+        self.engines = sorted(engines, key=lambda e: e.name)
+        self.shown: dict[str, Engine] = {}
+        """instance -> engine, for the rows in view."""
+        self.columns: dict[str, dict[str, str]] = {}
+        """instance -> its families' columns, for the rows in view."""
+        self.cells: dict[tuple[str, str], str] = {}
+        """What each shown cell holds: a cell is written only when its text moves."""
+        self.times: TextIO | None = None
+        self.decodes: TextIO | None = None
+        if times is not None:
+            self.times = times.open("a", buffering=1)  # open while the app runs
+            self.decodes = Path(f"{times}.decode").open("a", buffering=1)  # noqa: SIM115
+            Path(f"{times}.queries").write_text("".join(q + "\n" for q in sorted(queries)))
+
+    def compose(self) -> ComposeResult:
+        yield DataTable()
+
+    def on_mount(self) -> None:
+        table: DataTable[str] = self.query_one(DataTable)
+        for column in COLUMNS:
+            table.add_column(column, key=column)
+        room = max(1, self.size.height - 1)  # the header takes a line
+        self.shown = {e.instance: e for e in self.engines[:room]}
+        self.columns = {i: columns_of(e) for i, e in self.shown.items()}
+        self.run_worker(self.poll_forever(), exclusive=True)
+
+    async def poll_forever(self) -> None:
+        table: DataTable[str] = self.query_one(DataTable)
+        paths = [f"{self.url}/api/v1/query?query={quote(q, safe='')}" for q in self.queries]
+        async with aiohttp.ClientSession() as session:
+
+            async def one(path: str) -> bytes | None:
+                try:
+                    async with session.get(path, timeout=aiohttp.ClientTimeout(total=10)) as r:
+                        return await r.read()
+                except (aiohttp.ClientError, TimeoutError):
+                    return None
+
+            while True:
+                started = time.monotonic()
+                bodies = await asyncio.gather(*(one(p) for p in paths))
+                decoding = time.perf_counter()
+                values = self.decode(bodies)
+                drawing = time.perf_counter()
+                self.show(table, values)
+                done = time.perf_counter()
+                if self.times is not None and self.decodes is not None:
+                    self.decodes.write(f"{drawing - decoding:.6f}\n")
+                    self.times.write(f"{done - drawing:.6f}\n")
+                await asyncio.sleep(max(0.0, POLL_S - (time.monotonic() - started)))
+
+    def decode(self, bodies: list[bytes | None]) -> dict[str, dict[str, float]]:
+        """Every answer decoded whole (as the console decodes it); the shown engines' values picked out."""
+        values: dict[str, dict[str, float]] = {}
+        for body in bodies:
+            if body is None:
+                continue
+            doc: Any = json.loads(body)
+            for item in doc.get("data", {}).get("result", ()):
+                labels = item["metric"]
+                instance = labels.get("instance", "")
+                column = self.columns.get(instance, {}).get(labels.get("__name__", ""))
+                if column is None:
+                    continue
+                row = values.setdefault(self.shown[instance].name, {})
+                row[column] = row.get(column, 0.0) + float(item["value"][1])
+        return values
+
+    def show(self, table: DataTable[str], values: dict[str, dict[str, float]]) -> None:
+        """Rows added at the first answer (so the first frame with data is the first frame with rows), then
+        only the cells whose text moved."""
+        with self.batch_update():
+            for engine in self.shown.values():
+                row = values.get(engine.name)
+                if row is None:
+                    continue
+                texts = {c: f"{row[c]:.0f}" if c in row else "n/a" for c in COLUMNS[1:]}
+                if (engine.name, "Engine") not in self.cells:
+                    self.cells[(engine.name, "Engine")] = engine.name
+                    table.add_row(engine.name, *texts.values(), key=engine.name)
+                    self.cells.update({(engine.name, c): t for c, t in texts.items()})
+                    continue
+                for column, text in texts.items():
+                    if self.cells[(engine.name, column)] != text:
+                        self.cells[(engine.name, column)] = text
+                        table.update_cell(engine.name, column, text)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", type=Path, required=True, help="the console's hosts.toml")
+    parser.add_argument("--times", type=Path, help="append each tick's table update (s) here")
+    args = parser.parse_args()
+    config = load_config(args.config)
+    if config.prometheus is None:
+        raise SystemExit(f"{args.config} has no [prometheus] url")
+    engines = [e for e in config.engines if e.read == "prometheus"]
+    hosts = [h for h in config.hosts if h.read == "prometheus"]
+    queries = [g.expr for g in batch_groups(dict(enumerate(engines)))]
+    queries += [g.expr for g in host_groups(dict(enumerate(hosts)))]
+    FloorPrometheus(config.prometheus.url.rstrip("/"), queries, engines, args.times).run()
+
+
+if __name__ == "__main__":
+    main()
