@@ -95,8 +95,8 @@ class Alerts:
     off_since: dict[tuple[str, str], float] = field(default_factory=dict)
     """(target, rule) -> since when a firing alert's condition has not held, while it waits out its clear
     hold (the GPU rules' hysteresis)."""
-    generated: dict[str, tuple[tuple[float | None, float | None], float]] = field(default_factory=dict)
-    """engine -> ((its generation counter, its prompt counter), since when it has had those values) for the
+    generated: dict[str, tuple[tuple[float | None, float | None, float | None], float]] = field(default_factory=dict)
+    """engine -> ((its generation, prompt and progress counters), since when it has had those values) for the
     stalled rule."""
     """(target, rule) -> since when its condition has held, while it waits out the rule's hold."""
 
@@ -247,17 +247,21 @@ class Alerts:
         )
 
     def _stalled(self, view: EngineView, now: float) -> AlertEvent | None:
-        """The wedge `/health` hides: the engine answers, requests are running or waiting, and neither its
-        generation counter nor its prompt (prefill) counter has moved for `stall_s`. The prompt counter counts
-        too, so a long prefill (a 100k-token prompt, many prompts admitted at once) is progress, not a wedge,
-        wherever the engine exposes it (vLLM's and SGLang's prompt_tokens_total, llama.cpp's
-        prompt_tokens_total). Any change counts as progress (a restart's reset too). Unknown (down, no
-        generation counter, no request counts, or a counter that moves only when a request ends: llama.cpp
-        without /slots) leaves the alert as it is: a down engine is `down`'s."""
+        """The wedge `/health` hides: the engine answers, requests are running or waiting, and none of its
+        generation counter, its prompt (prefill) counter and its progress counter has moved for `stall_s`.
+        The prompt counter counts too, so a long prefill (a 100k-token prompt, many prompts admitted at once)
+        is progress, not a wedge, wherever the engine exposes it (vLLM's and SGLang's prompt_tokens_total,
+        llama.cpp's prompt_tokens_total). The progress counter is the one a kind's spec declares where its
+        generation counter does not move at every step (llama.cpp's n_decode_total: its tokens_predicted_total
+        grows only when a request ends, so a long answer without /slots moves only that). Any change counts as
+        progress (a restart's reset too). Unknown (down, no generation counter, no request counts, or a
+        declared progress counter unknown with a reason) leaves the alert as it is: a down engine is `down`'s."""
         total = view.generation_tokens_total
-        if view.state != EngineState.OK or total is None or view.details.get("generation_counted_at_end"):
-            return None  # a counter that moves only when a request ends (llama.cpp without /slots) says nothing
-        progress = (total, view.prompt_tokens_total)
+        if view.state != EngineState.OK or total is None:
+            return None
+        if view.progress_total is None and "progress_total" in view.unknown:
+            return None  # its progress cannot be read: a long answer would look like a wedge
+        progress = (total, view.prompt_tokens_total, view.progress_total)
         seen = self.generated.get(view.name)
         if seen is None or seen[0] != progress:
             self.generated[view.name] = seen = (progress, now)
@@ -267,7 +271,10 @@ class Alerts:
         running, waiting = view.requests_running or 0, view.requests_waiting or 0
         still = now - seen[1]
         stalled = (running + waiting) > 0 and still >= self.settings.stall_s
-        counted = "no token generated or prompt token processed" if progress[1] is not None else "no token generated"
+        read = ["token generated"]
+        read += ["prompt token processed"] if progress[1] is not None else []
+        read += ["decoding step"] if progress[2] is not None else []
+        counted = "no " + (f"{', '.join(read[:-1])} or {read[-1]}" if len(read) > 1 else read[0])
         said = (
             f"stalled: {running:.0f} running and {waiting:.0f} waiting, {counted} for {still:.0f} s "
             "(it answers /health and serves nothing)"

@@ -44,6 +44,12 @@ class EngineView:
     counter_resets: int = 0
     increase: dict[str, float] = field(default_factory=dict)
     """Each counter's reset-safe increase over the window (since the previous poll that read metrics)."""
+    progress_total: float | None = None
+    """The engine's count of work steps, where its metric spec declares one (`progress_total`): it moves at
+    every step of the requests in progress, prefill and generation alike (llama.cpp's `n_decode_total`, its
+    llama_decode calls, where `tokens_predicted_total` moves only when a request ends). None for a kind that
+    declares none (its generation counter is its progress), or with a reason in `unknown` when the engine
+    does not expose it."""
     ttft_p50_s: float | None = None
     ttft_p95_s: float | None = None
     ttft_window: str | None = None
@@ -173,6 +179,7 @@ def engine_view(samples: Sequence[EngineSnapshot]) -> EngineView:
         window_s=round(derived.seconds, 3) if derived else None,
         counter_resets=derived.resets if derived else 0,
         increase=dict(derived.deltas) if derived else {},
+        progress_total=gauge("progress_total"),
         ttft_p50_s=ttft.p50 if ttft else None,
         ttft_p95_s=ttft.p95 if ttft else None,
         ttft_window=ttft.window if ttft else None,
@@ -237,4 +244,6 @@ def _unknown_reasons(view: EngineView, missing: dict[str, str], derived: Derived
         )
     if view.ranks is None:
         out["ranks"] = fallback
+    if view.progress_total is None and "progress_total" in missing:  # declared by its spec, and not read
+        out["progress_total"] = missing["progress_total"]
     return out

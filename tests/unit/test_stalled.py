@@ -75,41 +75,33 @@ def test_down_leaves_it_to_down_and_a_restart_counts_as_progress() -> None:
     assert rules(alerts, view(generation_tokens_total=0.0, requests_running=1.0), 20) == [("stalled", False)]
 
 
-def test_a_llamacpp_counter_that_moves_only_when_a_request_ends_never_stalls() -> None:
+def test_a_progress_counter_that_moves_is_progress_and_one_that_stands_still_is_not() -> None:
     """llama.cpp without /slots: tokens_predicted_total grows when a request ends, so a two-minute answer reads
-    as a still counter with a request running. That is no wedge to page about (or restart for)."""
+    as a still generation counter; its progress counter (n_decode_total, every step) moves meanwhile. That is
+    no wedge to page about (or restart for); all three standing still is."""
     alerts = Alerts(AlertSettings(stall_s=30))
-    blind = {"generation_counted_at_end": True}
     for t in range(0, 120, 2):
-        seen = view(kind=EngineKind.LLAMACPP, generation_tokens_total=500.0, details=blind)
+        seen = view(kind=EngineKind.LLAMACPP, generation_tokens_total=500.0, progress_total=100.0 + t)
         assert rules(alerts, seen, t) == []
-    # the same engine with /slots (its in-progress tokens counted) and a still counter does stall
+    alerts = Alerts(AlertSettings(stall_s=30))
+    still = view(kind=EngineKind.LLAMACPP, generation_tokens_total=500.0, progress_total=900.0)
+    for t in range(0, 30, 2):
+        assert rules(alerts, still, t) == []
+    fired = [e for e in alerts.engine(still, 30) if e.rule == "stalled"]
+    assert [(e.rule, e.fired) for e in fired] == [("stalled", True)]
+    assert "no token generated, prompt token processed or decoding step for 30 s" in fired[0].message
+    assert rules(alerts, replace(still, progress_total=0.0), 32) == [("stalled", False)]  # a reset is progress
+
+
+def test_a_declared_progress_counter_unknown_with_a_reason_stands_aside() -> None:
+    """A llama.cpp build without n_decode_total and without /slots: its progress cannot be read, so a still
+    generation counter says nothing (the poll gives the reason: test_llamacpp_progress)."""
+    alerts = Alerts(AlertSettings(stall_s=30))
+    blind = view(kind=EngineKind.LLAMACPP, generation_tokens_total=500.0, unknown={"progress_total": "not read"})
+    for t in range(0, 120, 2):
+        assert rules(alerts, blind, t) == []
+    # no progress counter declared (vLLM), nothing unknown: its generation counter is its progress
     alerts = Alerts(AlertSettings(stall_s=30))
     for t in range(0, 30, 2):
-        assert rules(alerts, view(kind=EngineKind.LLAMACPP, generation_tokens_total=500.0), t) == []
-    assert rules(alerts, view(kind=EngineKind.LLAMACPP, generation_tokens_total=500.0), 30) == [("stalled", True)]
-
-
-async def test_a_llamacpp_poll_says_when_its_counter_moves_only_at_a_request_s_end() -> None:
-    """The collector marks it: /slots answering (the requests in progress counted) leaves no mark; /slots
-    refused (404, as with `--no-slots`) marks the view, so the rule above stands aside."""
-    from pathlib import Path
-
-    from poolconsole.collect.engines.poll import EnginePoller
-    from poolconsole.config.models import Engine
-    from poolconsole.model.view import engine_view
-    from tests.unit.test_hostile_input import Pages
-
-    real = Path(__file__).parents[1] / "fixtures" / "real" / "llamacpp-b1-0c1e570"
-    routes: dict[str, bytes] = {
-        "/metrics": (real / "metrics-after-requests.txt").read_bytes(),
-        "/v1/models": (real / "v1-models.json").read_bytes(),
-        "/props": (real / "props.json").read_bytes(),
-        "/slots": (real / "slots-after-requests.json").read_bytes(),
-    }
-    llama = Engine(name="e", kind=EngineKind.LLAMACPP, url="http://e")
-    with_slots = engine_view([await EnginePoller(llama, Pages(dict(routes))).poll()])
-    assert with_slots.state is EngineState.OK and not with_slots.details.get("generation_counted_at_end")
-    routes["/slots"] = b""  # 404
-    without = engine_view([await EnginePoller(llama, Pages(dict(routes))).poll()])
-    assert without.state is EngineState.OK and without.details.get("generation_counted_at_end") is True
+        assert rules(alerts, view(generation_tokens_total=500.0), t) == []
+    assert rules(alerts, view(generation_tokens_total=500.0), 30) == [("stalled", True)]

@@ -99,6 +99,9 @@ LLAMACPP = MetricSpec(
     counters={
         "prompt_tokens_total": ("llamacpp:prompt_tokens_total",),
         "generation_tokens_total": ("llamacpp:tokens_predicted_total",),
+        # tokens_predicted_total grows only when a request ends; the llama_decode calls grow at every step of
+        # the requests in progress (prompt batches and generated tokens): the stalled rule's progress
+        "progress_total": ("llamacpp:n_decode_total",),
         # prompt_tokens_total excludes cached tokens: hit rate = cached / (cached + processed).
         "prefix_cache_hits_total": ("llamacpp:prompt_tokens_cached_total",),
         "spec_decode_draft_tokens_total": ("llamacpp:spec_decode_num_draft_tokens_total",),

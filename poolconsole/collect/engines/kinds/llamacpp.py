@@ -44,8 +44,9 @@ class LlamacppAdapter(MetricsEngineAdapter):
     extra_paths = ("/slots",)
     loading_on_503 = True
     # tokens_predicted_total grows only when a request ends (a two-minute answer would read as a wedge): the
-    # stalled rule reads the llama_decode calls, one per step of every request in progress
-    progress_counter = "llamacpp:n_decode_total"
+    # stalled rule reads the llama_decode calls, one per step of every request in progress (its spec's
+    # progress_total, which the poll reads into the view too)
+    progress_counter = specs.LLAMACPP.counters["progress_total"][0]
     models_public_with_key = True
     bind_fix = BIND_LOOPBACK
     key_fix = "start llama-server with --api-key (or --api-key-file) and set api_key_env in hosts.toml"
@@ -93,16 +94,24 @@ def _read_slots(poll: Scratch, fetched: Fetched) -> None:
         poll.extra["kv_cache_usage_source"] = "estimated from /slots (tokens held / slot context)"
 
 
+NO_PROGRESS = "; without /slots its generation counter moves only when a request ends: a long answer reads as a wedge"
+"""Added to why n_decode_total is unknown (not on the page, or not a count): the stalled rule stands aside for
+an engine whose progress_total is unknown with a reason (model.alerts)."""
+
+
 def _live_generation(poller: EnginePoller, poll: Scratch) -> None:
     """llama.cpp counts a request's generated tokens when it ends; the requests in progress are added
-    from /slots (collect.engines.live_generation)."""
+    from /slots (collect.engines.live_generation). Without /slots the stalled rule reads n_decode_total
+    (progress_total), which moves at every step; with /slots the live count is progress enough, and a
+    build without n_decode_total is judged by it."""
     counted = poll.metrics.get("generation_tokens_total") if poll.metrics is not None else None
     if counted is None:
         return
-    if poll.slots is None:
-        # No /slots (`--no-slots`, or it failed): the counter moves only when a request ends, so a long answer
-        # reads as no progress; the stalled rule must not take that for a wedge.
-        poll.extra["generation_counted_at_end"] = True
+    if "progress_total" in poll.missing:
+        if poll.slots is None:
+            poll.missing["progress_total"] += NO_PROGRESS
+        else:
+            del poll.missing["progress_total"]
     decoding = poll.slots.decoded if poll.slots is not None else None
     live = poller.generation.count(counted, decoding or 0, poll.restart_marker)
     set_value(poll, "generation_tokens_total", live)
