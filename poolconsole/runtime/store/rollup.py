@@ -57,6 +57,7 @@ ENGINE_RULES: Mapping[str, Rule] = {
     "window_s": Rule.SUM,
     "counter_resets": Rule.SUM,
     "increase": Rule.SUM_EACH,
+    "progress_total": Rule.LAST,
     "ttft_p50_s": Rule.MEAN,
     "ttft_p95_s": Rule.MEAN,
     "ttft_window": Rule.LAST,
