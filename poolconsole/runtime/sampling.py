@@ -14,7 +14,6 @@ import datetime as dt
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from poolconsole.collect.engine_sources import EngineSource, engine_pollers
@@ -29,7 +28,7 @@ from poolconsole.model.pool_state import PoolState
 from poolconsole.model.snapshots import EngineSnapshot, EngineState
 from poolconsole.model.view import EngineView, engine_view
 from poolconsole.runtime.live import Subscriber, Update
-from poolconsole.runtime.source import Capabilities, Playback
+from poolconsole.runtime.source import Capabilities, Unrecorded
 
 CAPABILITIES = Capabilities(live=True, replay=False, read_only=True)
 """It polls the pool, and changes nothing in it: `status` offers no action."""
@@ -83,7 +82,7 @@ class PoolSample:
         }
 
 
-class SampleSource:
+class SampleSource(Unrecorded):
     """The bounded run as a PoolSource: `start` begins it on the running loop, `finished` waits for its end and
     says what it took, `stop` ends it early (or after) and closes every poller. `poll_now` cuts the wait before
     each engine's next poll short."""
@@ -126,17 +125,6 @@ class SampleSource:
     def poll_now(self) -> None:
         for waiter in list(self._wakers):
             _release(waiter)
-
-    def label(self) -> str | None:
-        return None
-
-    @property
-    def playback(self) -> Playback | None:
-        return None
-
-    @property
-    def recorded(self) -> Path | None:
-        return None
 
     # -- the run --------------------------------------------------------------------------------------
     async def finished(self) -> PoolSample:

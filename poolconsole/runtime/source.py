@@ -16,7 +16,7 @@ from poolconsole.model.events import EventLog
 from poolconsole.model.pool_state import PoolState
 from poolconsole.runtime.live import Backlog, LivePool, Subscriber
 
-__all__ = ["Capabilities", "LiveSource", "Playback", "PoolSource", "SSHPool"]
+__all__ = ["Capabilities", "LiveSource", "Playback", "PoolSource", "SSHPool", "Unrecorded"]
 """SSHPool: the type of the live pool's connections, which a view passes on to the workflows it runs."""
 
 
@@ -77,7 +77,23 @@ class PoolSource(Protocol):
         ...
 
 
-class LiveSource:
+class Unrecorded:
+    """What a source that plays no recording answers: no label, no playback controls, no recording's path
+    (the live pool, the sampling run of `status`)."""
+
+    def label(self) -> str | None:
+        return None
+
+    @property
+    def playback(self) -> Playback | None:
+        return None
+
+    @property
+    def recorded(self) -> Path | None:
+        return None
+
+
+class LiveSource(Unrecorded):
     """The live pool as a PoolSource. `polling` False: nothing is polled (tests that apply results by hand).
     A `backlog` (ui.launch started the polls before the view loaded) is handed to the first subscriber at
     `start`, so what the first polls told is heard in order."""
@@ -125,14 +141,3 @@ class LiveSource:
 
     def poll_now(self) -> None:
         self.runtime.poll_now()
-
-    def label(self) -> str | None:
-        return None
-
-    @property
-    def playback(self) -> Playback | None:
-        return None
-
-    @property
-    def recorded(self) -> Path | None:
-        return None
