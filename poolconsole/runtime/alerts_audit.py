@@ -117,14 +117,14 @@ def condition(page: Page, s: AlertSettings, is_host: bool) -> Condition | None:
 
 
 def _stalled(rows: Sequence[Values], times: Sequence[float], end: int, s: AlertSettings) -> str | None:
-    """stalled: busy at the firing poll, and its generation and prompt counters unchanged for stall_s."""
+    """stalled: busy at the firing poll, and its generation, prompt and progress counters unchanged for stall_s."""
     last = rows[end]
     busy = (_num(last, "requests_running") or 0) + (_num(last, "requests_waiting") or 0) > 0
     if not busy:
         return "nothing running or waiting at the poll that fired it"
 
-    def counters(values: Values) -> tuple[Any, Any]:
-        return values.get("generation_tokens_total"), values.get("prompt_tokens_total")
+    def counters(values: Values) -> tuple[Any, Any, Any]:
+        return values.get("generation_tokens_total"), values.get("prompt_tokens_total"), values.get("progress_total")
 
     first = end
     while first > 0 and counters(rows[first - 1]) == counters(last):
