@@ -19,6 +19,7 @@ from poolconsole.config.models import AlertSettings, Engine, EngineKind
 from poolconsole.model.alerts import Alerts
 from poolconsole.model.snapshots import EngineState
 from poolconsole.model.view import EngineView, engine_view
+from poolconsole.runtime.alerts_audit import Page, check
 from tests.conftest import REAL
 from tests.unit.test_hostile_input import Pages
 
@@ -123,3 +124,16 @@ async def test_a_negative_n_decode_total_is_unknown_never_a_value() -> None:
     seen = await Llama(slots=False).view(page(decodes=-5))
     assert seen.progress_total is None
     assert seen.unknown["progress_total"].startswith("the engine reported -5: this metric is never negative")
+
+
+def test_the_false_page_audit_reads_the_progress_counter_too() -> None:
+    """runtime.alerts_audit vouches for a stalled page only where the store shows every counter the rule
+    reads standing still: a moving n_decode_total (a long answer without /slots) is a finding."""
+    page = Page("stalled", "e", 20.0, {"alertname": "stalled", "engine": "e"})
+    times = [float(t) for t in range(0, 22, 2)]
+    row = {"requests_running": 2.0, "generation_tokens_total": 81.0, "prompt_tokens_total": 50.0}
+    still = [{**row, "progress_total": 500.0} for _ in times]
+    moving = [{**row, "progress_total": 500.0 + t} for t in times]
+    settings = AlertSettings(stall_s=STALL_S)
+    assert check(page, still, times, settings, is_host=False) is None
+    assert check(page, moving, times, settings, is_host=False) == "its counters stood still only 0.0 s"
