@@ -12,8 +12,10 @@ whose values moved. No model, no alerts, no store, no summary, no charts, no hos
 are sent and decoded, as the console's are).
 
 `benchmarks/scale_bench.py --only batched --only floor` runs it beside the console on one Prometheus.
-With `--times FILE` it appends to FILE each tick's table update in seconds (the counterpart of the console's
-`refresh_screen`), and to FILE.decode each tick's decoding; FILE.queries lists the queries it sends.
+Each answer is decoded and its rows shown as soon as it is in (the console applies each group as it answers).
+With `--times FILE` it appends to FILE each tick's table updates in seconds (the counterpart of the console's
+`refresh_screen`), and to FILE.decode each tick's decoding in CPU seconds of its thread (wall time on a
+loaded machine counts the waits for a core); FILE.queries lists the queries it sends.
 """
 
 from __future__ import annotations
@@ -92,41 +94,41 @@ class FloorPrometheus(App[None]):
         paths = [f"{self.url}/api/v1/query?query={quote(q, safe='')}" for q in self.queries]
         async with aiohttp.ClientSession() as session:
 
-            async def one(path: str) -> bytes | None:
+            async def one(path: str) -> tuple[float, float]:
+                """One query, its answer decoded and its rows shown as soon as it is in (the console too
+                applies each group as it answers): (CPU s decoding, s updating the table)."""
                 try:
                     async with session.get(path, timeout=aiohttp.ClientTimeout(total=10)) as r:
-                        return await r.read()
+                        body = await r.read()
                 except (aiohttp.ClientError, TimeoutError):
-                    return None
+                    return 0.0, 0.0
+                decoding = time.thread_time()
+                values = self.decode(body)
+                decoded = time.thread_time()
+                drawing = time.perf_counter()
+                self.show(table, values)
+                return decoded - decoding, time.perf_counter() - drawing
 
             while True:
                 started = time.monotonic()
-                bodies = await asyncio.gather(*(one(p) for p in paths))
-                decoding = time.perf_counter()
-                values = self.decode(bodies)
-                drawing = time.perf_counter()
-                self.show(table, values)
-                done = time.perf_counter()
+                spent = await asyncio.gather(*(one(p) for p in paths))
                 if self.times is not None and self.decodes is not None:
-                    self.decodes.write(f"{drawing - decoding:.6f}\n")
-                    self.times.write(f"{done - drawing:.6f}\n")
+                    self.decodes.write(f"{sum(d for d, _ in spent):.6f}\n")
+                    self.times.write(f"{sum(s for _, s in spent):.6f}\n")
                 await asyncio.sleep(max(0.0, POLL_S - (time.monotonic() - started)))
 
-    def decode(self, bodies: list[bytes | None]) -> dict[str, dict[str, float]]:
-        """Every answer decoded whole (as the console decodes it); the shown engines' values picked out."""
+    def decode(self, body: bytes) -> dict[str, dict[str, float]]:
+        """An answer decoded whole (as the console decodes it); the shown engines' values picked out."""
         values: dict[str, dict[str, float]] = {}
-        for body in bodies:
-            if body is None:
+        doc: Any = json.loads(body)
+        for item in doc.get("data", {}).get("result", ()):
+            labels = item["metric"]
+            instance = labels.get("instance", "")
+            column = self.columns.get(instance, {}).get(labels.get("__name__", ""))
+            if column is None:
                 continue
-            doc: Any = json.loads(body)
-            for item in doc.get("data", {}).get("result", ()):
-                labels = item["metric"]
-                instance = labels.get("instance", "")
-                column = self.columns.get(instance, {}).get(labels.get("__name__", ""))
-                if column is None:
-                    continue
-                row = values.setdefault(self.shown[instance].name, {})
-                row[column] = row.get(column, 0.0) + float(item["value"][1])
+            row = values.setdefault(self.shown[instance].name, {})
+            row[column] = row.get(column, 0.0) + float(item["value"][1])
         return values
 
     def show(self, table: DataTable[str], values: dict[str, dict[str, float]]) -> None:

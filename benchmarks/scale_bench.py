@@ -603,7 +603,7 @@ def report(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
         ("one refresh, ms max", [fmt(r["refresh_ms_max"], ".1f") for r in results]),
         ("RSS start -> end, MiB", [f"{r['rss_mib'][0]:.0f} -> {r['rss_mib'][-1]:.0f}" for r in results]),
         ("RSS max, MiB", [f"{max(r['rss_mib']):.0f}" for r in results]),
-        ("decoding the answers, ms mean (floor)", [fmt(r["decode_ms_mean"], ".1f") for r in results]),
+        ("decoding, ms of CPU a tick (floor)", [fmt(r["decode_ms_mean"], ".1f") for r in results]),
         ("Prometheus queries / s", [fmt(r["queries_per_s"], ".1f") for r in results]),
         ("load average, window start -> end", [r["load"] for r in results]),
         ("rows ' ok ' on the last frame", [str(r["ok_end"]) for r in results]),
