@@ -8,11 +8,15 @@ The whole console (ui.app.PoolApp, headless through `run_test`) watches a pool: 
 - a heartbeat on the event loop, every 20 ms, and a watchdog thread that, once the heartbeat is older than
   `--stall-ms`, samples the loop thread's stack every 5 ms until it beats again: each stall's length and the
   frames it spent its time in;
+- the control: the same heartbeat and watchdog alone in a process of their own over the same minutes, whose
+  stalls are the machine's (a core not given in time) and not the console's;
 - the cyclic collector's pauses (gc.callbacks), by generation;
 - each target's gaps between two consecutive applied polls (the runtime's updates, as the store records
   them), judged against 1.5 poll intervals as the chaos soak judges them.
 
-Printed: the stalls by length, the code lines that held the loop longest in them (the innermost frame of
+Printed: the stalls by length, with the loop thread's CPU time during them (a stall the loop thread spent on
+a core is the console's own work; one it spent waiting is the machine's) and the other threads' CPU time
+during them, the control's stalls, the code lines that held the loop longest in them (the innermost frame of
 poolconsole, textual or rich, and the outermost of the callback), the collector's pauses, and the gaps:
 the worst target's longest and p99, and how many gaps exceeded 1.5 intervals.
 """
@@ -21,10 +25,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import itertools
+import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -77,6 +84,17 @@ def thread_cpu_s(native_id: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
+def threads_cpu_s(leave_out: tuple[int, ...]) -> dict[str, float]:
+    """Each live Python thread's CPU seconds, by its name (a thread that ended is left out, and those whose
+    native ids are in `leave_out`)."""
+    out: dict[str, float] = {}
+    for thread in threading.enumerate():
+        if thread.native_id is not None and thread.native_id not in leave_out:
+            with contextlib.suppress(FileNotFoundError, ProcessLookupError):  # it ended meanwhile
+                out[thread.name] = out.get(thread.name, 0.0) + thread_cpu_s(thread.native_id)
+    return out
+
+
 @dataclass
 class Watchdog:
     stall_s: float
@@ -86,6 +104,8 @@ class Watchdog:
     stalls: list[float] = field(default_factory=list)
     working: list[float] = field(default_factory=list)
     """The loop thread's CPU seconds during each stall."""
+    others: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
+    """The other threads' CPU seconds during the stalls, by thread name."""
     held: Counter[str] = field(default_factory=Counter)
     stop: threading.Event = field(default_factory=threading.Event)
 
@@ -97,6 +117,8 @@ class Watchdog:
                 continue
             began = self.beat
             cpu_then = thread_cpu_s(self.loop_native)
+            mine = (self.loop_native, threading.get_native_id())
+            threads_then = threads_cpu_s(mine)
             seen: Counter[str] = Counter()
             while self.beat == began and not self.stop.is_set():
                 frame = sys._current_frames().get(self.loop_thread)
@@ -104,6 +126,8 @@ class Watchdog:
                 time.sleep(SAMPLE_S)
             self.stalls.append(time.monotonic() - began)
             self.working.append(thread_cpu_s(self.loop_native) - cpu_then)
+            for name, cpu in threads_cpu_s(mine).items():
+                self.others[name] += cpu - threads_then.get(name, 0.0)
             for line, n in seen.items():
                 self.held[line] += n
 
@@ -118,6 +142,25 @@ class Collector:
             self.started = time.perf_counter()
         else:
             self.pauses[int(info["generation"])].append(time.perf_counter() - self.started)
+
+
+async def beat(dog: Watchdog, minutes: float) -> None:
+    """The heartbeat on this event loop for `minutes`, the watchdog thread beside it."""
+    watcher = threading.Thread(target=dog.run, daemon=True)
+    watcher.start()
+    end = time.monotonic() + minutes * 60
+    while time.monotonic() < end:
+        dog.beat = time.monotonic()
+        await asyncio.sleep(BEAT_S)
+    dog.stop.set()
+
+
+async def control(args: argparse.Namespace) -> None:
+    """The control: the heartbeat and its watchdog alone, in a process that does nothing else, over the same
+    minutes. Its stalls are the machine's (a core not given in time), not the console's."""
+    dog = Watchdog(args.stall_ms / 1000, threading.get_ident(), threading.get_native_id())
+    await beat(dog, args.minutes)
+    print(json.dumps(dog.stalls))
 
 
 async def run(args: argparse.Namespace) -> None:
@@ -140,7 +183,16 @@ async def run(args: argparse.Namespace) -> None:
             seen: dict[str, list[float]] = defaultdict(list)
 
             def heard(update: Update) -> None:
-                if update.kind in ("engine", "host"):
+                """A healthy target's applied poll (a hostile or down target's gaps are its timeouts)."""
+                if update.kind == "engine":
+                    track = app.state.engines.get(update.target)
+                    healthy = track is not None and track.view is not None and track.view.state == "ok"
+                elif update.kind == "host":
+                    host = app.state.hosts.get(update.target)
+                    healthy = host is not None and host.snapshot is not None and host.snapshot.state == "ok"
+                else:
+                    return
+                if healthy:
                     seen[update.target].append(time.monotonic())
 
             app.source.subscribe(heard)
@@ -151,34 +203,48 @@ async def run(args: argparse.Namespace) -> None:
                 for times in seen.values():
                     times.clear()
                 gc.callbacks.append(collector)
-                watcher = threading.Thread(target=dog.run, daemon=True)
-                watcher.start()
-                end = time.monotonic() + args.minutes * 60
-                while time.monotonic() < end:
-                    dog.beat = time.monotonic()
-                    await asyncio.sleep(BEAT_S)
-                dog.stop.set()
+                control = subprocess.Popen(
+                    [sys.executable, __file__, "--control", "--minutes", str(args.minutes), "--stall-ms",
+                     str(args.stall_ms)], stdout=subprocess.PIPE, text=True,
+                )  # fmt: skip
+                await beat(dog, args.minutes)
                 gc.callbacks.remove(collector)
+                alone = json.loads(control.communicate()[0])
             report(args, dog, collector, seen, interval)
+            band_lines("the same heartbeat alone in a process of its own (the machine's share)", alone, None)
         finally:
             if pool is not None:
                 await pool.stop()
+
+
+def band_lines(title: str, stalls: list[float], working: list[float] | None) -> None:
+    """How many stalls of each length, their total, and (for the console) the loop thread's CPU share of them."""
+    ordered = sorted(stalls)
+    print(
+        f"{title}: {len(stalls)}; total {sum(stalls):.2f} s"
+        + (
+            f"; longest {ordered[-1] * 1000:.0f} ms, median {statistics.median(ordered) * 1000:.0f} ms"
+            if stalls
+            else ""
+        )
+    )
+    for low, high in ((0.15, 0.3), (0.3, 0.5), (0.5, 1.0), (1.0, 99.0)):
+        inside = [s for s in stalls if low <= s < high]
+        line = f"  {low * 1000:4.0f}-{high * 1000:5.0f} ms: {len(inside)}"
+        if working is not None:
+            cpu = sum(w for s, w in zip(stalls, working, strict=True) if low <= s < high)
+            line += f", the loop thread on a core {100 * cpu / (sum(inside) or 1):.0f}% of it"
+        print(line)
 
 
 def report(
     args: argparse.Namespace, dog: Watchdog, collector: Collector, seen: dict[str, list[float]], interval: float
 ) -> None:
     print(f"{args.minutes} min at {args.size}, poll every {interval} s, {len(seen)} targets")
-    stalls = sorted(dog.stalls)
-    print(
-        f"loop stalls over {args.stall_ms} ms: {len(stalls)}; total {sum(stalls):.2f} s"
-        + (f"; longest {stalls[-1] * 1000:.0f} ms, median {statistics.median(stalls) * 1000:.0f} ms" if stalls else "")
-    )
-    for low, high in ((0.15, 0.3), (0.3, 0.5), (0.5, 1.0), (1.0, 99.0)):
-        inside = [(s, w) for s, w in zip(dog.stalls, dog.working, strict=True) if low <= s < high]
-        cpu = sum(w for _, w in inside) / (sum(s for s, _ in inside) or 1)
-        band = f"{low * 1000:4.0f}-{high * 1000:5.0f} ms"
-        print(f"  {band}: {len(inside)}, the loop thread on a core {100 * cpu:.0f}% of it")
+    band_lines(f"the console's loop stalls over {args.stall_ms:.0f} ms", dog.stalls, dog.working)
+    ranked = sorted(dog.others.items(), key=lambda item: -item[1])[:6]
+    busy = ", ".join(f"{name} {cpu:.2f} s" for name, cpu in ranked if cpu > 0)
+    print(f"the other threads' CPU during the stalls: {busy or 'none'}")
     total = sum(dog.held.values()) or 1
     print(f"where the loop was held ({total} samples of {SAMPLE_S * 1000:.0f} ms):")
     for line, n in dog.held.most_common(args.top):
@@ -212,7 +278,9 @@ def main() -> None:
     parser.add_argument("--size", default="160x48")
     parser.add_argument("--stall-ms", type=float, default=150.0)
     parser.add_argument("--top", type=int, default=20)
-    asyncio.run(run(parser.parse_args()))
+    parser.add_argument("--control", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    asyncio.run(control(args) if args.control else run(args))
 
 
 if __name__ == "__main__":
