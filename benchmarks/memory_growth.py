@@ -82,6 +82,18 @@ def malloc_mb() -> tuple[float, float]:
     return (info.uordblks + info.hblkhd) / 1e6, info.fordblks / 1e6
 
 
+def sqlite_mb() -> float:
+    """SQLite's own heap in this process (sqlite3_memory_used: page caches, statements, the WAL index),
+    from the library the sqlite3 module loaded (dlopen of the same soname gives the same instance); NaN
+    where it cannot be read."""
+    try:
+        lib = ctypes.CDLL("libsqlite3.so.0")
+        lib.sqlite3_memory_used.restype = ctypes.c_int64
+        return float(lib.sqlite3_memory_used()) / 1e6
+    except (OSError, AttributeError):
+        return float("nan")
+
+
 def slope_per_hour(points: list[tuple[float, float]]) -> float:
     """Least-squares slope of (seconds, MB) points, in MB per hour."""
     n = len(points)
@@ -163,6 +175,7 @@ async def run(args: argparse.Namespace) -> None:
                 rss: list[tuple[float, float]] = []
                 used: list[tuple[float, float]] = []
                 free: list[tuple[float, float]] = []
+                sqlite: list[tuple[float, float]] = []
                 blocks: list[tuple[float, float]] = []
                 traced: list[tuple[float, float]] = []
                 snapshots: list[tuple[float, tracemalloc.Snapshot]] = []
@@ -177,6 +190,7 @@ async def run(args: argparse.Namespace) -> None:
                         in_use, spare = malloc_mb()
                         used.append((elapsed, in_use))
                         free.append((elapsed, spare))
+                        sqlite.append((elapsed, sqlite_mb()))
                         blocks.append((elapsed, sys.getallocatedblocks() / 1e3))
                         if args.tracemalloc:
                             traced.append((elapsed, tracemalloc.get_traced_memory()[0] / 1e6))
@@ -188,6 +202,7 @@ async def run(args: argparse.Namespace) -> None:
                         f"  malloc used/free {malloc_mb()[0]:6.1f}/{malloc_mb()[1]:5.1f} MB"
                         f"  Python blocks {sys.getallocatedblocks() / 1e3:7.1f} k"
                         + (f"  traced {tracemalloc.get_traced_memory()[0] / 1e6:6.1f} MB" if args.tracemalloc else "")
+                        + f"  SQLite {sqlite_mb():5.1f} MB"
                         + f"  fds {len(os.listdir('/proc/self/fd'))}"
                         + f"  ring points {sum(len(r) for r in rings)}",
                         flush=True,
@@ -210,7 +225,8 @@ async def run(args: argparse.Namespace) -> None:
                 print(f"\nRSS slope after the warm-up: {slope_per_hour(rss):+.1f} MB/h ({len(rss)} samples)")
                 print(
                     f"glibc heap in use: {slope_per_hour(used):+.1f} MB/h, free inside its arenas: "
-                    f"{slope_per_hour(free):+.1f} MB/h; Python blocks: {slope_per_hour(blocks):+.1f} k/h"
+                    f"{slope_per_hour(free):+.1f} MB/h; SQLite's heap: {slope_per_hour(sqlite):+.1f} MB/h; "
+                    f"Python blocks: {slope_per_hour(blocks):+.1f} k/h"
                 )
                 if traced:
                     print(f"traced heap slope after the warm-up: {slope_per_hour(traced):+.1f} MB/h")
