@@ -311,7 +311,17 @@ class _Selection:
         shadows = not wanted and stem is not None and any(w.startswith(stem) for w in self.exposed)
         heads: tuple[str, ...] = ()
         if wanted and stem is not None:
-            heads = tuple(w + end for w in sorted(self.exposed) if w.startswith(stem) for end in ("{", " "))
+            heads = tuple(  # `x_total` too: prometheus_client reads it in a gauge's block (as its own family)
+                sorted(
+                    {  # a set: `x` + `_total` is also `x_total` itself, and a line must be counted once
+                        w + total + end
+                        for w in self.exposed
+                        if w.startswith(stem)
+                        for total in ("", "_total")
+                        for end in ("{", " ")
+                    }
+                )
+            )
         return _Family(wanted, stem, name.startswith(self.prefixes), shadows, heads)
 
 

@@ -222,3 +222,12 @@ def test_lines_end_at_a_newline_alone() -> None:
         "# HELP llamacpp:requests_processing Number of requests proces\x1e4:2sing\n"
         "# TYPE llamacpp:requests_processing gauge\nllamacpp:requests_processing " + "9" * 400 + "\n"
     )
+
+
+def test_a_total_sample_in_a_gauge_block() -> None:
+    """Fuzz finding (seed 136, after f08f8df): `x_total` in gauge x's block is a sample prometheus_client reads
+    (a family of its own); the check that every line of a wanted block is one of its samples dropped it."""
+    check(
+        "# HELP llamacpp:predicted_tokens_seconds Average generation throughput in tokens/s\n"
+        "# TYPE llamacpp:predicted_tokens_seconds gauge\nllamacpp:predicted_tokens_seconds_total 8.168\n"
+    )
