@@ -22,9 +22,7 @@ min_severity = "warning"
 def test_one_group_per_alertname_not_per_gpu() -> None:
     notifier = Notifier(parse_config(CONFIG), None)
     labels = {"alertname": "gpu_xid", "severity": "critical", "host": "tp4"}
-    due = [
-        Alert(f"gpu_xid_gpu{n}", "tp4", {**labels, "gpu": str(n)}, f"Xid 31 on GPU {n}", 100.0) for n in (0, 2)
-    ]
+    due = [Alert(f"gpu_xid_gpu{n}", "tp4", {**labels, "gpu": str(n)}, f"Xid 31 on GPU {n}", 100.0) for n in (0, 2)]
     for alert in due:
         notifier.alerts[(alert.rule, alert.target)] = alert
     groups = notifier._groups(notifier.receivers[0], due)
