@@ -351,10 +351,11 @@ class ActionRunner:
         self.app.replace_top(GatewayScreen(self.app.state))
 
     def action_alerts(self) -> None:
-        from poolconsole.ui.screens.others import AlertsScreen, history_store_of
+        from poolconsole.ui.screens.others import AlertsScreen
+        from poolconsole.ui.screens.overview_summary import board_of
 
         app = self.app
-        store = history_store_of(app.store_path, app.config, app.live)
+        store = board_of(app.store_path, app.config, app.live)
         screen = AlertsScreen(app.alerts, store, config=app.config, read_only=app.read_only, audit_path=app.audit_path)
         app.replace_top(screen)
 

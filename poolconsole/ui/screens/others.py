@@ -26,7 +26,6 @@ from poolconsole.model.pool_state import PoolState
 from poolconsole.model.summary import served_before
 from poolconsole.runtime.pager import ABSENT, PagerView, hms, read_pager, state_path
 from poolconsole.runtime.remediation_board import Pending
-from poolconsole.runtime.store import store_path
 from poolconsole.ui.footer import KeysFooter
 from poolconsole.ui.registry import Action, key_label
 from poolconsole.ui.tables import FitTable
@@ -340,14 +339,6 @@ class AlertsScreen(Screen[None]):
         said = f"silence {plan.audit_target}: {outcome.detail}"
         self.notify(said, severity="information" if outcome.ok else "error", timeout=10)
         self.read_pager()
-
-
-def history_store_of(chosen: Path | None, config: PoolConfig, live: bool) -> Path | None:
-    """The history store the console records into, else (a live console that does not record) where the
-    config's watcher records: the watcher's state file is beside it."""
-    if chosen is None and live:
-        chosen = store_path(config)
-    return chosen
 
 
 class HelpScreen(Screen[None]):
