@@ -4,10 +4,10 @@ acts on it.
 
 - `Ladder` is the decisions, pure: no I/O, the time passed in, so a fake clock tests every rule of it.
   Notify first; act after `grace_s` if the condition still holds; an action that did not bring the engine back
-  to serving (or after which the rule still fires `grace_s` later) climbs one rung: restart, then roll back,
-  then a notification "gave up: needs a person". Never two engines of one host at once; `cooldown_s` between
-  two actions on one engine; never past `max_actions_per_hour` on one engine: the next case is a notification
-  that the budget is spent, and nothing runs. A dry run decides the same and spends nothing.
+  to serving (or after which the rule still fires `grace_s` later; a loop: it restarts by itself again) climbs
+  one rung: restart, roll back, then a notification "gave up: needs a person". Never two engines of one host at
+  once; `cooldown_s` between two actions on one engine; never past `max_actions_per_hour` on one engine: the next
+  case is a notification that the budget is spent, and nothing runs. A dry run decides the same and spends nothing.
 - `Remediator` is its I/O, started by the watcher beside its notifier: it reads the rules' active alerts once a
   second, runs what the ladder decides through the same workflows as an operator's (workflows.restart and
   workflows.rollover: lifecycle's "healthy means serving" check is the verification; audited with
@@ -53,6 +53,8 @@ class Condition:
     engine: str
     rule: str
     words: str
+    last_restart: float | None = None
+    """restart_loop: when the engine last restarted by itself (not by the console's or watcher's actions)."""
 
 
 @dataclass(frozen=True)
@@ -82,9 +84,9 @@ class Case:
     acting: bool = False
     acted_at: float | None = None
     """When the last action ended with the engine serving (its rule has grace_s to clear from then)."""
+    last_restart: float | None = None
     over: bool = False
-    """Given up, the budget spent, cancelled by an operator, or said by a dry run: nothing more until the
-    condition clears."""
+    """Given up, the budget spent, cancelled, or said by a dry run: nothing more until the condition clears."""
 
 
 def cause(rule: str, words: str) -> str:
@@ -150,11 +152,12 @@ class Ladder:
             if case is not None:
                 if held.rule == case.rule and not case.acting:  # the words that caused the action stay its words
                     case.words = held.words
+                case.last_restart = held.last_restart
                 continue
             rungs = self.rungs.get(engine, {}).get(held.rule, ())
             if not rungs:
                 continue
-            self.cases[engine] = case = Case(engine, held.rule, held.words, now, rungs)
+            self.cases[engine] = case = Case(engine, held.rule, held.words, now, rungs, last_restart=held.last_restart)
             doing = f"would {rungs[0]}" if self.dry_run else DOING[rungs[0]]
             steps.append(
                 Step(engine, held.rule, f"{cause(held.rule, held.words)}; {doing} {engine} in "
@@ -173,8 +176,13 @@ class Ladder:
         if case.acted_at is not None:  # it served after the action, and its rule still fires
             if now - case.acted_at < grace:
                 return None
+            why = f"still {cause(case.rule, case.words)} {grace:g} s after the action"
+            if case.rule == "restart_loop":  # it fires on the window's crashes before the action: only a new one
+                if case.last_restart is None or case.last_restart <= case.acted_at:  # says the action did not help
+                    return None
+                why = f"it restarted by itself again {case.last_restart - case.acted_at:.0f} s after the action"
             case.acted_at = None
-            return self._climb(case, now, f"still {cause(case.rule, case.words)} {grace:g} s after the action")
+            return self._climb(case, now, why)
         elif now - case.opened_at < grace:
             return None
         if case.rung >= len(case.rungs):
@@ -284,15 +292,20 @@ class Ladder:
 
 
 def conditions(
-    config: PoolConfig, active: Iterable[tuple[str, str]], words: Mapping[tuple[str, str], str]
+    config: PoolConfig,
+    active: Iterable[tuple[str, str]],
+    words: Mapping[tuple[str, str], str],
+    restarts: Mapping[str, Iterable[float]] | None = None,
 ) -> dict[str, Condition]:
-    """engine -> the remediation rule that fires on it (RULES' order), from the rules' active alerts."""
+    """engine -> the remediation rule that fires on it (RULES' order), from the rules' active alerts and when
+    each engine restarted by itself (`restarts`: the alerts' record, the restart_loop rule's input)."""
     firing = set(active)
     out: dict[str, Condition] = {}
     for engine in config.engines:
         rule = next((r for r in RULES if (engine.name, r) in firing), None)
         if rule is not None:
-            out[engine.name] = Condition(engine.name, rule, words.get((engine.name, rule), rule))
+            last = max((restarts or {}).get(engine.name, ()), default=None) if rule == "restart_loop" else None
+            out[engine.name] = Condition(engine.name, rule, words.get((engine.name, rule), rule), last)
     return out
 
 
@@ -363,7 +376,7 @@ class Remediator:
             try:
                 for step in await self._cancelled():
                     await self._take(step, now)
-                for step in self.ladder.tick(now, conditions(self.config, active, words)):
+                for step in self.ladder.tick(now, conditions(self.config, active, words, self.pool.alerts.restarts)):
                     await self._take(step, now)
                 await self._show(now)
             except Exception as exc:  # the watcher keeps polling and paging; this is said, once a tick at most
