@@ -7,9 +7,10 @@ dry run and the cancellation on `--scenario wedge`).
   the watcher announces it, waits grace_s, and rolls the engine back to the profile the audit log's last promoted
   rollover left (seeded here: an operator's rollover to `-long`) through workflows.rollover: the host gets the
   old profile file and one `docker restart`, the audit has the rollover with automatic: true and the rule, the
-  webhook the announcement. The engine serves again, yet the rule still fires grace_s later (it counts the
-  restarts of the last restart_loop_minutes, and the crashes before the rollback are still in that window), so
-  the ladder climbs to its top: "gave up on ...: needs a person", critical, and nothing more runs.
+  webhook the announcement. The engine serves again; the rule still fires grace_s later (it counts the restarts
+  of the last restart_loop_minutes: the crashes before the rollback), and nothing climbs on that alone (before
+  d9c8fa3 it paged "gave up"). A crash after the rollback climbs to the top: "gave up on ...: needs a person:
+  it restarted by itself again N s after the action", critical, and nothing more runs.
 - `--scenario restart`: two engines restart by themselves every few seconds (one refusing connections 4 s). With
   restarts allowed on `down` and `stalled` for every engine and grace_s longer than those restarts, each `down`
   is announced as pending and clears before its grace ends: 0 automatic actions, nothing audited. The restart
