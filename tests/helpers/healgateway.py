@@ -11,11 +11,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import httpx
-
 from tests.helpers.engines import CACHE, llama_server, model_path
 from tests.helpers.healrig import Rig, heal_rig
-from tests.integration.test_drain_real import KEY, gateway
+from tests.integration.test_drain_real import KEY, caller, chat_ok, gateway
 
 KEY_ENV = "PC_HEAL_GW_KEY"
 """The gateway's master key's variable in the pool's config (set by gateway_heal_rig)."""
@@ -54,19 +52,10 @@ def gateway_heal_rig(tmp: Path, *, policy: str, router: str) -> Iterator[tuple[R
 
 async def client(url: str, stop: asyncio.Event, every_s: float = 0.2) -> tuple[int, int]:
     """A request through the gateway each `every_s` until `stop`: (failed, sent); failed is not 200."""
-    body = {"model": "tiny", "messages": [{"role": "user", "content": "hello"}], "max_tokens": 8}
-    headers = {"Authorization": f"Bearer {KEY}"}
-    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=60, trust_env=False) as c:
-
-        async def one() -> bool:
-            try:
-                return (await c.post("/v1/chat/completions", json=body)).status_code == 200
-            except httpx.HTTPError:
-                return False
-
+    async with caller(url) as c:
         tasks = []
         while not stop.is_set():
-            tasks.append(asyncio.create_task(one()))
+            tasks.append(asyncio.create_task(chat_ok(c, 8)))
             await asyncio.sleep(every_s)
         answers = await asyncio.gather(*tasks)
     return sum(not ok for ok in answers), len(answers)

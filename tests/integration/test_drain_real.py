@@ -67,17 +67,26 @@ def engine_a(tmp: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
         proc.wait(10)
 
 
+def caller(url: str) -> httpx.AsyncClient:
+    """A caller of the gateway, with its key."""
+    return httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {KEY}"}, timeout=60, trust_env=False)
+
+
+async def chat_ok(c: httpx.AsyncClient, max_tokens: int) -> bool:
+    """One chat completion of `tiny` through the gateway: answered 200, or failed (any other answer, or none)."""
+    body = {"model": "tiny", "messages": [{"role": "user", "content": "hello"}], "max_tokens": max_tokens}
+    try:
+        return (await c.post("/v1/chat/completions", json=body)).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
 async def failures_while_a_is_gone(url: str, a: subprocess.Popen[bytes], n: int = 30) -> int:
     """`n` requests at 10/s through the gateway; engine a killed after the fifth."""
-    body = {"model": "tiny", "messages": [{"role": "user", "content": "hello"}], "max_tokens": 16}
-    headers = {"Authorization": f"Bearer {KEY}"}
-    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=60, trust_env=False) as c:
+    async with caller(url) as c:
 
         async def one() -> bool:
-            try:
-                return (await c.post("/v1/chat/completions", json=body)).status_code == 200
-            except httpx.HTTPError:
-                return False
+            return await chat_ok(c, 16)
 
         tasks = []
         for i in range(n):
