@@ -24,14 +24,16 @@ def counter_delta(before: float, after: float, reset: bool) -> float:
 def histogram_delta(before: Histogram, after: Histogram, reset: bool) -> Histogram:
     if reset or after.count < before.count:
         return after
-    if len(before.buckets) == len(after.buckets) and all(
-        a[0] == b[0] for a, b in zip(before.buckets, after.buckets, strict=True)
-    ):  # the usual case, the same bounds poll after poll: pairwise, no dict
-        buckets = tuple(
-            (le, count - old if count > old else 0.0)
-            for (le, count), (_, old) in zip(after.buckets, before.buckets, strict=True)
-        )
-    else:
+    buckets: tuple[tuple[float, float], ...] | None = None
+    if len(before.buckets) == len(after.buckets):  # the usual case, the same bounds poll after poll: pairwise
+        pairs = []
+        for (le, count), (old_le, old) in zip(after.buckets, before.buckets, strict=True):
+            if le != old_le:  # a bound moved (or is NaN): by bound, below
+                break
+            pairs.append((le, count - old if count > old else 0.0))
+        else:
+            buckets = tuple(pairs)
+    if buckets is None:
         prev = dict(before.buckets)
         buckets = tuple((le, max(0.0, count - prev.get(le, 0.0))) for le, count in after.buckets)
     return Histogram(buckets, max(0.0, after.sum - before.sum), max(0.0, after.count - before.count))
@@ -49,8 +51,16 @@ def add_histograms(a: Histogram | None, b: Histogram) -> Histogram:
 def quantile(q: float, hist: Histogram) -> float | None:
     """Prometheus' histogram_quantile: linear interpolation inside the bucket holding the rank. Unknown
     when a bound is negative or NaN: a latency is never negative, and such bounds make up the answer."""
-    if hist.count <= 0 or not hist.buckets or not all(bound >= 0 for bound, _ in hist.buckets):
-        return None
+    return _quantile(q, hist) if _bounds_usable(hist) else None
+
+
+def _bounds_usable(hist: Histogram) -> bool:
+    """A count, buckets, and every bound >= 0 (NaN is not): checked once a histogram, not once a quantile."""
+    return hist.count > 0 and bool(hist.buckets) and all(bound >= 0 for bound, _ in hist.buckets)
+
+
+def _quantile(q: float, hist: Histogram) -> float | None:
+    """quantile() on a histogram whose bounds _bounds_usable() accepted."""
     rank = q * hist.count
     lower_bound, lower_count = 0.0, 0.0
     for bound, cumulative in hist.buckets:
@@ -80,7 +90,9 @@ def latency(hist: Histogram | None, window: str) -> LatencyStats | None:
         return None
     mean = hist.sum / hist.count
     known = math.isfinite(mean) and mean >= 0
-    return LatencyStats(mean if known else None, quantile(0.5, hist), quantile(0.95, hist), hist.count, window)
+    if not _bounds_usable(hist):
+        return LatencyStats(mean if known else None, None, None, hist.count, window)
+    return LatencyStats(mean if known else None, _quantile(0.5, hist), _quantile(0.95, hist), hist.count, window)
 
 
 @dataclass(frozen=True)
@@ -112,19 +124,13 @@ def derive(samples: Sequence[EngineSnapshot]) -> Derived:
             and after.restart_marker is not None
             and before.restart_marker != after.restart_marker
         )
-        dropped = any(
-            name in before.metrics.values
-            and name in after.metrics.values
-            and after.metrics.values[name] < before.metrics.values[name]
-            for name in COUNTERS
-        )
-        reset = marker_changed or dropped
+        was, now = before.metrics.values, after.metrics.values
+        pairs = [(name, was[name], now[name]) for name in COUNTERS if name in was and name in now]
+        reset = marker_changed or any(value < old for _, old, value in pairs)
         resets += int(reset)
         seconds += max(0.0, after.monotonic - before.monotonic)
-        for name in COUNTERS:
-            if name in before.metrics.values and name in after.metrics.values:
-                d = counter_delta(before.metrics.values[name], after.metrics.values[name], reset)
-                deltas[name] = deltas.get(name, 0.0) + d
+        for name, old, value in pairs:
+            deltas[name] = deltas.get(name, 0.0) + counter_delta(old, value, reset)
         for name, hist in after.metrics.histograms.items():
             prev = before.metrics.histograms.get(name)
             if prev is not None:
