@@ -366,6 +366,11 @@ class Alerts:
                 if said is None:
                     continue
                 key = (snap.name, gpu_health.key(rule, gpu.index))
+                if said is False and key not in self.active:
+                    # Off and not firing, every poll of a healthy GPU: what _set would do, without its words
+                    self.off_since.pop(key, None)
+                    self.pending.pop(key, None)
+                    continue
                 hold, clear = holds[rule]
                 on = said is not False
                 if not on and key in self.active:  # hysteresis: off for `clear` s before it clears
