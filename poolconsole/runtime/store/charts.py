@@ -4,7 +4,8 @@ live polls already appended."""
 from __future__ import annotations
 
 import math
-from collections.abc import Collection
+from collections import deque
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,14 +15,20 @@ from poolconsole.model.pool_state import HISTORY_POINTS, SERIES, History, PoolSt
 from poolconsole.model.series import Ring
 from poolconsole.runtime.store.reader import Reader
 
+Point = tuple[float, Any, Any, Any, Any, float | None, int]
+"""An engine's point as the charts take it: (at, tok/s, kv, running, waiting, vram, counter resets)."""
+
 
 @dataclass
 class StoredHistory:
     """What the charts show, read from the store: per engine (at, tok/s, kv, running, waiting, vram,
     counter resets), per host (at, vram)."""
 
-    engines: dict[str, list[tuple[float, Any, Any, Any, Any, float | None, int]]] = field(default_factory=dict)
+    engines: dict[str, list[Point]] = field(default_factory=dict)
     hosts: dict[str, list[tuple[float, float | None]]] = field(default_factory=dict)
+    restarts: dict[str, list[float]] = field(default_factory=dict)
+    """Per engine, the times of the counter resets among its points older than those kept in `engines` (a
+    read that keeps only what the rings hold still marks every restart of the window)."""
 
 
 def _vram(gpus: Any, only: list[int] | None) -> float | None:
@@ -36,13 +43,23 @@ def _vram(gpus: Any, only: list[int] | None) -> float | None:
 
 
 def read_history(
-    path: Path, config: PoolConfig, since: float, until: float, only: Collection[str] | None = None
+    path: Path,
+    config: PoolConfig,
+    since: float,
+    until: float,
+    only: Collection[str] | None = None,
+    capacity: Callable[[str], int] | None = None,
 ) -> StoredHistory:
     """The configured targets' rows in [since, until), as the history rings hold them (blocking). `only`:
-    those engines (a detail opening) and their hosts (for their VRAM), not the whole pool."""
+    those engines (a detail opening) and their hosts (for their VRAM), not the whole pool. `capacity`: how
+    many points each engine's rings keep (PoolState.capacity_of); its newest twice that many are kept (room
+    for the live polls the store also holds, which fill_history leaves out), the older ones' restarts only
+    as times (StoredHistory.restarts). Without it, every point: 1,000 engines' two hours are 3.6 million
+    points, where their rings keep 180 each."""
     engines = {e.name: e for e in config.engines if only is None or e.name in only}
     hosts = {h.name for h in config.hosts if only is None or h.name in {e.host for e in engines.values()}}
     out = StoredHistory()
+    kept: dict[str, deque[Point]] = {}
     gpus: dict[str, Any] = {}
     with Reader(path) as reader:
         ids = reader.ids(list(engines), ("engine",)) + reader.ids(list(hosts), ("host",))
@@ -63,7 +80,13 @@ def read_history(
                 vram,
                 int(v.get("counter_resets") or 0),
             )
-            out.engines.setdefault(row.name, []).append(point)
+            ring = kept.get(row.name)
+            if ring is None:
+                ring = kept[row.name] = deque(maxlen=2 * capacity(row.name) if capacity else None)
+            if ring.maxlen is not None and len(ring) == ring.maxlen and ring[0][6]:
+                out.restarts.setdefault(row.name, []).append(ring[0][0])  # pushed out: its restart stays
+            ring.append(point)
+    out.engines = {name: list(points) for name, points in kept.items()}
     return out
 
 
@@ -96,6 +119,7 @@ def fill_history(state: PoolState, stored: StoredHistory, marks: bool = True) ->
             for value in getattr(old, series).tail(count):
                 target.append(value)
         if marks:
+            new.restarts.extend(at for at in stored.restarts.get(name, ()) if at < first_live)
             new.restarts.extend(at for at, *_, resets in before if resets)
             if new.restarts:
                 marked[name] = tuple(new.restarts)
