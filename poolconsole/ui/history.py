@@ -108,26 +108,32 @@ class History:
         )
 
     async def _fill_history(self, path: Path | None, until: float) -> None:
+        full = set(self.app.state.full)
         try:
             await self._fill_launch(path, until)
         finally:
             self._launch_fill = False
+        for name in set(self.app.state.full) - full:  # opened meanwhile, read as short: its detail's fill
+            self.fill_detail(name)
 
     async def _fill_launch(self, path: Path | None, until: float) -> None:
         app = self.app
         config = app.config
         since = until - HISTORY_POINTS * config.settings.poll_interval_s
+        # only as many points as each engine's rings keep (and every restart of the window's): at 1,000
+        # engines the whole window's points were hundreds of MB read to keep 180 of each
+        capacity = {e.name: app.state.capacity_of(e.name) for e in config.engines}.__getitem__
         try:
             stored = StoredHistory()
             if path is not None:
-                stored = await asyncio.to_thread(read_history, path, config, since, until)
+                stored = await asyncio.to_thread(read_history, path, config, since, until, None, capacity)
         except StoreProblem as exc:
             app.notify(f"history not loaded: {exc}", severity="warning", timeout=10)
             stored = StoredHistory()
         if config.prometheus is not None:  # its modules load only for a pool that has one
             from poolconsole.runtime.prometheus_history import with_prometheus_history
 
-            for problem in await with_prometheus_history(config, stored, until):
+            for problem in await with_prometheus_history(config, stored, until, None, capacity):
                 app.notify(problem, severity="warning", timeout=10)
         app.runtime.fill_history(stored)
         app.changed()
