@@ -1,0 +1,68 @@
+"""A poll between two scrapes reads the same samples again: the engine's snapshot is the last one with new
+stamps (its latency and the sample's age), the mapping is not run again; a new scrape, or the same scrape
+time with another value, is mapped afresh (issue 39: the repeats were most of the mapping's CPU at 1,000
+engines read through Prometheus)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from types import MappingProxyType
+from typing import Any
+
+import pytest
+
+from poolconsole.collect import prometheus_source
+from poolconsole.collect.engines import mapping
+from poolconsole.collect.prometheus_api import Answer, Series
+from poolconsole.collect.prometheus_source import PrometheusAPI, PrometheusEnginePoller
+from poolconsole.config import parse_config
+from poolconsole.model.snapshots import EngineState
+
+CONFIG = (
+    '[prometheus]\nurl = "http://127.0.0.1:9"\n'
+    '[[engines]]\nname = "qwen"\nkind = "vllm"\nurl = "http://127.0.0.1:8000"\nread = "prometheus"\n'
+)
+LABELS = {"instance": "127.0.0.1:8000", "job": "vllm", "model_name": "tiny"}
+
+
+def answers(at: float, tokens: float) -> tuple[Answer, Answer]:
+    values = [
+        Series({"__name__": "up", **LABELS}, 1.0, at + 1),
+        Series({"__name__": "vllm:num_requests_running", **LABELS}, 3.0, at + 1),
+        Series({"__name__": "vllm:kv_cache_usage_perc", **LABELS}, 0.25, at + 1),
+        Series({"__name__": "vllm:generation_tokens_total", **LABELS}, tokens, at + 1),
+    ]
+    return Answer(tuple(values), elapsed_s=0.01), Answer((Series({}, at, at + 1),), elapsed_s=0.02)
+
+
+async def test_a_repeated_scrape_is_not_mapped_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    config = parse_config(CONFIG)
+    mapped: list[int] = []
+    real = mapping.metrics_from_samples
+
+    def counting(*args: Any) -> Any:
+        mapped.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(prometheus_source, "metrics_from_samples", counting)
+    api = PrometheusAPI(config.prometheus)  # type: ignore[arg-type]
+    poller = PrometheusEnginePoller(config.engines[0], api)
+    batch: Any = None  # only a stale target (up == 0) asks the batch for its scrape error
+    try:
+        at = 1_000_000.0
+        first = await poller._snapshot(*answers(at, 100.0), batch)
+        again = await poller._snapshot(*answers(at, 100.0), batch)
+        assert first.state is EngineState.OK and first.metrics is not None
+        assert len(mapped) == 1
+        assert again.metrics is first.metrics and again.monotonic == first.monotonic
+        assert again.latency_s == 0.02 and again.extra["scraped_at"] == at
+        empty: MappingProxyType[str, Any] = MappingProxyType({})
+        assert replace(again, fetched_at=0.0, extra=empty) == replace(first, fetched_at=0.0, extra=empty)
+
+        moved = await poller._snapshot(*answers(at, 150.0), batch)  # same time, another value: mapped
+        assert len(mapped) == 2 and moved.metrics is not None
+        assert moved.metrics.values["generation_tokens_total"] == 150.0
+        later = await poller._snapshot(*answers(at + 5, 150.0), batch)  # the next scrape
+        assert len(mapped) == 3 and later.monotonic != first.monotonic
+    finally:
+        await poller.aclose()
