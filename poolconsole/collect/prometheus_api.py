@@ -9,7 +9,7 @@ import json
 import os
 import ssl
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import quote, urlsplit
 
 from poolconsole.collect.http import Failure, Fetched, PollClient, fetch
@@ -22,9 +22,10 @@ if TYPE_CHECKING:
     from poolconsole.collect.prometheus_source import EngineReads
 
 
-@dataclass(frozen=True)
-class Series:
-    """One element of an instant vector: its labels (with __name__), value and the evaluation time."""
+class Series(NamedTuple):
+    """One element of an instant vector: its labels (with __name__), value and the evaluation time. A named
+    tuple, not a frozen dataclass: 32,869 of them a tick at 1,000 engines, and a frozen dataclass' __init__
+    (three object.__setattr__) was most of parse_vector's time."""
 
     labels: dict[str, str]
     value: float
@@ -75,8 +76,16 @@ def parse_vector(body: bytes) -> tuple[Series, ...]:
     out = []
     for item in result:
         at, value = item["value"]
-        out.append(Series({str(k): str(v) for k, v in item["metric"].items()}, float(value), float(at)))
+        out.append(Series(_labels(item["metric"]), float(value), float(at)))
     return tuple(out)
+
+
+def _labels(metric: dict[Any, Any]) -> dict[str, str]:
+    """A series' labels as strings. JSON's keys are strings, and Prometheus' label values are: the decoded
+    object itself then, not a copy (a copy of each was a third of parse_vector's time)."""
+    if all(type(v) is str for v in metric.values()):
+        return metric
+    return {str(k): str(v) for k, v in metric.items()}
 
 
 class PrometheusAPI:
