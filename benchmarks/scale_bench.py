@@ -292,6 +292,25 @@ mount = PoolApp.on_mount
 def on_mount(self):
     stamp("mounted")
     mount(self)
+    if os.environ.get("SCALE_MEMDIAG"):  # a file: what the heap holds, every 20 s, appended to it
+        self.set_interval(20, lambda: memdiag(self))
+
+counts_before = {}
+
+def memdiag(app):
+    import collections
+    with open("/proc/self/statm") as f:
+        rss = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    counts = collections.Counter(type(o).__name__ for o in gc.get_objects())
+    recorder = getattr(app.runtime, "recorder", None)
+    pending = len(getattr(recorder, "_pending", ()) or getattr(recorder, "polls", ()))
+    grew = sorted(((n - counts_before.get(t, 0), t) for t, n in counts.items()), reverse=True)[:12]
+    counts_before.clear()
+    counts_before.update(counts)
+    with open(os.environ["SCALE_MEMDIAG"], "a") as f:
+        f.write(f"{time.perf_counter() - T0:.0f}s rss {rss:.0f} MiB objects {sum(counts.values())} "
+                f"gc {gc.get_count()} store pending {pending} ({type(recorder).__name__}); grew: "
+                + ", ".join(f"{t} +{d}" for d, t in grew) + "\n")
 
 PoolApp.on_mount = on_mount
 query = ps.PrometheusAPI.query
