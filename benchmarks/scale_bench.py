@@ -310,7 +310,7 @@ def memdiag(app):
     with open(os.environ["SCALE_MEMDIAG"], "a") as f:
         f.write(f"{time.perf_counter() - T0:.0f}s rss {rss:.0f} MiB objects {sum(counts.values())} "
                 f"gc {gc.get_count()} store pending {pending} ({type(recorder).__name__}); grew: "
-                + ", ".join(f"{t} +{d}" for d, t in grew) + "\n")
+                + ", ".join(f"{t} +{d}" for d, t in grew) + "\\n")
 
 PoolApp.on_mount = on_mount
 query = ps.PrometheusAPI.query
@@ -361,8 +361,19 @@ if sys.argv[2] == "per-engine":  # the reads as before batching: two instant que
     ph.PrometheusHostPoller.poll = host_poll
 
 from poolconsole.__main__ import main
+crash = sys.argv[1] + ".crash"
 sys.argv = ["poolconsole", "--config", sys.argv[3]]
-sys.exit(main())
+try:
+    code = main()
+except BaseException:  # the pane is gone with the process: what ended it is kept for the run to print
+    import traceback
+    with open(crash, "w") as f:
+        traceback.print_exc(file=f)
+    raise
+if code:
+    with open(crash, "w") as f:
+        f.write(f"exit status {code}\\n")
+sys.exit(code)
 """
 
 
@@ -435,6 +446,8 @@ async def measure(
         subprocess.run([*TMUX, "display", "-p", "-t", session, "#{pane_pid}"], capture_output=True, text=True).stdout
     )
     first_frame = None
+    crash = Path(f"{times}.crash")
+    crash.unlink(missing_ok=True)
     try:
         while time.monotonic() - launched < 120:
             frame = pane(session)
@@ -444,6 +457,9 @@ async def measure(
             await asyncio.sleep(0.05)
         first_text = pane(session)
         await asyncio.sleep(max(0.0, 10 - (time.monotonic() - launched)))  # settled: every loop has polled
+        if not Path(f"/proc/{pid}").exists():
+            said = crash.read_text() if crash.exists() else "(no traceback: killed by a signal?)"
+            raise SystemExit(f"{name}: the console exited before its window:\n{said}")
         queries0, ticks0, at0 = await query_count(prom) if prom else 0.0, cpu_ticks(pid), time.monotonic()
         load0 = Path("/proc/loadavg").read_text().split()[0]
         refreshes_before = len(times.read_text().split())
