@@ -365,14 +365,21 @@ class LivePool:
         started = time.perf_counter()
         track = self.state.engines[snapshot.name]
         was = track.view.state if track.view is not None else None
+        last = track.last_read
+        # The same sample again (read from Prometheus between two scrapes: PoolState.apply_engine's test):
+        # the pool state keeps its view, and the alerts saw that view at that sample's time already (a
+        # repeat's time is the scrape's), so they are not asked again, nor are its restart mark and log
+        # read told twice. Its row is still recorded at its own time (issue 39).
+        repeat = snapshot.metrics is not None and last is not None and track.view is not None
+        repeat = repeat and last is not None and snapshot.monotonic == last.monotonic
         view = self.state.apply_engine(snapshot)
-        events = self.alerts.engine(view, snapshot.fetched_at, restarted=track.counted_reset)
+        events = [] if repeat else self.alerts.engine(view, snapshot.fetched_at, restarted=track.counted_reset)
         if self.recorder is not None:
             self.recorder.engine(view, dict(track.totals), snapshot.fetched_at)
         down = view.state is EngineState.DOWN and was is not None and was != EngineState.DOWN
         if track.config.kind is EngineKind.OLLAMA and view.state is EngineState.OK and was != EngineState.OK:
             self._spawn(self._read_ollama_server(track.config), snapshot.name)  # first answer, or back from down
-        if (down or (view.counter_resets and was is not None)) and snapshot.name in self._logged:
+        if (down or (view.counter_resets and was is not None and not repeat)) and snapshot.name in self._logged:
             self._spawn(self._read_log(track.config, "went down" if down else "restarted"), snapshot.name)
         if snapshot.name in self._inspect and view.state is EngineState.OK:
             due = self._inspected_at.get(snapshot.name, -1e18) + self.container_check_s
@@ -380,7 +387,7 @@ class LivePool:
                 self._inspected_at[snapshot.name] = snapshot.fetched_at
                 self._spawn(self._container_check(track.config), snapshot.name)
         self.update_times.add(time.perf_counter() - started)
-        marks = (snapshot.fetched_at,) if track.counted_reset else ()
+        marks = (snapshot.fetched_at,) if track.counted_reset and not repeat else ()
         self._tell(Update(snapshot.name, "engine", tuple(events), at=snapshot.fetched_at, restarts=marks))
         return view
 

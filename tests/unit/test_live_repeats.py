@@ -1,0 +1,47 @@
+"""The same sample applied again (an engine read from Prometheus between two scrapes, issue 39): the pool
+keeps its view, the alerts are not asked again, the restart it carried is marked once, and its row is
+still recorded at its own time; the next scrape is applied as ever."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from tests.unit.test_event_log_subscriber import restarted_pool
+
+
+class Rows:
+    def __init__(self) -> None:
+        self.engines: list[float] = []
+
+    def engine(self, view: Any, totals: Any, at: float) -> None:
+        self.engines.append(at)
+
+    def host(self, snapshot: Any, at: float) -> None:
+        pass
+
+
+async def test_a_repeated_sample_is_recorded_not_evaluated_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    pool, name, at, heard = restarted_pool()
+    rows = Rows()
+    pool.recorder = rows
+    asked: list[float] = []
+    evaluate = pool.alerts.engine
+
+    def counting(view: Any, now: float, restarted: bool | None = None) -> Any:
+        asked.append(now)
+        return evaluate(view, now, restarted)
+
+    monkeypatch.setattr(pool.alerts, "engine", counting)
+    again = pool.state.engines[name].last_read
+    assert again is not None and pool.state.engines[name].counted_reset
+    view = pool.state.engines[name].view
+    assert pool.apply_engine(replace(again, fetched_at=at + 1e-6)) is view  # the same scrape, polled again
+    assert asked == [] and rows.engines == [at + 1e-6]
+    assert [u.restarts for u in heard if u.kind == "engine"] == [(), (at,), ()]  # marked once
+    later = replace(again, fetched_at=at + 5, monotonic=again.monotonic + 5)
+    assert pool.apply_engine(later) is not view
+    assert asked == [at + 5] and rows.engines == [at + 1e-6, at + 5]
+    await pool.stop()
