@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -94,8 +95,18 @@ def _strict(text: str) -> list[Sample]:
         for s in family.samples:
             if s.name.endswith("_created"):
                 continue
-            samples.append(Sample(_normalise_name(s.name), tuple(sorted(s.labels.items())), float(s.value)))
+            samples.append(Sample(_normalise_name(s.name), tuple(sorted(s.labels.items())), _float(s.value)))
     return samples
+
+
+def _float(value: float) -> float:
+    """prometheus_client keeps an integer value as an int, and float() of one past a float's range raises
+    OverflowError (a fuzz finding: the sample was lost): it reads as the infinity that float() of its text
+    gives, as on the fast path."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
 
 
 _FAST_SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?[ \t]+(\S+)(?:[ \t]+-?\d+)?$")

@@ -231,3 +231,14 @@ def test_a_total_sample_in_a_gauge_block() -> None:
         "# HELP llamacpp:predicted_tokens_seconds Average generation throughput in tokens/s\n"
         "# TYPE llamacpp:predicted_tokens_seconds gauge\nllamacpp:predicted_tokens_seconds_total 8.168\n"
     )
+
+
+def test_an_integer_past_a_float_in_the_careful_path() -> None:
+    """Fuzz findings (seed 235, two of them): prometheus_client keeps `999...9` (400 digits) as an int, and
+    float() of it raised OverflowError in prom.py's careful path (here reached through a value with no blank
+    after the labels), so the sample was lost; prometheus_client reads it, as the fast path does, as +Inf."""
+    check('vllm:request_success_total{finished_reason="length",model_name="tiny"}' + "9" * 400 + "\n")
+    check(  # beside a sample the fast path would read
+        'vllm:request_success_total{model_name="tiny"} 2\ns{e=""}9\n'
+        'vllm:request_success_total{g=""}-' + "9" * 400 + "\n"
+    )
