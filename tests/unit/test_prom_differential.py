@@ -242,3 +242,16 @@ def test_an_integer_past_a_float_in_the_careful_path() -> None:
         'vllm:request_success_total{model_name="tiny"} 2\ns{e=""}9\n'
         'vllm:request_success_total{g=""}-' + "9" * 400 + "\n"
     )
+
+
+def test_a_wanted_name_followed_by_more_before_the_labels() -> None:
+    """Fuzz finding (seed 235): prometheus_client names a sample by everything before its `{`, so
+    `vllm:request_success\\x1fd{model_name="y"} 1` is the sample `vllm:request_success\\x1fd`, of no wanted
+    family; the selection read the name up to the blank \\x1f, kept the line as wanted, and the mapping took its
+    label as a served model."""
+    check('vllm:request_success\x1fd{model_name="y"} 1\n')
+    check('vllm:num_requests_running a{model_name="y"} 1\n')
+    check(  # inside a wanted family's block, which the selection keeps whole
+        '# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{model_name="m"} 1\n'
+        'vllm:num_requests_running a{model_name="y"} 1\n'
+    )
