@@ -100,9 +100,8 @@ def _strict(text: str) -> list[Sample]:
 
 
 def _float(value: float) -> float:
-    """prometheus_client keeps an integer value as an int, and float() of one past a float's range raises
-    OverflowError (a fuzz finding: the sample was lost): it reads as the infinity that float() of its text
-    gives, as on the fast path."""
+    """prometheus_client's int past a float's range (float() raised OverflowError, a fuzz finding) reads as
+    the infinity float() of its text gives, as on the fast path."""
     try:
         return float(value)
     except OverflowError:
@@ -270,6 +269,8 @@ class Selected:
     """Sample lines whose (normalised) name starts with the engine prefix."""
     bad_lines: int
     first_bad: str | None
+    bad: tuple[str, ...] = ()
+    """The lines that cannot be samples, whole."""
 
 
 _SAMPLE_LINE = re.compile(r"[A-Za-z_:][A-Za-z0-9_:]*(?=[{\s])")
@@ -354,7 +355,7 @@ def _each_line(selection: _Selection, text: str, keep: list[str], counts: list[i
             continue
         match = _SAMPLE_LINE.match(line)
         if match is None:
-            bad.append(line[:120])
+            bad.append(line)
             continue
         counts[0] += 1
         name = match.group(0)
@@ -423,7 +424,30 @@ def select_lines(text: str, wanted: frozenset[str], prefix: str = "") -> Selecte
                     keep.append(body)
                 continue
         _each_line(selection, body, keep, counts, bad)
-    return Selected("\n".join(keep) + "\n", counts[0], counts[1], len(bad), bad[0] if bad else None)
+    return Selected("\n".join(keep) + "\n", counts[0], counts[1], len(bad), bad[0][:120] if bad else None, tuple(bad))
+
+
+def _unread(selected: Selected) -> bool:
+    """More lines that cannot be samples are read by no parser than there are sample lines (garbage). A fuzz
+    finding: prometheus_client does not check a name before `{`, so `\\ufffd{k=""} 0` is a sample to it (still a
+    bad line here). Only such lines are asked (~40 us each), until the answer is known."""
+    sample_lines, unread, left = selected.lines, 0, len(selected.bad)
+    for line in selected.bad:
+        left -= 1
+        if "{" in line and _read(line):
+            sample_lines += 1
+        else:
+            unread += 1
+        if unread > sample_lines + left or unread + left <= sample_lines:
+            break  # the answer is known
+    return unread > sample_lines + left
+
+
+def _read(line: str) -> bool:
+    try:
+        return _strict(line + "\n") is not None
+    except Exception:  # the third-party parser raises ValueError, IndexError, KeyError...
+        return False
 
 
 def parse_exposition(body: bytes | str, wanted: frozenset[str] | None = None, prefix: str = "") -> Exposition:
@@ -439,7 +463,7 @@ def parse_exposition(body: bytes | str, wanted: frozenset[str] | None = None, pr
         selected = select_lines(text, wanted, prefix)
         text, bad, first_bad = selected.text, selected.bad_lines, selected.first_bad
         total, prefixed = selected.lines, selected.prefixed
-        if bad and bad > selected.lines:
+        if bad and bad > selected.lines and _unread(selected):
             raise ParseError(f"not Prometheus text: {bad} lines cannot be samples (first: {first_bad!r})")
     fast = _fast(text) if wanted is not None else None
     if fast is not None:
@@ -462,10 +486,8 @@ def parse_exposition(body: bytes | str, wanted: frozenset[str] | None = None, pr
 
 
 def _asked(samples: list[Sample], wanted: frozenset[str] | None) -> list[Sample]:
-    """The samples of wanted names among prometheus_client's. It names a sample by all that precedes its `{`,
-    unchecked, so a selected line `vllm:x\x1fd{model_name="y"} 1` or `vllm:x a{...} 1` is the sample `vllm:x\x1fd`,
-    of no wanted family (a fuzz finding: its label reached the mapping as a served model). The fast path's
-    names are the ones the selection checked."""
+    """prometheus_client names a sample by all before its `{`, unchecked: `vllm:x\\x1fd{model_name="y"} 1` is no
+    wanted sample (a fuzz finding: its label read as a served model). The fast path's names are checked."""
     if wanted is None:
         return samples
     return [s for s in samples if s.name in wanted or s.name.removesuffix("_total") in wanted]

@@ -244,6 +244,19 @@ def test_an_integer_past_a_float_in_the_careful_path() -> None:
     )
 
 
+def test_lines_whose_name_is_no_metric_name_do_not_refuse_the_page() -> None:
+    """Fuzz findings (seed 235, two of them): prometheus_client does not check the name before a label set, so
+    `sglang:t\\ufffdS\\ufffdoken_usage{...} 0.0` (mutated bytes, decoded) is a sample of its own to it; the
+    selection counted such lines as lines that cannot be samples, found more of them than samples, and refused
+    the page whose wanted sample prometheus_client reads."""
+    check('\ufffd{k=""} 0\n\ufffd{e="",p=""} 0\nsglang:gen_throughput{model_name="m"} 0\n')
+    check(
+        "# TYPE sglang:token_usage gauge\n"
+        'sglang:t\ufffdS\ufffdoken_usage{model_name="m"} 0.0\nsglang:t\ufffdoken_usage{model_name="m"} 0.0\n'
+        'sglang:gen_throughput{model_name="m"} 0\n'
+    )
+
+
 def test_a_wanted_name_followed_by_more_before_the_labels() -> None:
     """Fuzz finding (seed 235): prometheus_client names a sample by everything before its `{`, so
     `vllm:request_success\\x1fd{model_name="y"} 1` is the sample `vllm:request_success\\x1fd`, of no wanted
