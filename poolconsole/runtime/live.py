@@ -32,6 +32,7 @@ from poolconsole.model.hosts import HostSnapshot
 from poolconsole.model.pool_state import PoolState
 from poolconsole.model.snapshots import EngineSnapshot, EngineState
 from poolconsole.model.view import EngineView
+from poolconsole.runtime.heap import trim_heap
 
 if TYPE_CHECKING:
     from poolconsole.runtime.store.charts import StoredHistory
@@ -137,6 +138,7 @@ class GcPolicy:
     full_every_s: float = GC_FULL_EVERY_S
     settled: bool = False
     full_collections: int = 0
+    trims_returned: int = 0
 
     def start(self) -> None:
         gc.freeze()
@@ -153,6 +155,7 @@ class GcPolicy:
     def collect(self) -> None:
         gc.collect()
         self.full_collections += 1
+        self.trims_returned += trim_heap()  # what the collection freed goes back to the system (runtime.heap)
 
 
 class LivePool:
