@@ -11,7 +11,9 @@ no Textual at load."""
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -92,6 +94,22 @@ async def run_console(
 
 QUITTING = (signal.SIGTERM, signal.SIGHUP)
 """`kill`, `timeout` or a service manager's stop; the terminal closed (its window, an SSH session dropped)."""
+QUIT_DEADLINE_S = 20.0
+"""After SIGTERM or SIGHUP the process ends within this long even if the app's shutdown does not finish
+(its own is at most LEAVE_S for the actions still running, then the store's last second). Why: with the
+terminal gone, Textual's shutdown can block for ever: a console killed with its tmux server 1.0-1.3 s after
+launch stayed alive, its loop thread waiting in the output thread's full queue (textual.drivers
+._writer_thread, whose 30 writes nobody drains any more), holding the history store's lock with no terminal.
+The store commits every second, so ending here loses what `kill -9` would: the last second's polls."""
+
+
+def exit_after(deadline_s: float, code: int) -> threading.Timer:
+    """End the process with `code` in `deadline_s` unless it has ended by then (a daemon timer: it does not
+    keep a process alive that ended in time)."""
+    timer = threading.Timer(deadline_s, os._exit, args=(code,))
+    timer.daemon = True
+    timer.start()
+    return timer
 
 
 async def run_app(app: PoolApp, *, headless: bool = False) -> None:
@@ -104,16 +122,26 @@ async def run_app(app: PoolApp, *, headless: bool = False) -> None:
     process); what handled them before is put back."""
     loop = asyncio.get_running_loop()
     before = {sig: signal.getsignal(sig) for sig in QUITTING}
+    deadlines: list[threading.Timer] = []
+
+    def quit_by(sig: signal.Signals) -> None:
+        """Quit as `q` does; the process ends with 128 + the signal's number if that has not finished by
+        QUIT_DEADLINE_S."""
+        deadlines.append(exit_after(QUIT_DEADLINE_S, 128 + sig))
+        app.quit_soon()
+
     installed = []
     for sig in QUITTING:
         try:
-            loop.add_signal_handler(sig, app.quit_soon)
+            loop.add_signal_handler(sig, quit_by, sig)
             installed.append(sig)
         except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no Unix signals
             break
     try:
         await app.run_async(headless=headless)
     finally:
+        for deadline in deadlines:  # the app ended in time: a process that goes on (a test's) is not ended
+            deadline.cancel()
         for sig in installed:
             loop.remove_signal_handler(sig)
             if before[sig] is not None:  # None: set outside Python, left as the loop leaves it

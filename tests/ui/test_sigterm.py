@@ -151,3 +151,51 @@ def test_closing_the_terminal_quits_the_demo_and_removes_its_keys(tmp_path: Path
     assert not list(runtime.glob("demo-*.toml")) and not list(runtime.glob("demo-*.toml.ssh")), list(runtime.iterdir())
     (history,) = runtime.glob("demo-*.history.sqlite3")
     assert not Path(f"{history}-wal").exists(), "the demo's history store was not closed"
+
+
+HANGING = """
+import sys
+from poolconsole.ui import launch
+from poolconsole.ui.app import PoolApp
+launch.QUIT_DEADLINE_S = 1.0
+PoolApp.quit_soon = lambda self: None  # a shutdown that never finishes, as Textual's can with the terminal gone
+from poolconsole.__main__ import main
+sys.argv = ["poolconsole", "--config", sys.argv[1]]
+raise SystemExit(main())
+"""
+
+
+def test_a_shutdown_that_never_finishes_still_ends_the_process(tmp_path: Path) -> None:
+    """With its terminal gone, Textual's shutdown can wait for ever on its output thread's full queue (a
+    console killed with its tmux server 1.0-1.3 s after launch stayed alive, holding the history store's
+    lock). SIGHUP ends the process by ui.launch.QUIT_DEADLINE_S whatever the shutdown does, with 128 + 1."""
+    config = tmp_path / "hosts.toml"
+    config.write_text(
+        '[settings]\npoll_interval_s = 1.0\n\n[[engines]]\nname = "eng-a"\nkind = "vllm"\nurl = "http://127.0.0.1:9"\n'
+    )
+    script = tmp_path / "hanging.py"
+    script.write_text(HANGING)
+    env = {k: v for k, v in os.environ.items() if k != "POOLCONSOLE_CONFIG"}
+    env.update({f"XDG_{kind}_HOME": str(tmp_path / kind.lower()) for kind in ("CONFIG", "DATA", "STATE", "CACHE")})
+    env.update(HOME=str(tmp_path / "home"), TERM="xterm-256color", PYTHONPATH=str(ROOT))
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execve(sys.executable, [sys.executable, str(script), str(config)], env)
+    code: int | None = None
+    try:
+        fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 120, 0, 0))
+        shown, closed = b"", False
+        deadline = time.monotonic() + 90  # a loaded machine starts it slowly
+        while time.monotonic() < deadline and not closed and b"eng-a" not in ESCAPE.sub(b"", shown):
+            chunk, closed = _read(fd, 0.3)
+            shown += chunk
+        assert b"eng-a" in ESCAPE.sub(b"", shown), shown[-2000:]
+        os.kill(pid, signal.SIGHUP)
+        _read(fd, 5)
+        code = _exit_code(pid, 60)
+    finally:
+        if code is None:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        os.close(fd)
+    assert code == 128 + signal.SIGHUP
