@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from poolconsole.collect import prom
+from poolconsole.collect import prom, prom_select
 from poolconsole.collect.engines import specs
 from poolconsole.collect.engines.mapping import MetricSpec, metrics_from_samples, parse_metrics
 from poolconsole.collect.engines.page_memo import PageMemo
@@ -31,7 +31,8 @@ def reference_samples(text: str) -> list[prom.Sample] | None:
         for s in family.samples:
             if s.name.endswith("_created"):
                 continue
-            out.append(prom.Sample(prom._normalise_name(s.name), tuple(sorted(s.labels.items())), _float(s.value)))
+            name = prom_select.normalise_name(s.name)
+            out.append(prom.Sample(name, tuple(sorted(s.labels.items())), _float(s.value)))
     return out
 
 
@@ -75,7 +76,7 @@ def differences(text: str, spec: MetricSpec = specs.VLLM, memo: PageMemo | None 
     fast = prom._fast(text)
     if fast is not None and sample_keys(fast) != expected:
         found.append(f"fast path: {_diff(sample_keys(fast), expected)}")
-    wanted = prom.exposed(spec.wanted)
+    wanted = prom_select.exposed(spec.wanted)
     expected_wanted = [k for k in expected if _selected(k[0], spec)]
     try:
         selected = prom.parse_exposition(text, spec.wanted, spec.prefix)

@@ -13,8 +13,9 @@ import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import NamedTuple
 
-ENGINE_PREFIXES = ("vllm", "sglang", "llamacpp")
+from poolconsole.collect.prom_select import Selected, normalise_name, select_lines
 
 
 class ParseError(ValueError):
@@ -36,13 +37,6 @@ def label_value(labels: tuple[tuple[str, str], ...], key: str) -> str | None:
         if k == key:
             return v
     return None
-
-
-def _normalise_name(name: str) -> str:
-    for prefix in ENGINE_PREFIXES:
-        if name.startswith(prefix + "_") and not name.startswith(prefix + ":"):
-            return prefix + ":" + name[len(prefix) + 1 :]
-    return name
 
 
 def decode(body: bytes | str) -> str:
@@ -95,7 +89,7 @@ def _strict(text: str) -> list[Sample]:
         for s in family.samples:
             if s.name.endswith("_created"):
                 continue
-            samples.append(Sample(_normalise_name(s.name), tuple(sorted(s.labels.items())), _float(s.value)))
+            samples.append(Sample(normalise_name(s.name), tuple(sorted(s.labels.items())), _float(s.value)))
     return samples
 
 
@@ -109,7 +103,6 @@ def _float(value: float) -> float:
 
 
 _FAST_SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?[ \t]+(\S+)(?:[ \t]+-?\d+)?$")
-_NAME = re.compile(r"[A-Za-z_:][A-Za-z0-9_:]*")
 _FAMILY_SAMPLES = {"summary": ("_count", "_sum", ""), "histogram": ("_count", "_sum", "_bucket")}
 """The sample names of a family by its type, after its name (any other type: the name alone)."""
 _FAST_LABEL = re.compile(r'\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*(?:,|$)')
@@ -151,7 +144,7 @@ def _known(name: str, raw_labels: str | None) -> Head | None:
     labels = _labels(raw_labels) if raw_labels else ()
     if labels is None:
         return None
-    return ("" if name.endswith("_created") else _normalise_name(name), labels)
+    return ("" if name.endswith("_created") else normalise_name(name), labels)
 
 
 def _head(head: str) -> Head | None:
@@ -165,6 +158,44 @@ def _head(head: str) -> Head | None:
             if len(_HEADS) > HEADS_KEPT:
                 _HEADS.clear()
             _HEADS[head] = known
+    return known
+
+
+class _Comment(NamedTuple):
+    """What a `#` line tells the fast path: the family a HELP or TYPE line opens (None: a plain comment), and
+    for a TYPE line whether it says counter and the sample names its type gives the family."""
+
+    family: str | None
+    counter: bool = False
+    samples: tuple[str, ...] | None = None
+
+
+_COMMENTS: dict[str, _Comment | None] = {}
+"""A `#` line -> what it tells, None for one the fast path leaves to prometheus_client: a page repeats its HELP
+and TYPE lines poll after poll, so each is read once (a page's first read spent half its time on them)."""
+_PLAIN = _Comment(None)
+
+
+def _read_comment(line: str) -> _Comment | None:
+    parts = line.split(None, 3)
+    if len(parts) <= 2 or parts[1] not in ("HELP", "TYPE"):
+        return _PLAIN
+    if '"' in line[: len(line) - len(parts[3])] if len(parts) > 3 else '"' in line:
+        return None  # a quote before the help text: prometheus_client splits such a line otherwise
+    if line != line.strip() or (parts[1] == "TYPE" and len(parts) < 4):
+        return None  # spaces around the line, a TYPE without its type
+    if parts[1] == "HELP":
+        return _Comment(parts[2])
+    samples = tuple(parts[2] + end for end in _FAMILY_SAMPLES.get(parts[3], ("",)))
+    return _Comment(parts[2], parts[3] == "counter", samples)
+
+
+def _comment(line: str) -> _Comment | None:
+    if line in _COMMENTS:
+        return _COMMENTS[line]
+    if len(_COMMENTS) > HEADS_KEPT:
+        _COMMENTS.clear()
+    known = _COMMENTS[line] = _read_comment(line)
     return known
 
 
@@ -194,18 +225,15 @@ def _fast(text: str) -> list[Sample] | None:
         if not line:
             continue
         if line[0] == "#":
-            parts = line.split(None, 3)
-            if len(parts) > 2 and parts[1] in ("HELP", "TYPE"):
-                if '"' in line[: len(line) - len(parts[3])] if len(parts) > 3 else '"' in line:
-                    return None  # a quote before the help text: prometheus_client splits such a line otherwise
-                if line != line.strip() or (parts[1] == "TYPE" and len(parts) < 4):
-                    return None  # spaces around the line, a TYPE without its type
-                if parts[2] != family:
+            comment = _comment(line)
+            if comment is None:
+                return None
+            if comment.family is not None:
+                if comment.family != family:
                     close()
-                    family, counter, allowed = parts[2], False, (parts[2],)
-                if parts[1] == "TYPE":
-                    counter = parts[3] == "counter"
-                    allowed = tuple(family + end for end in _FAMILY_SAMPLES.get(parts[3], ("",)))
+                    family, counter, allowed = comment.family, False, (comment.family,)
+                if comment.samples is not None:
+                    counter, allowed = comment.counter, comment.samples
             continue
         head, _, raw_value = line.rpartition(" ")
         known = _head(head)
@@ -214,14 +242,15 @@ def _fast(text: str) -> list[Sample] | None:
             known = _known(match[1], match[2]) if match else None
             if match is None or known is None:
                 return None
-            raw_value = match[3]
+            head, raw_value = match[1], match[3]
         try:
             value = float(raw_value)
         except ValueError:
             return None
         if family:
-            name = _NAME.match(line)
-            if name is None or name[0] not in allowed:
+            # The name as the line spells it: a well-formed head's all before its `{` (a name has no `{`);
+            # a str method, not a regular expression per sample line (the first poll of a page parses every line)
+            if head.partition("{")[0] not in allowed:
                 close()
                 family, counter, allowed = "", False, ("",)
             elif known[0]:
@@ -258,173 +287,6 @@ def _lenient(text: str) -> Exposition:
             bad += 1
             first_bad = first_bad or line[:120]
     return Exposition(samples, bad, first_bad)
-
-
-@dataclass(frozen=True)
-class Selected:
-    text: str
-    lines: int
-    """Sample lines on the whole page."""
-    prefixed: int
-    """Sample lines whose (normalised) name starts with the engine prefix."""
-    bad_lines: int
-    first_bad: str | None
-    bad: tuple[str, ...] = ()
-    """The lines that cannot be samples, whole."""
-
-
-_SAMPLE_LINE = re.compile(r"[A-Za-z_:][A-Za-z0-9_:]*(?=[{\s])")
-
-
-@functools.lru_cache(maxsize=64)
-def exposed(names: frozenset[str]) -> frozenset[str]:
-    """Every exposed spelling of these normalised names (`vllm:x` is also served as `vllm_x`)."""
-    out = set(names)
-    for name in names:
-        for engine in ENGINE_PREFIXES:
-            if name.startswith(engine + ":"):
-                out.add(engine + "_" + name[len(engine) + 1 :])
-    return frozenset(out)
-
-
-@dataclass(frozen=True, slots=True)
-class _Family:
-    """What a HELP/TYPE line decides for the sample lines after it."""
-
-    wanted: bool
-    stem: str | None
-    """The name every sample of the family starts with (None: not a HELP/TYPE line)."""
-    prefixed: bool
-    shadows: bool = False
-    """An unwanted family whose stem begins a wanted name (`# TYPE x_se` before `x_seconds 0` on a broken
-    page): its block cannot be dropped whole, since a line in it may be a wanted sample."""
-    heads: tuple[str, ...] = ()
-    """A wanted family's sample names as a line starts with them (`x_total{`, `x_total `, `x_bucket{`...): its
-    block is kept whole only when every line starts with one (`x_totax{...}` is another family's sample for
-    prometheus_client, and its labels must not reach the mapping, a fuzz finding)."""
-
-
-class _Selection:
-    def __init__(self, wanted: frozenset[str], prefix: str) -> None:
-        self.wanted = wanted
-        self.exposed = exposed(wanted)
-        engine = prefix.rstrip(":")
-        self.prefixes = (engine + ":", engine + "_") if engine in ENGINE_PREFIXES else (prefix,) if prefix else ()
-        self.families: dict[str, _Family] = {}
-        """Header line -> decision: the same page comes back every poll, so each header is read once."""
-
-    def family(self, header: str) -> _Family:
-        parts = header.split(None, 2)
-        if len(parts) < 2 or parts[0] not in ("HELP", "TYPE"):
-            return _Family(False, None, False)
-        name = parts[1]
-        wanted = name in self.exposed
-        stem = name.removesuffix("_total") or None
-        shadows = not wanted and stem is not None and any(w.startswith(stem) for w in self.exposed)
-        heads: tuple[str, ...] = ()
-        if wanted and stem is not None:
-            heads = tuple(  # `x_total` too: prometheus_client reads it in a gauge's block (as its own family)
-                sorted(
-                    {  # a set: `x` + `_total` is also `x_total` itself, and a line must be counted once
-                        w + total + end
-                        for w in self.exposed
-                        if w.startswith(stem)
-                        for total in ("", "_total")
-                        for end in ("{", " ")
-                    }
-                )
-            )
-        return _Family(wanted, stem, name.startswith(self.prefixes), shadows, heads)
-
-
-@functools.lru_cache(maxsize=64)
-def _selection(wanted: frozenset[str], prefix: str) -> _Selection:
-    return _Selection(wanted, prefix)
-
-
-def _each_line(selection: _Selection, text: str, keep: list[str], counts: list[int], bad: list[str]) -> None:
-    """The careful path, a line at a time: counts[0] sample lines, counts[1] with the engine's prefix."""
-    for raw in text.split("\n"):  # as prometheus_client splits a page (see _fast)
-        line = raw.strip()
-        if not line:
-            continue
-        if line[0] == "#":
-            parts = line.split(None, 3)
-            if len(parts) >= 3 and parts[1] in ("HELP", "TYPE") and _normalise_name(parts[2]) in selection.wanted:
-                keep.append(line)
-            continue
-        match = _SAMPLE_LINE.match(line)
-        if match is None:
-            bad.append(line)
-            continue
-        counts[0] += 1
-        name = match.group(0)
-        if selection.prefixes and name.startswith(selection.prefixes):
-            counts[1] += 1
-        if _normalise_name(name) in selection.wanted:
-            keep.append(line)
-
-
-def _all_wanted(body: str, count: int, family: _Family) -> bool:
-    """Every one of a wanted block's `count` lines starts with one of its sample names (C-level counts)."""
-    lines = "\n" + body
-    return sum(lines.count("\n" + head) for head in family.heads) == count
-
-
-def select_lines(text: str, wanted: frozenset[str], prefix: str = "") -> Selected:
-    """Keep only the samples (and their HELP/TYPE lines) a collector reads, before the real parser runs.
-
-    A vLLM page holds ~90 families and a collector needs ~15: selecting first makes parsing several
-    times cheaper, which matters when one console polls many engines. The page is cut at its comment
-    lines and handled a family at a time: when every line after a HELP/TYPE line starts with the
-    family's name, the block is counted and kept or dropped whole (str.count and a slice, in C), and
-    only a block that does not is read line by line (measured on a 58 KB vLLM page: ~6x cheaper than
-    a Python loop over its 637 lines, benchmarks/collect_bench.py). Lines that cannot be samples at
-    all are counted, so a page of garbage is still reported as garbage.
-    """
-    if "\r" in text:
-        text = text.replace("\r\n", "\n")
-    selection = _selection(wanted, prefix)
-    families = selection.families
-    if len(families) > 20_000:
-        families.clear()
-    keep: list[str] = []
-    counts = [0, 0]
-    bad: list[str] = []
-    pieces = text.rstrip("\n").split("\n#")
-    if pieces[0].startswith("#"):
-        pieces[0] = pieces[0][1:]
-    else:
-        _each_line(selection, pieces.pop(0), keep, counts, bad)
-    in_wanted = False
-    for piece in pieces:
-        cut = piece.find("\n")
-        header, body = (piece, "") if cut < 0 else (piece[:cut], piece[cut + 1 :])
-        family = families.get(header)
-        if family is None:
-            family = families[header] = selection.family(header)
-        if family.wanted:
-            keep.append("#" + header)
-        elif in_wanted and family.stem is not None:
-            # Another family's HELP/TYPE line ends the wanted family before it for prometheus_client (a family
-            # opened again later is then a new one, typed anew): keep that one header, its samples still dropped.
-            keep.append("#" + header)
-        if family.stem is not None:  # a plain comment ends no family
-            in_wanted = family.wanted
-        if not body:
-            continue
-        stem = family.stem
-        if stem is not None and not family.shadows and body.startswith(stem):
-            count = body.count("\n") + 1
-            if body.count("\n" + stem) == count - 1 and (not family.wanted or _all_wanted(body, count, family)):
-                counts[0] += count
-                if family.prefixed:
-                    counts[1] += count
-                if family.wanted:
-                    keep.append(body)
-                continue
-        _each_line(selection, body, keep, counts, bad)
-    return Selected("\n".join(keep) + "\n", counts[0], counts[1], len(bad), bad[0][:120] if bad else None, tuple(bad))
 
 
 def _unread(selected: Selected) -> bool:

@@ -98,7 +98,8 @@ def test_pretty_printed_paste_is_rejected_not_misread() -> None:
 )
 def test_fast_path_reads_exactly_what_prometheus_client_reads(capture: str) -> None:
     from poolconsole.collect.engines import specs
-    from poolconsole.collect.prom import _fast, _strict, select_lines
+    from poolconsole.collect.prom import _fast, _strict
+    from poolconsole.collect.prom_select import select_lines
 
     path = (VLLM if (VLLM / capture).exists() else LLAMA) / capture
     for spec in (specs.VLLM, specs.LLAMACPP, specs.SGLANG):

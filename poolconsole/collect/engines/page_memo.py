@@ -7,7 +7,8 @@ from __future__ import annotations
 import math
 
 from poolconsole.collect.engines.mapping import MetricSpec, Plan, build_plan
-from poolconsole.collect.prom import Exposition, Head, Sample, exposed, sample_heads
+from poolconsole.collect.prom import Exposition, Head, Sample, sample_heads
+from poolconsole.collect.prom_select import exposed
 from poolconsole.model.snapshots import EngineMetrics
 
 TYPE = "\n# TYPE "
