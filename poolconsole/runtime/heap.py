@@ -13,13 +13,14 @@ Off glibc (macOS, musl) there is no `malloc_trim` and this does nothing."""
 
 from __future__ import annotations
 
-import ctypes
 from collections.abc import Callable
 from functools import cache
 
 
 @cache
 def _malloc_trim() -> Callable[[int], int] | None:
+    import ctypes  # at the first trim (a minute in), not with the runtime: ctypes is 2-3 ms of the launch
+
     try:
         trim: Callable[[int], int] = ctypes.CDLL(None).malloc_trim
     except (OSError, AttributeError):  # not glibc

@@ -7,6 +7,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual.widgets import Static
@@ -15,11 +16,12 @@ from poolconsole.config.models import PoolConfig
 from poolconsole.model.actions import key_label
 from poolconsole.model.events import EventLog
 from poolconsole.model.summary import Summary
-from poolconsole.runtime.pager import state_path
-from poolconsole.runtime.remediation_board import Pending, read_pending
 from poolconsole.runtime.store import store_path
 from poolconsole.ui import cells
 from poolconsole.ui.screens import overview_panes
+
+if TYPE_CHECKING:
+    from poolconsole.runtime.remediation_board import Pending
 
 BOARD_EVERY_S = 3.0
 """How often the overview reads the watcher's board (its pending automatic actions) while there is none..."""
@@ -36,6 +38,11 @@ def board_of(store: Path | None, config: PoolConfig, live: bool) -> Path | None:
 def read_board(store: Path) -> list[Pending]:
     """The watcher's pending automatic actions, soonest first; none where its state file is absent or cannot
     be read (the alert log says which). Blocking: call it in a thread."""
+    # imported here, in the thread, not with the overview: the pager's and the board's modules (the
+    # notifications' model among them) cost the launch about 15 ms of CPU before its first frame
+    from poolconsole.runtime.pager import state_path
+    from poolconsole.runtime.remediation_board import read_pending
+
     try:
         return read_pending(state_path(store))
     except (sqlite3.Error, OSError):
