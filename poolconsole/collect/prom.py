@@ -174,6 +174,8 @@ _COMMENTS: dict[str, _Comment | None] = {}
 """A `#` line -> what it tells, None for one the fast path leaves to prometheus_client: a page repeats its HELP
 and TYPE lines poll after poll, so each is read once (a page's first read spent half its time on them)."""
 _PLAIN = _Comment(None)
+_UNREAD = _Comment(None)
+"""Not in _COMMENTS yet (None there is a line the fast path refuses)."""
 
 
 def _read_comment(line: str) -> _Comment | None:
@@ -191,11 +193,11 @@ def _read_comment(line: str) -> _Comment | None:
 
 
 def _comment(line: str) -> _Comment | None:
-    if line in _COMMENTS:
-        return _COMMENTS[line]
-    if len(_COMMENTS) > HEADS_KEPT:
-        _COMMENTS.clear()
-    known = _COMMENTS[line] = _read_comment(line)
+    known = _COMMENTS.get(line, _UNREAD)
+    if known is _UNREAD:
+        if len(_COMMENTS) > HEADS_KEPT:
+            _COMMENTS.clear()
+        known = _COMMENTS[line] = _read_comment(line)
     return known
 
 

@@ -102,7 +102,7 @@ def _selection(wanted: frozenset[str], prefix: str) -> _Selection:
 
 def _each_line(selection: _Selection, text: str, keep: list[str], counts: list[int], bad: list[str]) -> None:
     """The careful path, a line at a time: counts[0] sample lines, counts[1] with the engine's prefix."""
-    for raw in text.split("\n"):  # as prometheus_client splits a page (see _fast)
+    for raw in text.split("\n"):  # as prometheus_client splits a page (see prom._fast)
         line = raw.strip()
         if not line:
             continue
