@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
-from functools import cache
 from typing import Any
 
 
@@ -124,9 +123,7 @@ class HostSnapshot:
         }
 
 
-@cache
-def _names(cls: type[Any]) -> tuple[str, ...]:
-    return tuple(f.name for f in fields(cls))
+_NAMES = {cls: tuple(f.name for f in fields(cls)) for cls in (GpuReading, GpuProcess, SystemMemory)}
 
 
 def _flat(item: GpuReading | GpuProcess | SystemMemory) -> dict[str, Any]:
@@ -134,7 +131,7 @@ def _flat(item: GpuReading | GpuProcess | SystemMemory) -> dict[str, Any]:
     these three is a scalar or a tuple of ints, so the same values (tests/unit/test_hosts_json.py). Why: the
     history store encodes a host at each poll, and asdict was 160 of the 176 us a 4-GPU host's to_json took
     (at 1,000 engines and 250 hosts, 4 % of the console's busy samples under py-spy)."""
-    return {name: getattr(item, name) for name in _names(type(item))}
+    return {name: getattr(item, name) for name in _NAMES[type(item)]}
 
 
 def _pick(cls: type[Any], doc: dict[str, Any]) -> dict[str, Any]:
