@@ -13,6 +13,7 @@ from poolconsole.model.hosts import HostSnapshot, HostState
 from poolconsole.model.pool_state import PoolState
 from poolconsole.model.snapshots import EngineState
 from poolconsole.model.summary import brief, short, summarise
+from poolconsole.model.tally import HEAP_SLACK, tally_of
 from poolconsole.model.units import num
 from poolconsole.ui import cells
 from tests.helpers import uipool
@@ -192,3 +193,26 @@ def test_a_route_an_engine_listing_no_models_may_serve_is_not_drift() -> None:
     assert "route" not in summary.verdict and "with no engine" not in summary.lines[3], summary.lines
     [route] = [r for report in gateway_reports(state) for r in report.routes if r.model == "gemma-3-27b-it"]
     assert route.engine is None and route.unlisted == (snap.name,)
+
+
+def test_the_oldest_data_heap_stays_bounded_while_a_target_stays_silent() -> None:
+    """A target that answered once and then stopped kept its time at the heap's top, so every later answer's
+    time stayed in the heap below it: a float a poll for as long as the console ran (the chaos soak's
+    console grew 9 MiB/h). The heap now holds at most twice the live times plus HEAP_SLACK."""
+    config = uipool.config()
+    state, alerts = PoolState(config, uipool.clock), Alerts(config.alerts)
+    hosts = [h.name for h in config.hosts]
+    silent, talking = hosts[0], hosts[1:]
+    state.apply_host(HostSnapshot(silent, silent, HostState.OK, fetched_at=uipool.T0))
+    for tick in range(1, 2001):
+        for name in talking:
+            state.apply_host(HostSnapshot(name, name, HostState.OK, fetched_at=uipool.T0 + tick))
+        summarise(state, alerts, uipool.T0 + tick)  # as each redraw does: the tally takes in what changed
+    tally = tally_of(state)
+    assert len(tally.stamps) == 2, tally.stamps  # the silent host's answer and this tick's
+    assert len(tally.oldest) <= 2 * len(tally.stamps) + HEAP_SLACK, len(tally.oldest)
+    line = summarise(state, alerts, uipool.T0 + 2010).lines[3]
+    assert re.search(rf"· oldest data 2010 s \({silent}\)", line), line
+    state.apply_host(HostSnapshot(silent, silent, HostState.OK, fetched_at=uipool.T0 + 2005))
+    line = summarise(state, alerts, uipool.T0 + 2010).lines[3]  # the silent one answered: the others are oldest
+    assert "oldest data 10 s (" in line and f"({silent})" not in line, line
