@@ -30,7 +30,7 @@ from poolconsole.model.snapshots import EngineSnapshot
 from poolconsole.runtime.live import Backlog, LivePool, Update
 from poolconsole.runtime.source import LiveSource, Playback, PoolSource, SSHPool
 from poolconsole.runtime.store import Store
-from poolconsole.ui import registry, themes
+from poolconsole.ui import leaks, registry, themes
 from poolconsole.ui.history import History
 from poolconsole.ui.palette import Entry, PoolCommands
 from poolconsole.ui.runner import ActionRunner
@@ -124,6 +124,7 @@ class PoolApp(App[None]):
         if (label := self.source.label()) is not None:
             self.sub_title = label
         self.set_interval(REDRAW_S, self._redraw)
+        self.set_interval(leaks.RELEASE_EVERY_S, leaks.release)
         if self.live:
             self.history.open(self.runtime, self.store_path)
             self.history.load_audit(self.runner.audit_path())
