@@ -3,6 +3,7 @@ page holds ~90 families and a collector needs ~15."""
 
 from __future__ import annotations
 
+import bisect
 import functools
 import re
 from dataclasses import dataclass
@@ -66,6 +67,7 @@ class _Selection:
     def __init__(self, wanted: frozenset[str], prefix: str) -> None:
         self.wanted = wanted
         self.exposed = exposed(wanted)
+        self.in_order = tuple(sorted(self.exposed))
         engine = prefix.rstrip(":")
         self.prefixes = (engine + ":", engine + "_") if engine in ENGINE_PREFIXES else (prefix,) if prefix else ()
         self.families: dict[str, _Family] = {}
@@ -78,7 +80,7 @@ class _Selection:
         name = parts[1]
         wanted = name in self.exposed
         stem = name.removesuffix("_total") or None
-        shadows = not wanted and stem is not None and any(w.startswith(stem) for w in self.exposed)
+        shadows = not wanted and stem is not None and _begins_one(self.in_order, stem)
         heads: tuple[str, ...] = ()
         if wanted and stem is not None:
             heads = tuple(  # `x_total` too: prometheus_client reads it in a gauge's block (as its own family)
@@ -93,6 +95,14 @@ class _Selection:
                 )
             )
         return _Family(wanted, stem, name.startswith(self.prefixes), shadows, heads)
+
+
+def _begins_one(names: tuple[str, ...], stem: str) -> bool:
+    """Whether one of the sorted `names` starts with `stem`: those that do follow `stem` itself in order, so
+    the first name at or after it says (a search, not a scan of every wanted name for each of a page's ~180
+    HELP/TYPE lines: 15,000 generator steps in a 32-engine console's launch)."""
+    at = bisect.bisect_left(names, stem)
+    return at < len(names) and names[at].startswith(stem)
 
 
 @functools.lru_cache(maxsize=64)
