@@ -15,4 +15,6 @@ def release() -> None:
     every toast the console showed stayed (a restart, a problem and each alert notice is one). The cache
     holds two Style objects a key, made again at the next frame. The console clears it every RELEASE_EVERY_S.
     """
-    StylesCache.get_inner_outer.cache_clear()
+    clear = getattr(StylesCache.get_inner_outer, "cache_clear", None)
+    if clear is not None:  # a Textual other than the pinned one, where it is no lru_cache: nothing to let go
+        clear()
