@@ -134,8 +134,8 @@ def _flat(item: GpuReading | GpuProcess | SystemMemory) -> dict[str, Any]:
     return {name: getattr(item, name) for name in _NAMES[type(item)]}
 
 
-def _pick(cls: type[Any], doc: dict[str, Any]) -> dict[str, Any]:
-    names = {f.name for f in fields(cls)}
+def _pick(cls: type[GpuReading | GpuProcess | SystemMemory], doc: dict[str, Any]) -> dict[str, Any]:
+    names = _NAMES[cls]
     return {k: v for k, v in doc.items() if k in names}
 
 

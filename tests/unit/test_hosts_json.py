@@ -6,11 +6,13 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from poolconsole.model.hosts import GpuProcess, GpuReading, HostSnapshot, HostState, SystemMemory, host_from_json
+from tests.unit.test_gpu_health import parsed
 
 SCALARS = {int, float, str, bool, type(None)}
 
@@ -35,35 +37,9 @@ def test_every_field_of_a_reading_is_flat(cls: type[Any]) -> None:
 
 
 def _full_host() -> HostSnapshot:
-    gpus = tuple(
-        GpuReading(
-            index=i,
-            name="NVIDIA GeForce RTX 4090",
-            uuid=f"GPU-{i}",
-            memory_total_bytes=24 << 30,
-            memory_used_bytes=20 << 30,
-            utilization_pct=87.5,
-            temperature_c=66.0,
-            power_w=350.2,
-            power_limit_w=450.0,
-            memory_free_bytes=4 << 30,
-            memory_reserved_bytes=1 << 20,
-            sm_clock_mhz=2520.0,
-            mem_clock_mhz=10501.0,
-            pcie_gen=4,
-            pcie_width=16,
-            memory_source="device",
-            pci_bus_id=f"00000000:4{i}:00.0",
-            pcie_gen_max=4,
-            pcie_width_max=16,
-            clock_event_reasons=4,
-            ecc_uncorrected=0,
-            remapped_rows_pending=False,
-            retired_pages_pending=None,
-            xids=(79, 48) if i == 0 else (),
-        )
-        for i in range(4)
-    )
+    """A host of four real H200 readings (the all-fields capture, every field known), one with Xids."""
+    gpu = parsed("query-gpu.all-fields.load.csv")
+    gpus = tuple(replace(gpu, index=i, uuid=f"GPU-{i}", xids=(79, 48) if i == 0 else ()) for i in range(4))
     processes = tuple(GpuProcess(4000 + i, "python3", f"GPU-{i}", 20 << 30, engine="vllm-a") for i in range(4))
     return HostSnapshot(
         "rig",
@@ -94,11 +70,15 @@ def test_to_json_is_what_asdict_gives() -> None:
     assert host_from_json(doc) == host  # and it reads back whole
 
 
+def gpu_name() -> str | None:
+    return parsed("query-gpu.all-fields.load.csv").name
+
+
 def test_to_json_copies_what_it_returns() -> None:
     """A caller that edits the document (export adds fields) leaves the snapshot as it was."""
     host = _full_host()
     doc = host.to_json()
     doc["gpus"][0]["name"] = "changed"
     doc["processes"].clear()
-    assert host.gpus[0].name == "NVIDIA GeForce RTX 4090"
+    assert host.gpus[0].name == gpu_name()
     assert host.to_json()["processes"] != []
