@@ -256,7 +256,7 @@ def gc_watch(phase, info):
         gc_time[2] += info["generation"] == 2
 
 gc.callbacks.append(gc_watch)
-from poolconsole.collect import prometheus_source as ps
+from poolconsole.collect.prometheus import source as ps
 from poolconsole.runtime.live import LivePool
 from poolconsole.ui.app import PoolApp
 stamp("imported")
@@ -347,7 +347,7 @@ if sys.argv[2] == "per-engine":  # the reads as before batching: two instant que
 
     ps.EngineReads.read = read
 
-    from poolconsole.collect import prometheus_hosts as ph
+    from poolconsole.collect.prometheus import hosts as ph
 
     async def host_poll(self):  # and three per host
         self.reads.queries += 3

@@ -40,7 +40,7 @@ def _prometheus_pollers(
     `[prometheus]` (start-up: the console's first frame does not wait for them otherwise)."""
     if config.prometheus is None:
         return {}
-    from poolconsole.collect.prometheus_source import PrometheusAPI, PrometheusEnginePoller
+    from poolconsole.collect.prometheus.source import PrometheusAPI, PrometheusEnginePoller
 
     api = PrometheusAPI(config.prometheus, config.settings)
     return {e.name: PrometheusEnginePoller(e, api, clock) for e in engines if e.read == "prometheus"}

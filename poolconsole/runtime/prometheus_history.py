@@ -1,7 +1,7 @@
 """The charts' history on launch for engines read from `[prometheus]`: its range queries, beside the
 history store's points (runtime.store read_history), both put into the charts by fill_history.
 
-Each engine's scrapes (collect/prometheus_range.py) go through a PoolState of their own, the model a live
+Each engine's scrapes (collect/prometheus/range.py) go through a PoolState of their own, the model a live
 poll goes through: tok/s from the reset-safe deltas between consecutive scrapes, a counter that went down
 (or a new process start time) a restart mark, never a negative rate, a stale target a gap.
 
@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection
 
-from poolconsole.collect.prometheus_range import RANGE_CONCURRENCY, RANGE_INSTANCES, read_range
-from poolconsole.collect.prometheus_source import PrometheusAPI
+from poolconsole.collect.prometheus.range import RANGE_CONCURRENCY, RANGE_INSTANCES, read_range
+from poolconsole.collect.prometheus.source import PrometheusAPI
 from poolconsole.config.models import Engine, PoolConfig
 from poolconsole.model.pool_state import HISTORY_POINTS, PoolState
 from poolconsole.model.snapshots import EngineSnapshot

@@ -1,9 +1,9 @@
-"""A pool with no hosts.toml: the engines and hosts a Prometheus holds (collect.prometheus_discovery), as the
+"""A pool with no hosts.toml: the engines and hosts a Prometheus holds (collect.prometheus.discovery), as the
 config `status --prometheus` samples and the console opens read-only."""
 
 from __future__ import annotations
 
-from poolconsole.collect.prometheus_discovery import discovered_config
+from poolconsole.collect.prometheus.discovery import discovered_config
 from poolconsole.config.models import PoolConfig
 
 

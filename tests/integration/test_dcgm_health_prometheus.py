@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from poolconsole.collect.prometheus_hosts import PrometheusHostPoller
-from poolconsole.collect.prometheus_source import PrometheusAPI
+from poolconsole.collect.prometheus.hosts import PrometheusHostPoller
+from poolconsole.collect.prometheus.source import PrometheusAPI
 from poolconsole.config.models import AlertSettings, Host, PrometheusSource
 from poolconsole.model.alerts import Alerts
 from poolconsole.model.hosts import GpuReading, HostSnapshot

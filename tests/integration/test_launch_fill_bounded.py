@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from poolconsole.collect.prometheus_range import RangeReading
-from poolconsole.collect.prometheus_source import PrometheusAPI
+from poolconsole.collect.prometheus.range import RangeReading
+from poolconsole.collect.prometheus.source import PrometheusAPI
 from poolconsole.config import parse_config
 from poolconsole.config.models import Engine
 from poolconsole.model.pool_state import HISTORY_POINTS, SHORT_POINTS, PoolState

@@ -17,15 +17,15 @@ from typing import Any
 
 import pytest
 
-from poolconsole.collect.prometheus_batch import REUSE_S
-from poolconsole.collect.prometheus_hosts import (
+from poolconsole.collect.prometheus.batch import REUSE_S
+from poolconsole.collect.prometheus.hosts import (
     PrometheusHostPoller,
     host_reads,
     host_scrape_times,
     host_selection,
     recent_exporters,
 )
-from poolconsole.collect.prometheus_source import PrometheusAPI
+from poolconsole.collect.prometheus.source import PrometheusAPI
 from poolconsole.config import load_config
 from poolconsole.config.models import Host, PrometheusSource
 from poolconsole.model.hosts import HostSnapshot, HostState

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from poolconsole import cli
-from poolconsole.collect.prometheus_source import (
+from poolconsole.collect.prometheus.source import (
     REUSE_S,
     Batch,
     PrometheusAPI,

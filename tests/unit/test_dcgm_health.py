@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 from poolconsole.collect import dcgm_health
-from poolconsole.collect.prometheus_api import parse_vector
+from poolconsole.collect.prometheus.api import parse_vector
 from poolconsole.config.models import AlertSettings
 from poolconsole.model.alerts import Alerts
 from poolconsole.model.hosts import GpuReading, HostSnapshot, HostState

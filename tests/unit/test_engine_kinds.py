@@ -12,14 +12,14 @@ from typing import cast
 
 import pytest
 
-from poolconsole.collect import prometheus_discovery
 from poolconsole.collect.engines import specs
 from poolconsole.collect.engines.kinds import Capability, EngineAdapter, adapter, adapters
 from poolconsole.collect.engines.kinds.base import int_or_none
 from poolconsole.collect.engines.spec_window import Reading, spec_figures
 from poolconsole.collect.hosts.owners import NO_GPU
-from poolconsole.collect.prometheus_api import Answer, PrometheusAPI
-from poolconsole.collect.prometheus_discovery import NoEngineSeries, discover, prefixes
+from poolconsole.collect.prometheus import discovery as prometheus_discovery
+from poolconsole.collect.prometheus.api import Answer, PrometheusAPI
+from poolconsole.collect.prometheus.discovery import NoEngineSeries, discover, prefixes
 from poolconsole.config import parse_config
 from poolconsole.config.models import PROMETHEUS_KINDS, EngineKind, said
 from poolconsole.model.failure_modes import BY_ID, MODES

@@ -9,7 +9,7 @@ import pytest
 from poolconsole.collect.hosts import sampling
 from poolconsole.collect.hosts.poll import HostPoller
 from poolconsole.collect.hosts.sampling import LocalHostSource, SshHostSource, host_pollers
-from poolconsole.collect.prometheus_hosts import PrometheusHostPoller
+from poolconsole.collect.prometheus.hosts import PrometheusHostPoller
 from poolconsole.collect.ssh import SSHPool
 from poolconsole.config import parse_config
 from poolconsole.model.hosts import HostSnapshot, HostState

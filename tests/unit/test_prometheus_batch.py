@@ -1,4 +1,4 @@
-"""The batch coalescer (collect/prometheus_batch.py) hands a group's answer out HANDOUT members at a time: what
+"""The batch coalescer (collect/prometheus/batch.py) hands a group's answer out HANDOUT members at a time: what
 else runs on the event loop (the console's redraw after the first result) is served between them, not
 after every member of a 1,000-engine batch has gone on."""
 
@@ -8,7 +8,7 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
-from poolconsole.collect.prometheus_batch import HANDOUT, Batch, Coalescer
+from poolconsole.collect.prometheus.batch import HANDOUT, Batch, Coalescer
 
 
 @dataclass(frozen=True)

@@ -8,10 +8,10 @@ import re
 
 import pytest
 
-from poolconsole.collect.prometheus_api import Series
-from poolconsole.collect.prometheus_discovery import hosts_from_targets, instance_host
-from poolconsole.collect.prometheus_exporters import dcgm_gpus, nvidia_smi_gpus
-from poolconsole.collect.prometheus_hosts import (
+from poolconsole.collect.prometheus.api import Series
+from poolconsole.collect.prometheus.discovery import hosts_from_targets, instance_host
+from poolconsole.collect.prometheus.exporters import dcgm_gpus, nvidia_smi_gpus
+from poolconsole.collect.prometheus.hosts import (
     address_key,
     addresses_matcher,
     host_matchers,

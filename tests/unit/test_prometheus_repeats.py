@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from poolconsole.collect import prometheus_source
 from poolconsole.collect.engines import mapping
-from poolconsole.collect.prometheus_api import Answer, Series
-from poolconsole.collect.prometheus_source import PrometheusAPI, PrometheusEnginePoller
+from poolconsole.collect.prometheus import source as prometheus_source
+from poolconsole.collect.prometheus.api import Answer, Series
+from poolconsole.collect.prometheus.source import PrometheusAPI, PrometheusEnginePoller
 from poolconsole.config import parse_config
 from poolconsole.model.snapshots import EngineState
 

@@ -76,12 +76,12 @@ def test_the_console_starts_without_the_action_and_ssh_libraries(tmp_path: Path)
         "poolconsole.ui.screens.detail",
         "poolconsole.ui.screens.action",
         "poolconsole.ui.screens.ledger",
-        "poolconsole.collect.prometheus_source",
-        "poolconsole.collect.prometheus_hosts",
-        "poolconsole.collect.prometheus_exporters",
-        "poolconsole.collect.prometheus_api",
-        "poolconsole.collect.prometheus_batch",
-        "poolconsole.collect.prometheus_range",
+        "poolconsole.collect.prometheus.source",
+        "poolconsole.collect.prometheus.hosts",
+        "poolconsole.collect.prometheus.exporters",
+        "poolconsole.collect.prometheus.api",
+        "poolconsole.collect.prometheus.batch",
+        "poolconsole.collect.prometheus.range",
         "poolconsole.runtime.prometheus_history",
     )
     config = tmp_path / "hosts.toml"

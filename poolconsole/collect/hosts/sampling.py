@@ -25,7 +25,7 @@ from poolconsole.config.models import Engine, Host, PoolConfig
 from poolconsole.model.hosts import HostSnapshot, HostState, SystemMemory
 
 if TYPE_CHECKING:
-    from poolconsole.collect.prometheus_source import PrometheusAPI
+    from poolconsole.collect.prometheus.source import PrometheusAPI
 
 
 class HostSource(Protocol):
@@ -126,13 +126,13 @@ def host_pollers(
     in one batch."""
     api: PrometheusAPI | None = None
     if config.prometheus is not None and any(h.read == "prometheus" for h in config.hosts):
-        from poolconsole.collect.prometheus_source import PrometheusAPI  # only for a pool that reads one
+        from poolconsole.collect.prometheus.source import PrometheusAPI  # only for a pool that reads one
 
         api = PrometheusAPI(config.prometheus, config.settings)
     out: list[HostSource] = []
     for host in config.hosts:
         if host.read == "prometheus" and api is not None:  # telemetry there, actions still over SSH
-            from poolconsole.collect.prometheus_hosts import PrometheusHostPoller
+            from poolconsole.collect.prometheus.hosts import PrometheusHostPoller
 
             out.append(PrometheusHostPoller(host, api, config.engines))
         elif host.local:

@@ -1,7 +1,7 @@
 """What the exporters Prometheus scrapes on a host say, as host readings: node_exporter's meminfo families as
 SystemMemory, NVIDIA's DCGM exporter's and nvidia_gpu_exporter's GPU families as GpuReadings (MIG instances
 summed, unified GPUs without framebuffer figures), the families each exporter is known by. Pure: series in,
-readings out (prometheus_hosts reads the series)."""
+readings out (prometheus.hosts reads the series)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 from poolconsole.collect import dcgm_health
-from poolconsole.collect.prometheus_api import Series
+from poolconsole.collect.prometheus.api import Series
 from poolconsole.model.hosts import GpuReading, SystemMemory
 
 MIB = 1024 * 1024

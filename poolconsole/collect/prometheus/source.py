@@ -47,12 +47,12 @@ from poolconsole.collect.engines.kinds import Capability, adapter
 from poolconsole.collect.engines.mapping import metrics_from_samples
 from poolconsole.collect.engines.poll import SPEC
 from poolconsole.collect.prom import Sample
-from poolconsole.collect.prometheus_api import Answer, Series, quoted
-from poolconsole.collect.prometheus_api import PrometheusAPI as PrometheusAPI  # re-exported: its clients import it here
-from poolconsole.collect.prometheus_batch import REUSE_S as REUSE_S
-from poolconsole.collect.prometheus_batch import Batch as SharedBatch
-from poolconsole.collect.prometheus_batch import Coalescer
-from poolconsole.collect.prometheus_batch import scrape_error_in as scrape_error_in
+from poolconsole.collect.prometheus.api import Answer, Series, quoted
+from poolconsole.collect.prometheus.api import PrometheusAPI as PrometheusAPI  # re-exported: its clients import it here
+from poolconsole.collect.prometheus.batch import REUSE_S as REUSE_S
+from poolconsole.collect.prometheus.batch import Batch as SharedBatch
+from poolconsole.collect.prometheus.batch import Coalescer
+from poolconsole.collect.prometheus.batch import scrape_error_in as scrape_error_in
 from poolconsole.config.models import Engine, EngineKind
 from poolconsole.model.snapshots import COUNTERS, GAUGES, HISTOGRAMS, EngineSnapshot, EngineState
 
@@ -185,7 +185,7 @@ def engine_slice(engine: Engine, series: Sequence[Series], elapsed_s: float | No
 
 class EngineReads(Coalescer[Engine, _Group, tuple[Answer, Answer]]):
     """Every engine read from one query API, coalesced into one batch per tick (module docstring; the
-    coalescing is prometheus_batch's Coalescer, which the hosts' batch shares)."""
+    coalescing is prometheus.batch's Coalescer, which the hosts' batch shares)."""
 
     api: PrometheusAPI
 

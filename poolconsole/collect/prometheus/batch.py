@@ -1,5 +1,5 @@
 """Reads of many targets on one Prometheus query API coalesced into one batch per tick: the engines'
-(prometheus_source.EngineReads) and the hosts' (prometheus_hosts.HostReads) share this piece.
+(prometheus.source.EngineReads) and the hosts' (prometheus.hosts.HostReads) share this piece.
 
 Each target keeps its own poll loop and asks its coalescer for its reading. The first ask of a tick starts
 a batch of every member: one query per group (a subclass says how members group and how a group's answer

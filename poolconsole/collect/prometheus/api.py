@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import quote, urlsplit
 
 from poolconsole.collect.http import Failure, Fetched, PollClient, fetch
-from poolconsole.collect.prometheus_batch import scrape_error_in
+from poolconsole.collect.prometheus.batch import scrape_error_in
 from poolconsole.config.models import PrometheusSource, Settings
 from poolconsole.model.snapshots import EngineState
 
 if TYPE_CHECKING:
-    from poolconsole.collect.prometheus_batch import Coalescer
-    from poolconsole.collect.prometheus_source import EngineReads
+    from poolconsole.collect.prometheus.batch import Coalescer
+    from poolconsole.collect.prometheus.source import EngineReads
 
 
 class Series(NamedTuple):
@@ -100,12 +100,12 @@ class PrometheusAPI:
         self.users = 0
         parts = urlsplit(source.url)
         self.where = parts.netloc.rpartition("@")[2]
-        from poolconsole.collect.prometheus_source import EngineReads  # the engines' batch builds on this module
+        from poolconsole.collect.prometheus.source import EngineReads  # the engines' batch builds on this module
 
         self.engine_reads: EngineReads = EngineReads(self)
         """The engines read from this API, batched."""
         self.host_reads: Coalescer[Any, Any, Any] | None = None
-        """The hosts read from it, batched (prometheus_hosts.HostReads, made by the first host poller)."""
+        """The hosts read from it, batched (prometheus.hosts.HostReads, made by the first host poller)."""
 
     def acquire(self) -> PrometheusAPI:
         self.users += 1

@@ -14,7 +14,7 @@ series and each target's `up`; the `timestamp()` of each target's `up` (when Pro
 sample's time); and which targets there carried exporter series in the last ten minutes, so that a
 stopped exporter (its series are gone, its `up` is 0) is told apart from an engine on the same host.
 
-Every host read through one query API is read in one batch per tick (HostReads, prometheus_batch's
+Every host read through one query API is read in one batch per tick (HostReads, prometheus.batch's
 Coalescer, as the engines are): each host keeps its poll loop and its own state and reason, and the
 first ask of a tick sends one instant query per group holding all three vectors (`raw or
 label_replace(timestamp(up), ...) or recent`): the hosts matched by address, up to BATCH_HOST_CHARS of
@@ -39,9 +39,9 @@ from dataclasses import dataclass, field
 
 from poolconsole.collect import dcgm_health
 from poolconsole.collect.hosts.poll import HostPoller
-from poolconsole.collect.prometheus_api import Answer, PrometheusAPI, Series, quoted
-from poolconsole.collect.prometheus_batch import Batch, Coalescer
-from poolconsole.collect.prometheus_exporters import (
+from poolconsole.collect.prometheus.api import Answer, PrometheusAPI, Series, quoted
+from poolconsole.collect.prometheus.batch import Batch, Coalescer
+from poolconsole.collect.prometheus.exporters import (
     DCGM,
     DCGM_NAMES,
     MARKERS,
@@ -54,7 +54,7 @@ from poolconsole.collect.prometheus_exporters import (
     nvidia_smi_gpus,
     system_memory,
 )
-from poolconsole.collect.prometheus_source import SCRAPE_OF
+from poolconsole.collect.prometheus.source import SCRAPE_OF
 from poolconsole.config.models import Engine, Host
 from poolconsole.model import units
 from poolconsole.model.hosts import GpuReading, HostSnapshot, HostState

@@ -13,8 +13,8 @@ from collections.abc import Iterable
 from pydantic import ValidationError
 
 from poolconsole.collect.engines.kinds import adapters
-from poolconsole.collect.prometheus_api import PrometheusAPI, quoted
-from poolconsole.collect.prometheus_exporters import MARKERS
+from poolconsole.collect.prometheus.api import PrometheusAPI, quoted
+from poolconsole.collect.prometheus.exporters import MARKERS
 from poolconsole.config.load import ConfigError, Problem
 from poolconsole.config.models import Engine, EngineKind, Host, PoolConfig, PrometheusSource, Settings
 
