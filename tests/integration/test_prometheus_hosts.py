@@ -351,7 +351,7 @@ async def test_in_one_batch_a_stopped_exporter_gives_only_its_host_its_reason(po
         await pool.exporters["rtx-b smi"].kill()
         deadline = time.monotonic() + 30
         while True:
-            await asyncio.sleep(2 * REUSE_S)  # a new batch, not the reading just taken
+            await asyncio.sleep(max(2 * REUSE_S, api.reuse_s))  # a new batch, not the reading just taken
             sent = reads.queries
             snaps = dict(zip(readers, await asyncio.gather(*(r.poll() for r in readers.values())), strict=True))
             assert reads.queries - sent == 3  # still one batch

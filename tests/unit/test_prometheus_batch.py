@@ -8,7 +8,10 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
-from poolconsole.collect.prometheus.batch import HANDOUT, Batch, Coalescer
+import pytest
+
+from poolconsole.collect.prometheus import batch as batch_module
+from poolconsole.collect.prometheus.batch import HANDOUT, REUSE_S, Batch, Coalescer
 
 
 @dataclass(frozen=True)
@@ -61,3 +64,38 @@ def test_a_groups_answer_is_handed_out_a_few_members_at_a_time() -> None:
     went_on = asyncio.run(walk())
     assert len(went_on) == 20 * HANDOUT + 1 and went_on[-1] != "redraw"
     assert went_on.index("redraw") <= 6 * HANDOUT, went_on.index("redraw")  # a hand per turn of the loop
+
+
+class Clock:
+    """The batch module's monotonic clock, set by the test."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+def test_a_loop_that_asks_within_half_an_interval_of_a_batchs_start_reads_that_batch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The loops' polls of one batch are spread over its hand-out. A loop that asked later than REUSE_S after
+    the batch answered, but within reuse_s (half the poll interval) of its start, read a batch of every member
+    of its own before: a second full batch each tick from then on (6.3-6.8 queries a second at 1,000 engines
+    where one batch a tick is 5.0)."""
+    clock = Clock()
+    monkeypatch.setattr(batch_module, "time", clock)
+
+    async def walk(reuse_s: float) -> list[int]:
+        reads = OneQuery(NoTargets(), reuse_s)
+        reads.join(0, "e0")
+        reads.join(1, "e1")
+        sent = []
+        for at, key in ((0.0, 0), (REUSE_S + 0.1, 1), (0.9, 0), (1.05, 1), (1.1, 0)):
+            clock.now = 100.0 + at
+            await reads.fetch(key)  # the batch answers at the time it was sent (the clock stands still)
+            sent.append(reads.queries)
+        return sent
+
+    assert asyncio.run(walk(reuse_s=1.0)) == [1, 1, 1, 2, 2]  # one batch a second, read by both loops
+    assert asyncio.run(walk(reuse_s=0.0)) == [1, 2, 3, 3, 3]  # REUSE_S after the answer alone: 3 in 1.1 s

@@ -247,7 +247,7 @@ def host_reads(api: PrometheusAPI) -> HostReads:
     """The API's batch of hosts (one per API, as its engine_reads)."""
     reads = api.host_reads
     if not isinstance(reads, HostReads):
-        reads = api.host_reads = HostReads(api)
+        reads = api.host_reads = HostReads(api, api.reuse_s)
     return reads
 
 

@@ -13,7 +13,7 @@ the first ask of a tick sends one instant query per group (the engines matched b
 BATCH_INSTANCES of them in one `instance=~"a|b|..."`; each distinct selector on its own) holding both
 vectors (`raw or label_replace(timestamp(up{...}), ...)`); each engine gets its slice. The loops keep
 their own cadence and still never overlap themselves; only the fetch is shared: a loop that asks while a
-batch is in flight, or within REUSE_S of one that answered, gets that batch's reading. 1,000 engines are
+batch is in flight, or soon after one (prometheus.batch says how soon), gets that batch's reading. 1,000 engines are
 5 queries a tick instead of 2,000 (benchmarks/scale_bench.py measures both).
 
 The series go through the same mapping as a /metrics page (aliases per version, ranks, histograms), so
@@ -40,6 +40,7 @@ import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cache
 from types import MappingProxyType
 from typing import Any, TypeVar
 
@@ -164,11 +165,16 @@ def batch_groups(members: dict[int, Engine]) -> list[_Group]:
     ]
 
 
+@cache
+def _names_of(kind: EngineKind) -> tuple[frozenset[str], frozenset[str]]:
+    """A kind's families with `up`, and its scrape-time families (engine_slice, per engine and tick)."""
+    return frozenset({"up", *SPEC[kind].wanted}), frozenset(running_families(kind))
+
+
 def engine_slice(engine: Engine, series: Sequence[Series], elapsed_s: float | None) -> tuple[Answer, Answer]:
     """An engine's two vectors out of its group's answer: its families' raw series (and `up`), as the
     per-engine selection gives them, and the latest timestamp() of its scrape-time families."""
-    wanted = {"up", *SPEC[engine.kind].wanted}
-    stamp_of = set(running_families(engine.kind))
+    wanted, stamp_of = _names_of(engine.kind)
     values: list[Series] = []
     stamps: list[Series] = []
     for s in series:
@@ -193,7 +199,7 @@ class EngineReads(Coalescer[Engine, _Group, tuple[Answer, Answer]]):
         return batch_groups(members)
 
     async def read(self, key: int) -> tuple[Answer, Answer, Batch]:
-        """This engine's two vectors (from the batch in flight, one that answered within REUSE_S, or a new
+        """This engine's two vectors (from the batch in flight, one of a moment ago, or a new
         batch of every member) and that batch."""
         (values, stamps), batch = await self.fetch(key)
         return values, stamps, batch
