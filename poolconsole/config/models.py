@@ -31,7 +31,6 @@ from poolconsole.config.strict import SAFE_NAME as SAFE_NAME
 from poolconsole.config.strict import Strict as Strict
 from poolconsole.config.strict import _check_env, _check_name
 
-
 # An engine kind, as hosts.toml names it. What a kind is (its poll, metric names, paths, rules) lives in its
 # adapter, collect/engines/kinds/<value>.py. The one fact kept here is the one hosts.toml's validation needs
 # before any adapter can be asked (config is the bottom layer): whether a Prometheus can hold the kind's
