@@ -31,12 +31,6 @@ from poolconsole.config.strict import SAFE_NAME as SAFE_NAME
 from poolconsole.config.strict import Strict as Strict
 from poolconsole.config.strict import _check_env, _check_name
 
-# An engine kind, as hosts.toml names it. What a kind is (its poll, metric names, paths, rules) lives in its
-# adapter, collect/engines/kinds/<value>.py. The one fact kept here is the one hosts.toml's validation needs
-# before any adapter can be asked (config is the bottom layer): whether a Prometheus can hold the kind's
-# metrics (`read = "prometheus"`), a member's second word; tests/unit/test_engine_kinds.py holds it to the
-# adapter's metric spec. (A comment, not a docstring: the JSON Schema would show a docstring.)
-
 
 @lru_cache(maxsize=4096)
 def instance_of(url: str) -> str:
@@ -46,6 +40,13 @@ def instance_of(url: str) -> str:
     port = parts.port or (443 if parts.scheme == "https" else 80)
     host = parts.hostname or ""
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+# An engine kind, as hosts.toml names it. What a kind is (its poll, metric names, paths, rules) lives in its
+# adapter, collect/engines/kinds/<value>.py. The one fact kept here is the one hosts.toml's validation needs
+# before any adapter can be asked (config is the bottom layer): whether a Prometheus can hold the kind's
+# metrics (`read = "prometheus"`), a member's second word; tests/unit/test_engine_kinds.py holds it to the
+# adapter's metric spec. (A comment, not a docstring: the JSON Schema would show a docstring.)
 
 
 class EngineKind(StrEnum):
