@@ -62,18 +62,6 @@ class _Dict:
     checked: bool = False
 
 
-@dataclass
-class _Encoded:
-    """A target's last poll as the writer encoded it: the view or snapshot (by identity), the totals, the
-    dictionary it was deflated against, and the row's dictionary id and bytes."""
-
-    item: EngineView | HostSnapshot
-    totals: Mapping[str, float] | None
-    entry: _Dict | None
-    dict_id: int | None
-    blob: bytes
-
-
 class HeldPolls:
     """A Recorder that holds the polls applied while the store opens (off the event loop: opening can wait
     on the disk, recovering the write-ahead log of a console that was killed), each with its engine's running
@@ -146,8 +134,6 @@ class Store:
         self._db_lock = threading.Lock()
         self._targets: dict[tuple[str, str], int] = {}
         self._dicts: dict[int, _Dict] = {}
-        self._encoded: dict[int, _Encoded] = {}
-        """Per target, its last poll as encoded (the writer thread's): a poll of the same view again."""
         """target id -> the dictionary this session deflates its polls against."""
         self._dict_data: dict[int, bytes] = {}
         self._load_targets()
@@ -257,22 +243,6 @@ class Store:
                 blob = deflate(raw, entry.data)
         return entry.id, blob
 
-    def _encoded_poll(
-        self, target: int, item: EngineView | HostSnapshot, totals: Mapping[str, float] | None, at: float
-    ) -> tuple[int | None, bytes]:
-        """The poll's row payload. An engine read from Prometheus between two scrapes is applied again as
-        the same view with the same totals (PoolState.apply_engine): its row, at its own time, holds the same
-        bytes, so they are not encoded again (py-spy at 1,000 engines: dumps and deflate were ~10 % of the
-        console's samples, most of them such repeats)."""
-        last = self._encoded.get(target)
-        if last is not None and last.item is item and last.totals == totals and last.entry is self._dicts.get(target):
-            return last.dict_id, last.blob
-        dict_id, blob = self._encode(target, poll_json(item, totals), at)
-        self._encoded[target] = _Encoded(
-            item, dict(totals) if totals is not None else None, self._dicts.get(target), dict_id, blob
-        )
-        return dict_id, blob
-
     def flush(self) -> int:
         """Encode and commit what is buffered, in one transaction; the number of polls written. On a failure
         (a full disk) the polls go back to the buffer for the next try and the problem is told once."""
@@ -287,7 +257,7 @@ class Store:
                     used: dict[int, float] = {}
                     for kind, item, totals, at in batch:
                         target = self._target(kind, item.name)
-                        dict_id, blob = self._encoded_poll(target, item, totals, at)
+                        dict_id, blob = self._encode(target, poll_json(item, totals), at)
                         rows.append((at, target, dict_id, blob))
                         if dict_id is not None:
                             used[dict_id] = max(at, used.get(dict_id, at))
