@@ -8,8 +8,10 @@ are the strings the console sends (scale_bench logs both sides' and compares the
 default poll interval; the next tick is armed after this one ends, as the console's loops are) it sends
 them all at once over one keep-alive aiohttp session, decodes each answer with the stdlib json the console
 uses, and updates, by row key, only the cells of the engines the table has room for (the terminal's height)
-whose values moved. No model, no alerts, no store, no summary, no charts, no hosts' rows (their queries
-are sent and decoded, as the console's are).
+whose values moved. The engines' groups go as the console's do: their scrape times first, then the series
+of the instances scraped since the scrape this program last read of them (`batch_expression` of those).
+No model, no alerts, no store, no summary, no charts, no hosts' rows (their queries are sent and decoded,
+as the console's are).
 
 `benchmarks/scale_bench.py --only batched --only floor` runs it beside the console on one Prometheus.
 Each answer is decoded and its rows shown as soon as it is in (the console applies each group as it answers).
@@ -23,7 +25,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import quote
@@ -33,7 +37,7 @@ from textual.widgets import DataTable
 
 from poolconsole.collect.engines.poll import SPEC
 from poolconsole.collect.prometheus.hosts import host_groups
-from poolconsole.collect.prometheus.source import batch_groups
+from poolconsole.collect.prometheus.source import SCRAPE_OF, batch_expression, batch_groups, instances_matcher
 from poolconsole.collect.tls import import_aiohttp
 from poolconsole.config.load import load_config
 from poolconsole.config.models import Engine
@@ -44,6 +48,16 @@ import aiohttp  # noqa: E402
 POLL_S = 2.0
 """The console's default poll interval (settings.poll_interval_s)."""
 COLUMNS = ("Engine", "up", "running", "waiting", "generated")
+
+
+@dataclass(frozen=True)
+class Query:
+    """One group of the console's batch: its query, and for engines matched by instance the scrape times'
+    query sent first and the group's engines."""
+
+    expr: str
+    stamps: str = ""
+    engines: list[Engine] = field(default_factory=list)
 
 
 def columns_of(engine: Engine) -> dict[str, str]:
@@ -59,10 +73,12 @@ def columns_of(engine: Engine) -> dict[str, str]:
 class FloorPrometheus(App[None]):
     """Query, decode, update the rows in view by key, every POLL_S, until quit."""
 
-    def __init__(self, url: str, queries: list[str], engines: list[Engine], times: Path | None) -> None:
+    def __init__(self, url: str, queries: list[Query], engines: list[Engine], times: Path | None) -> None:
         super().__init__()
         self.url = url
         self.queries = queries
+        self.held: dict[str, float] = {}
+        """instance -> the scrape time last read of it (the console's pollers keep theirs)."""
         self.engines = sorted(engines, key=lambda e: e.name)
         self.shown: dict[str, Engine] = {}
         """instance -> engine, for the rows in view."""
@@ -75,7 +91,8 @@ class FloorPrometheus(App[None]):
         if times is not None:
             self.times = times.open("a", buffering=1)  # open while the app runs
             self.decodes = Path(f"{times}.decode").open("a", buffering=1)  # noqa: SIM115
-            Path(f"{times}.queries").write_text("".join(q + "\n" for q in sorted(queries)))
+            fixed = sorted(q.stamps or q.expr for q in queries)
+            Path(f"{times}.queries").write_text("".join(q + "\n" for q in fixed))
 
     def compose(self) -> ComposeResult:
         yield DataTable()
@@ -91,39 +108,69 @@ class FloorPrometheus(App[None]):
 
     async def poll_forever(self) -> None:
         table: DataTable[str] = self.query_one(DataTable)
-        paths = [f"{self.url}/api/v1/query?query={quote(q, safe='')}" for q in self.queries]
         async with aiohttp.ClientSession() as session:
 
-            async def one(path: str) -> tuple[float, float]:
-                """One query, its answer decoded and its rows shown as soon as it is in (the console too
-                applies each group as it answers): (CPU s decoding, s updating the table)."""
+            async def get(expr: str) -> bytes | None:
+                path = f"{self.url}/api/v1/query?query={quote(expr, safe='')}"
                 try:
                     async with session.get(path, timeout=aiohttp.ClientTimeout(total=10)) as r:
-                        body = await r.read()
+                        return await r.read()
                 except (aiohttp.ClientError, TimeoutError):
-                    return 0.0, 0.0
-                decoding = time.thread_time()
+                    return None
+
+            async def one(query: Query) -> tuple[float, float]:
+                """One group: its answer decoded and its rows shown as soon as it is in (the console too
+                applies each group as it answers): (CPU s decoding, s updating the table)."""
+                decoding = 0.0
+                expr = query.expr
+                if query.stamps:
+                    body = await get(query.stamps)
+                    if body is None:
+                        return 0.0, 0.0
+                    started = time.thread_time()
+                    fresh = self.fresh(body, query.engines)
+                    decoding = time.thread_time() - started
+                    if not fresh:
+                        return decoding, 0.0
+                    expr = batch_expression({e.kind for e in fresh}, instances_matcher(e.instance for e in fresh))
+                body = await get(expr)
+                if body is None:
+                    return decoding, 0.0
+                started = time.thread_time()
                 values = self.decode(body)
-                decoded = time.thread_time()
+                decoding += time.thread_time() - started
                 drawing = time.perf_counter()
                 self.show(table, values)
-                return decoded - decoding, time.perf_counter() - drawing
+                return decoding, time.perf_counter() - drawing
 
             while True:
                 started = time.monotonic()
-                spent = await asyncio.gather(*(one(p) for p in paths))
+                spent = await asyncio.gather(*(one(q) for q in self.queries))
                 if self.times is not None and self.decodes is not None:
                     self.decodes.write(f"{sum(d for d, _ in spent):.6f}\n")
                     self.times.write(f"{sum(s for _, s in spent):.6f}\n")
                 await asyncio.sleep(max(0.0, POLL_S - (time.monotonic() - started)))
 
+    def fresh(self, body: bytes, engines: list[Engine]) -> list[Engine]:
+        """The engines of a scrape times' answer scraped since this program last read them."""
+        latest: dict[str, float] = {}
+        doc: Any = json.loads(body)
+        for item in doc.get("data", {}).get("result", ()):
+            instance = item["metric"].get("instance", "")
+            latest[instance] = max(latest.get(instance, -math.inf), float(item["value"][1]))
+        return [e for e in engines if e.instance not in latest or self.held.get(e.instance) != latest[e.instance]]
+
     def decode(self, body: bytes) -> dict[str, dict[str, float]]:
-        """An answer decoded whole (as the console decodes it); the shown engines' values picked out."""
+        """An answer decoded whole (as the console decodes it); the shown engines' values picked out, and
+        the scrape times read."""
         values: dict[str, dict[str, float]] = {}
         doc: Any = json.loads(body)
         for item in doc.get("data", {}).get("result", ()):
             labels = item["metric"]
             instance = labels.get("instance", "")
+            if SCRAPE_OF in labels:
+                self.held[instance] = max(self.held.get(instance, -math.inf), float(item["value"][1]))
+                continue
             column = self.columns.get(instance, {}).get(labels.get("__name__", ""))
             if column is None:
                 continue
@@ -161,8 +208,8 @@ def main() -> None:
         raise SystemExit(f"{args.config} has no [prometheus] url")
     engines = [e for e in config.engines if e.read == "prometheus"]
     hosts = [h for h in config.hosts if h.read == "prometheus"]
-    queries = [g.expr for g in batch_groups(dict(enumerate(engines)))]
-    queries += [g.expr for g in host_groups(dict(enumerate(hosts)))]
+    queries = [Query(g.expr, g.stamps, [engines[k] for k in g.keys]) for g in batch_groups(dict(enumerate(engines)))]
+    queries += [Query(g.expr) for g in host_groups(dict(enumerate(hosts)))]
     FloorPrometheus(config.prometheus.url.rstrip("/"), queries, engines, args.times).run()
 
 

@@ -5,6 +5,7 @@ engines read through Prometheus)."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
@@ -12,9 +13,10 @@ from typing import Any
 import pytest
 
 from poolconsole.collect.engines import mapping
+from poolconsole.collect.prometheus import batch as batch_module
 from poolconsole.collect.prometheus import source as prometheus_source
 from poolconsole.collect.prometheus.api import Answer, Series
-from poolconsole.collect.prometheus.source import PrometheusAPI, PrometheusEnginePoller
+from poolconsole.collect.prometheus.source import SCRAPE_OF, PrometheusAPI, PrometheusEnginePoller
 from poolconsole.config import parse_config
 from poolconsole.model.snapshots import EngineState
 
@@ -66,3 +68,59 @@ async def test_a_repeated_scrape_is_not_mapped_again(monkeypatch: pytest.MonkeyP
         assert len(mapped) == 3 and later.monotonic != first.monotonic
     finally:
         await poller.aclose()
+
+
+THREE = (
+    '[prometheus]\nurl = "http://127.0.0.1:9"\n'
+    + "".join(
+        f'[[engines]]\nname = "e{port}"\nkind = "vllm"\nurl = "http://127.0.0.1:{port}"\nread = "prometheus"\n'
+        for port in (8001, 8002, 8003)
+    )
+)
+
+
+async def test_a_batch_reads_the_series_only_of_the_engines_scraped_since_their_last_reading(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The scrape times first; then the series of the engines scraped since the reading their poller holds
+    (issue 39: at a 5 s scrape and a 2 s poll, 60 % of a tick's engines were read and decoded for nothing).
+    The others' snapshots are their last ones with new stamps."""
+    config = parse_config(THREE)
+    api = PrometheusAPI(config.prometheus)  # type: ignore[arg-type]
+    monkeypatch.setattr(batch_module, "REUSE_S", -1.0)  # every gather below is a batch of its own
+    api.engine_reads.reuse_s = 0.0
+    scraped = {8001: 1_000_000.0, 8002: 1_000_000.0, 8003: 1_000_000.0}
+    asked: list[str] = []
+
+    async def query(expr: str) -> Answer:
+        asked.append("times" if expr.startswith("label_replace(timestamp(") else "series")
+        out = []
+        for port, at in scraped.items():
+            labels = {**LABELS, "instance": f"127.0.0.1:{port}"}
+            if asked[-1] == "times" or f":{port}" in expr:
+                out.append(Series({SCRAPE_OF: "up", **labels}, at, at + 1))
+            if asked[-1] == "series" and f":{port}" in expr:
+                out.append(Series({"__name__": "up", **labels}, 1.0, at + 1))
+                out.append(Series({"__name__": "vllm:generation_tokens_total", **labels}, at / 1e4, at + 1))
+                out.append(Series({"__name__": "vllm:num_requests_running", **labels}, 2.0, at + 1))
+        return Answer(tuple(out), elapsed_s=0.01)
+
+    monkeypatch.setattr(api, "query", query)
+    pollers = [PrometheusEnginePoller(engine, api) for engine in config.engines]
+    try:
+        first = await asyncio.gather(*(p.poll() for p in pollers))
+        assert asked == ["times", "series"] and all(s.state is EngineState.OK for s in first), first
+        scraped[8002] += 5  # one engine scraped again
+        asked.clear()
+        second = await asyncio.gather(*(p.poll() for p in pollers))
+        assert asked == ["times", "series"]
+        assert [s.metrics is f.metrics for s, f in zip(second, first, strict=True)] == [True, False, True]
+        assert second[0].monotonic == first[0].monotonic and second[1].monotonic != first[1].monotonic
+        assert second[1].metrics is not None and second[1].metrics.values["generation_tokens_total"] == 100.0005
+        asked.clear()
+        third = await asyncio.gather(*(p.poll() for p in pollers))  # nobody scraped since
+        assert asked == ["times"] and [s.metrics for s in third] == [s.metrics for s in second]
+        assert third[2].extra["scraped_at"] == 1_000_000.0 and third[2].latency_s == 0.01
+    finally:
+        for poller in pollers:
+            await poller.aclose()

@@ -40,6 +40,8 @@ class Answer:
     error: str | None = None
     state: EngineState | None = None
     elapsed_s: float | None = None
+    same_scrape: bool = False
+    """Not read again: the scrape the asker holds a reading of is still the latest (an engine's batch)."""
 
     @property
     def ok(self) -> bool:
