@@ -8,8 +8,8 @@ are the strings the console sends (scale_bench logs both sides' and compares the
 default poll interval; the next tick is armed after this one ends, as the console's loops are) it sends
 them all at once over one keep-alive aiohttp session, decodes each answer with the stdlib json the console
 uses, and updates, by row key, only the cells of the engines the table has room for (the terminal's height)
-whose values moved. The engines' groups go as the console's do: their scrape times first, then the series
-of the instances scraped since the scrape this program last read of them (`batch_expression` of those).
+whose values moved. The engines' groups go as the console's do: once read, their scrape times first, then
+the series of the instances scraped since the scrape this program last read of them (`batch_expression`).
 No model, no alerts, no store, no summary, no charts, no hosts' rows (their queries are sent and decoded,
 as the console's are).
 
@@ -123,7 +123,7 @@ class FloorPrometheus(App[None]):
                 applies each group as it answers): (CPU s decoding, s updating the table)."""
                 decoding = 0.0
                 expr = query.expr
-                if query.stamps:
+                if query.stamps and any(e.instance in self.held for e in query.engines):  # as the console
                     body = await get(query.stamps)
                     if body is None:
                         return 0.0, 0.0
