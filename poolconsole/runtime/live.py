@@ -398,9 +398,13 @@ class LivePool:
 
     def apply_host(self, snapshot: HostSnapshot) -> None:
         started = time.perf_counter()
+        last = self.state.hosts[snapshot.name].snapshot
+        # The same scrapes again (a host read from Prometheus between two scrapes keeps their time, as an
+        # engine's repeat keeps its stamp): the alerts saw it at that time already, and the store holds it.
+        repeat = last is not None and snapshot.fetched_at == last.fetched_at and snapshot.state is last.state
         self.state.apply_host(snapshot)
-        events = self.alerts.host(snapshot, snapshot.fetched_at)
-        if self.recorder is not None:
+        events = [] if repeat else self.alerts.host(snapshot, snapshot.fetched_at)
+        if self.recorder is not None and not repeat:
             self.recorder.host(snapshot, snapshot.fetched_at)
         self.update_times.add(time.perf_counter() - started)
         self._tell(Update(snapshot.name, "host", tuple(events), at=snapshot.fetched_at))

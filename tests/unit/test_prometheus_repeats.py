@@ -16,6 +16,7 @@ from poolconsole.collect.engines import mapping
 from poolconsole.collect.prometheus import batch as batch_module
 from poolconsole.collect.prometheus import source as prometheus_source
 from poolconsole.collect.prometheus.api import Answer, Series
+from poolconsole.collect.prometheus.hosts import PrometheusHostPoller
 from poolconsole.collect.prometheus.source import SCRAPE_OF, PrometheusAPI, PrometheusEnginePoller
 from poolconsole.config import parse_config
 from poolconsole.model.snapshots import EngineState
@@ -118,6 +119,61 @@ async def test_a_batch_reads_the_series_only_of_the_engines_scraped_since_their_
         third = await asyncio.gather(*(p.poll() for p in pollers))  # nobody scraped since
         assert asked == ["times"] and [s.metrics for s in third] == [s.metrics for s in second]
         assert third[2].extra["scraped_at"] == 1_000_000.0 and third[2].latency_s == 0.01
+    finally:
+        for poller in pollers:
+            await poller.aclose()
+
+
+HOSTS = '[prometheus]\nurl = "http://127.0.0.1:9"\n' + "".join(
+    f'[[hosts]]\nname = "{name}"\naddress = "{name}"\nread = "prometheus"\n' for name in ("h1", "h2")
+)
+
+
+async def test_a_host_batch_reads_the_series_only_of_the_hosts_scraped_since_their_last_reading(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As the engines' batch: once the hosts hold readings, their targets' scrape times first, then the
+    series of the hosts with a target scraped since. A repeat keeps its time, so the runtime neither alerts
+    on it again nor records it."""
+    config = parse_config(HOSTS)
+    api = PrometheusAPI(config.prometheus)  # type: ignore[arg-type]
+    monkeypatch.setattr(batch_module, "REUSE_S", -1.0)
+    api.reuse_s = 0.0
+    scraped = {"h1": 1_000_000.0, "h2": 1_000_000.0}
+    asked: list[str] = []
+
+    async def query(expr: str) -> Answer:
+        asked.append("times" if expr.startswith("label_replace(timestamp(up") else "series")
+        out = []
+        for name, at in scraped.items():
+            if name not in expr:
+                continue
+            target = {"instance": f"{name}:9100", "job": "node"}
+            out.append(Series({SCRAPE_OF: "up", **target}, at, at + 1))
+            if asked[-1] == "series":
+                out.append(Series({"__name__": "up", **target}, 1.0, at + 1))
+                for family, value in (("MemTotal", 64e9), ("MemAvailable", at * 1e3), ("SwapTotal", 0.0)):
+                    out.append(Series({"__name__": f"node_memory_{family}_bytes", **target}, value, at + 1))
+                out.append(Series({"__name__": "node_memory_SwapFree_bytes", **target}, 0.0, at + 1))
+        return Answer(tuple(out), elapsed_s=0.01)
+
+    monkeypatch.setattr(api, "query", query)
+    pollers = [PrometheusHostPoller(host, api) for host in config.hosts]
+    try:
+        first = await asyncio.gather(*(p.poll() for p in pollers))
+        assert asked == ["series"] and all(s.system_memory is not None for s in first), first
+        scraped["h2"] += 5
+        asked.clear()
+        second = await asyncio.gather(*(p.poll() for p in pollers))
+        assert asked == ["times", "series"]
+        assert second[0].fetched_at == first[0].fetched_at and second[1].fetched_at == pytest.approx(
+            first[1].fetched_at + 5
+        )
+        assert second[0].system_memory is first[0].system_memory and second[0].rtt_ms == 10.0
+        assert second[1].system_memory != first[1].system_memory
+        asked.clear()
+        third = await asyncio.gather(*(p.poll() for p in pollers))
+        assert asked == ["times"] and [s.system_memory for s in third] == [s.system_memory for s in second]
     finally:
         for poller in pollers:
             await poller.aclose()

@@ -35,7 +35,7 @@ import re
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from poolconsole.collect import dcgm_health
 from poolconsole.collect.hosts.poll import HostPoller
@@ -54,7 +54,7 @@ from poolconsole.collect.prometheus.exporters import (
     nvidia_smi_gpus,
     system_memory,
 )
-from poolconsole.collect.prometheus.source import SCRAPE_OF
+from poolconsole.collect.prometheus.source import SAME_SCRAPE, SCRAPE_OF
 from poolconsole.config.models import Engine, Host
 from poolconsole.model import units
 from poolconsole.model.hosts import GpuReading, HostSnapshot, HostState
@@ -161,8 +161,21 @@ def batch_expression(sel: str) -> str:
     `up`) `or` the scrape times, tagged with SCRAPE_OF (timestamp() drops the name, and `or` matches label
     sets without it) `or` the recent exporters (told apart by their `exporter` label) `or` the DCGM exporter's Xid
     changes in the last 5 minutes (collect.dcgm_health, for gpu_xid)."""
-    stamps = f'label_replace(timestamp(up{{{sel}}}), "{SCRAPE_OF}", "up", "", "")'
-    return f"{selection_of(sel)} or {stamps} or {recent_of(sel)} or {dcgm_health.xid_changes(sel)}"
+    return f"{selection_of(sel)} or {stamps_of(sel)} or {recent_of(sel)} or {dcgm_health.xid_changes(sel)}"
+
+
+def stamps_of(sel: str) -> str:
+    """The scrape times of the targets under `sel`, tagged (batch_expression's part, and what a batch asks
+    first once its hosts hold readings)."""
+    return f'label_replace(timestamp(up{{{sel}}}), "{SCRAPE_OF}", "up", "", "")'
+
+
+Scraped = tuple[tuple[str, str, float], ...]
+"""A host's targets' (job, instance, scrape time): what its reading was made of."""
+
+
+def scraped_of(stamps: Iterable[Series]) -> Scraped:
+    return tuple(sorted((*_target(s.labels), s.value) for s in stamps if math.isfinite(s.value)))
 
 
 @dataclass(frozen=True)
@@ -172,6 +185,8 @@ class HostGroup:
     expr: str
     keys: tuple[int, ...]
     by_address: bool
+    stamps: str = ""
+    """By address: the scrape times' query (stamps_of)."""
 
 
 def host_groups(members: dict[int, Host]) -> list[HostGroup]:
@@ -192,10 +207,12 @@ def host_groups(members: dict[int, Host]) -> list[HostGroup]:
             size = 0
         chunks[-1].append(address)
         size += len(address) + 1
-    groups = [
-        HostGroup(batch_expression(addresses_matcher(chunk)), tuple(k for a in chunk for k in by_address[a]), True)
-        for chunk in chunks
-    ]
+    groups = []
+    for chunk in chunks:
+        sel = addresses_matcher(chunk)
+        groups.append(
+            HostGroup(batch_expression(sel), tuple(k for a in chunk for k in by_address[a]), True, stamps_of(sel))
+        )
     groups += [HostGroup(batch_expression(sel), tuple(keys), False) for sel, keys in by_selector.items()]
     return groups
 
@@ -223,24 +240,58 @@ class HostReads(Coalescer[Host, HostGroup, HostSlice]):
 
     api: PrometheusAPI
 
+    def __init__(self, api: PrometheusAPI, reuse_s: float = 0.0) -> None:
+        super().__init__(api, reuse_s)
+        self.held: dict[int, Scraped] = {}
+        """Per poller, the scrapes its reading was made of (it says so once it built its snapshot)."""
+
     def groups(self, members: dict[int, Host]) -> list[HostGroup]:
         return host_groups(members)
 
+    def leave(self, key: int) -> None:
+        self.held.pop(key, None)
+        super().leave(key)
+
     async def run(self, batch: Batch[Host, HostSlice], group: HostGroup) -> dict[int, HostSlice]:
-        answer = await self.api.query(group.expr)
+        """As the engines' batch: a group whose hosts hold readings asks its targets' scrape times first,
+        then reads only the hosts with a target scraped since (the others get SAME_SCRAPE)."""
+        keys = group.keys
+        if group.by_address and any(k in self.held for k in keys):
+            times = await self.api.query(group.stamps)
+            if not times.ok:
+                return dict.fromkeys(keys, (times, times, times))
+            stamped = _by_address(times.series)
+            out: dict[int, HostSlice] = {}
+            for k in keys:
+                _, stamps, _ = host_slice(stamped.get(address_key(batch.members[k].address), ()), times.elapsed_s)
+                if stamps.series and self.held.get(k) == scraped_of(stamps.series):
+                    out[k] = (SAME_SCRAPE, stamps, SAME_SCRAPE)
+            keys = tuple(k for k in keys if k not in out)
+            if not keys:
+                return out
+            answer = await self.api.query(
+                batch_expression(addresses_matcher(address_key(batch.members[k].address) for k in keys))
+            )
+        else:
+            out, answer = {}, await self.api.query(group.expr)
         if not answer.ok:
-            return dict.fromkeys(group.keys, (answer, answer, answer))
+            return out | dict.fromkeys(keys, (answer, answer, answer))
         if not group.by_address:
-            return dict.fromkeys(group.keys, host_slice(answer.series, answer.elapsed_s))
-        by_address: dict[str, list[Series]] = defaultdict(list)
-        for s in answer.series:
-            address = instance_address(s.labels.get("instance", ""))
-            if address is not None:
-                by_address[address].append(s)
-        return {
-            k: host_slice(by_address.get(address_key(batch.members[k].address), ()), answer.elapsed_s)
-            for k in group.keys
+            return dict.fromkeys(keys, host_slice(answer.series, answer.elapsed_s))
+        read = _by_address(answer.series)
+        return out | {
+            k: host_slice(read.get(address_key(batch.members[k].address), ()), answer.elapsed_s) for k in keys
         }
+
+
+def _by_address(series: Iterable[Series]) -> dict[str, list[Series]]:
+    """An answer's series by the address their instance label names."""
+    out: dict[str, list[Series]] = defaultdict(list)
+    for s in series:
+        address = instance_address(s.labels.get("instance", ""))
+        if address is not None:
+            out[address].append(s)
+    return out
 
 
 def host_reads(api: PrometheusAPI) -> HostReads:
@@ -263,6 +314,8 @@ class PrometheusHostPoller:
     clock: Callable[[], float] = time.time
     where: str = field(init=False)
     reads: HostReads = field(init=False)
+    held: tuple[Scraped, HostSnapshot] | None = field(default=None, init=False)
+    """The last snapshot built from its targets' series, with the scrapes it was made of."""
 
     def __post_init__(self) -> None:
         self.api.acquire()
@@ -312,7 +365,39 @@ class PrometheusHostPoller:
     async def _snapshot(
         self, values: Answer, stamps: Answer, recent: Answer, batch: Batch[Host, HostSlice] | None = None
     ) -> HostSnapshot:
-        """The snapshot of the host's three vectors (from its batch, or its own three queries)."""
+        """The snapshot of the host's three vectors (from its batch, or its own three queries); of the same
+        scrapes again (SAME_SCRAPE), the last one with the new round trip and sample age."""
+        if values.same_scrape:
+            if self.held is not None and self.held[0] == scraped_of(stamps.series):
+                return self._again(self.held[1], stamps.elapsed_s)
+            values, stamps, recent = await self._alone()  # the batch thought it held one: read it on its own
+        snapshot = await self._read(values, stamps, recent, batch)
+        if values.ok and stamps.ok and recent.ok:
+            self.held = (scraped_of(stamps.series), snapshot)
+            self.reads.held[id(self)] = self.held[0]
+        return snapshot
+
+    def _again(self, snapshot: HostSnapshot, elapsed_s: float | None) -> HostSnapshot:
+        """The same reading, its time kept (the scrapes'): LivePool.apply_host tells a repeat by it."""
+        at = snapshot.fetched_at - (self.clock() - time.time())
+        age = f"sample age {max(0.0, time.time() - at):.1f} s"
+        notes = tuple(age if note.startswith("sample age ") else note for note in snapshot.notes)
+        rtt = round(elapsed_s * 1000, 1) if elapsed_s is not None else None
+        return replace(snapshot, rtt_ms=rtt, notes=notes)
+
+    async def _alone(self) -> HostSlice:
+        """The host's three vectors by its own queries."""
+        api = self.api
+        h = self.host
+        return (
+            await api.query(host_selection(h)),
+            await api.query(host_scrape_times(h)),
+            await api.query(recent_exporters(h)),
+        )
+
+    async def _read(
+        self, values: Answer, stamps: Answer, recent: Answer, batch: Batch[Host, HostSlice] | None
+    ) -> HostSnapshot:
         answers = (values, stamps, recent)
         elapsed = [a.elapsed_s for a in answers if a.elapsed_s is not None]
         rtt = round(max(elapsed) * 1000, 1) if elapsed else None
