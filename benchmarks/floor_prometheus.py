@@ -25,8 +25,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -36,11 +36,12 @@ from textual.app import App, ComposeResult
 from textual.widgets import DataTable
 
 from poolconsole.collect.engines.poll import SPEC
-from poolconsole.collect.prometheus.hosts import host_groups
+from poolconsole.collect.prometheus.hosts import address_key, addresses_matcher, host_groups, instance_address
+from poolconsole.collect.prometheus.hosts import batch_expression as host_batch_expression
 from poolconsole.collect.prometheus.source import SCRAPE_OF, batch_expression, batch_groups, instances_matcher
 from poolconsole.collect.tls import import_aiohttp
 from poolconsole.config.load import load_config
-from poolconsole.config.models import Engine
+from poolconsole.config.models import Engine, Host
 
 import_aiohttp()
 import aiohttp  # noqa: E402
@@ -52,12 +53,37 @@ COLUMNS = ("Engine", "up", "running", "waiting", "generated")
 
 @dataclass(frozen=True)
 class Query:
-    """One group of the console's batch: its query, and for engines matched by instance the scrape times'
-    query sent first and the group's engines."""
+    """One group of the console's batch: its query; for engines matched by instance and hosts matched by
+    address, the scrape times' query sent first once they were read, the group's members (instances,
+    addresses), which member an instance label names, and the query of the members scraped since."""
 
     expr: str
     stamps: str = ""
-    engines: list[Engine] = field(default_factory=list)
+    members: list[str] = field(default_factory=list)
+    member_of: Callable[[str], str | None] = lambda instance: instance
+    read: Callable[[list[str]], str] = lambda members: ""
+
+
+def engine_queries(engines: list[Engine]) -> list[Query]:
+    kinds = {e.instance: e.kind for e in engines}
+
+    def read(members: list[str]) -> str:
+        return batch_expression({kinds[m] for m in members}, instances_matcher(members))
+
+    return [
+        Query(g.expr, g.stamps, [engines[k].instance for k in g.keys], read=read)
+        for g in batch_groups(dict(enumerate(engines)))
+    ]
+
+
+def host_queries(hosts: list[Host]) -> list[Query]:
+    def read(members: list[str]) -> str:
+        return host_batch_expression(addresses_matcher(members))
+
+    return [
+        Query(g.expr, g.stamps, [address_key(hosts[k].address) for k in g.keys], instance_address, read)
+        for g in host_groups(dict(enumerate(hosts)))
+    ]
 
 
 def columns_of(engine: Engine) -> dict[str, str]:
@@ -77,8 +103,8 @@ class FloorPrometheus(App[None]):
         super().__init__()
         self.url = url
         self.queries = queries
-        self.held: dict[str, float] = {}
-        """instance -> the scrape time last read of it (the console's pollers keep theirs)."""
+        self.held: dict[str, tuple[tuple[str, float], ...]] = {}
+        """member -> its targets' scrape times last read (the console's pollers keep theirs)."""
         self.engines = sorted(engines, key=lambda e: e.name)
         self.shown: dict[str, Engine] = {}
         """instance -> engine, for the rows in view."""
@@ -91,7 +117,7 @@ class FloorPrometheus(App[None]):
         if times is not None:
             self.times = times.open("a", buffering=1)  # open while the app runs
             self.decodes = Path(f"{times}.decode").open("a", buffering=1)  # noqa: SIM115
-            fixed = sorted(q.stamps or q.expr for q in queries)
+            fixed = sorted({q.stamps or q.expr for q in queries})
             Path(f"{times}.queries").write_text("".join(q + "\n" for q in fixed))
 
     def compose(self) -> ComposeResult:
@@ -123,21 +149,21 @@ class FloorPrometheus(App[None]):
                 applies each group as it answers): (CPU s decoding, s updating the table)."""
                 decoding = 0.0
                 expr = query.expr
-                if query.stamps and any(e.instance in self.held for e in query.engines):  # as the console
+                if query.stamps and any(m in self.held for m in query.members):  # as the console
                     body = await get(query.stamps)
                     if body is None:
                         return 0.0, 0.0
                     started = time.thread_time()
-                    fresh = self.fresh(body, query.engines)
+                    fresh = self.fresh(body, query)
                     decoding = time.thread_time() - started
                     if not fresh:
                         return decoding, 0.0
-                    expr = batch_expression({e.kind for e in fresh}, instances_matcher(e.instance for e in fresh))
+                    expr = query.read(fresh)
                 body = await get(expr)
                 if body is None:
                     return decoding, 0.0
                 started = time.thread_time()
-                values = self.decode(body)
+                values = self.decode(body, query)
                 decoding += time.thread_time() - started
                 drawing = time.perf_counter()
                 self.show(table, values)
@@ -151,26 +177,33 @@ class FloorPrometheus(App[None]):
                     self.times.write(f"{sum(s for _, s in spent):.6f}\n")
                 await asyncio.sleep(max(0.0, POLL_S - (time.monotonic() - started)))
 
-    def fresh(self, body: bytes, engines: list[Engine]) -> list[Engine]:
-        """The engines of a scrape times' answer scraped since this program last read them."""
-        latest: dict[str, float] = {}
-        doc: Any = json.loads(body)
-        for item in doc.get("data", {}).get("result", ()):
-            instance = item["metric"].get("instance", "")
-            latest[instance] = max(latest.get(instance, -math.inf), float(item["value"][1]))
-        return [e for e in engines if e.instance not in latest or self.held.get(e.instance) != latest[e.instance]]
+    @staticmethod
+    def scraped(items: list[Any], query: Query) -> dict[str, tuple[tuple[str, float], ...]]:
+        """Each member's targets' scrape times in an answer's tagged timestamp() series."""
+        times: dict[str, list[tuple[str, float]]] = {}
+        for item in items:
+            labels = item["metric"]
+            member = query.member_of(labels.get("instance", ""))
+            if SCRAPE_OF in labels and member is not None:
+                times.setdefault(member, []).append((labels.get("instance", ""), float(item["value"][1])))
+        return {m: tuple(sorted(t)) for m, t in times.items()}
 
-    def decode(self, body: bytes) -> dict[str, dict[str, float]]:
+    def fresh(self, body: bytes, query: Query) -> list[str]:
+        """The members of a scrape times' answer scraped since this program last read them."""
+        doc: Any = json.loads(body)
+        latest = self.scraped(doc.get("data", {}).get("result", ()), query)
+        return [m for m in query.members if m not in latest or self.held.get(m) != latest[m]]
+
+    def decode(self, body: bytes, query: Query) -> dict[str, dict[str, float]]:
         """An answer decoded whole (as the console decodes it); the shown engines' values picked out, and
         the scrape times read."""
         values: dict[str, dict[str, float]] = {}
         doc: Any = json.loads(body)
-        for item in doc.get("data", {}).get("result", ()):
+        result = doc.get("data", {}).get("result", ())
+        self.held.update(self.scraped(result, query))
+        for item in result:
             labels = item["metric"]
             instance = labels.get("instance", "")
-            if SCRAPE_OF in labels:
-                self.held[instance] = max(self.held.get(instance, -math.inf), float(item["value"][1]))
-                continue
             column = self.columns.get(instance, {}).get(labels.get("__name__", ""))
             if column is None:
                 continue
@@ -208,8 +241,7 @@ def main() -> None:
         raise SystemExit(f"{args.config} has no [prometheus] url")
     engines = [e for e in config.engines if e.read == "prometheus"]
     hosts = [h for h in config.hosts if h.read == "prometheus"]
-    queries = [Query(g.expr, g.stamps, [engines[k] for k in g.keys]) for g in batch_groups(dict(enumerate(engines)))]
-    queries += [Query(g.expr) for g in host_groups(dict(enumerate(hosts)))]
+    queries = engine_queries(engines) + host_queries(hosts)
     FloorPrometheus(config.prometheus.url.rstrip("/"), queries, engines, args.times).run()
 
 
