@@ -177,3 +177,33 @@ async def test_a_host_batch_reads_the_series_only_of_the_hosts_scraped_since_the
     finally:
         for poller in pollers:
             await poller.aclose()
+
+
+async def test_a_new_scrape_laid_out_as_the_last_is_mapped_by_the_same_plan(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An engine read from Prometheus gives the same series scrape after scrape: its plan is built once and
+    applied to each scrape's values; a series more (another layout) builds it again."""
+    config = parse_config(CONFIG)
+    built: list[int] = []
+    real = mapping.build_plan
+
+    def counting(*args: Any) -> Any:
+        built.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(mapping, "build_plan", counting)
+    api = PrometheusAPI(config.prometheus)  # type: ignore[arg-type]
+    poller = PrometheusEnginePoller(config.engines[0], api)
+    batch: Any = None
+    try:
+        at = 1_000_000.0
+        first = await poller._snapshot(*answers(at, 100.0), batch)
+        later = await poller._snapshot(*answers(at + 5, 160.0), batch)
+        assert len(built) == 1 and later.metrics is not None and first.metrics is not None
+        assert later.metrics.values["generation_tokens_total"] == 160.0
+        assert first.metrics.values["generation_tokens_total"] == 100.0  # the plan holds no values
+        values, stamps = answers(at + 10, 170.0)
+        extra = Series({"__name__": "vllm:num_requests_waiting", **LABELS}, 4.0, at + 11)
+        moved = await poller._snapshot(replace(values, series=(*values.series, extra)), stamps, batch)
+        assert len(built) == 2 and moved.metrics is not None and moved.metrics.values["requests_waiting"] == 4.0
+    finally:
+        await poller.aclose()

@@ -48,7 +48,7 @@ from types import MappingProxyType
 from typing import Any, TypeVar
 
 from poolconsole.collect.engines.kinds import Capability, adapter
-from poolconsole.collect.engines.mapping import metrics_from_samples
+from poolconsole.collect.engines.mapping import PlanMemo, metrics_from_samples
 from poolconsole.collect.engines.poll import SPEC
 from poolconsole.collect.prom import Sample
 from poolconsole.collect.prometheus.api import Answer, Series, quoted
@@ -301,6 +301,7 @@ class _Seen:
     snapshot: EngineSnapshot | None = None
     held: tuple[float, EngineSnapshot] | None = None
     """The last snapshot built from a scrape's series (any state), with that scrape's time."""
+    plans: PlanMemo = field(default_factory=PlanMemo)
 
 
 @dataclass
@@ -454,7 +455,7 @@ class PrometheusEnginePoller:
             hint = adapter(kind).no_series_hint
             reason = f"no {spec.prefix}* series in Prometheus for {self.where}"
             return self._unknown(EngineState.DEGRADED, f"{reason} ({hint})", at, monotonic, reason, latency)
-        metrics, missing = metrics_from_samples(samples, spec)
+        metrics, missing = metrics_from_samples(samples, spec, self.seen.plans)
         metrics, missing = adapter(kind).adjust_metrics(metrics, missing)
         # a kind whose KV fill comes from /slots, which no scrape holds
         if Capability.SLOTS in adapter(kind).capabilities and metrics.get("kv_cache_usage") is None:
