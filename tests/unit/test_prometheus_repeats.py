@@ -141,6 +141,7 @@ async def test_a_host_batch_reads_the_series_only_of_the_hosts_scraped_since_the
     api.reuse_s = 0.0
     scraped = {"h1": 1_000_000.0, "h2": 1_000_000.0}
     asked: list[str] = []
+    with_up = [True]
 
     async def query(expr: str) -> Answer:
         asked.append("times" if expr.startswith("label_replace(timestamp(up") else "series")
@@ -149,7 +150,8 @@ async def test_a_host_batch_reads_the_series_only_of_the_hosts_scraped_since_the
             if name not in expr:
                 continue
             target = {"instance": f"{name}:9100", "job": "node"}
-            out.append(Series({SCRAPE_OF: "up", **target}, at, at + 1))
+            if with_up[0]:
+                out.append(Series({SCRAPE_OF: "up", **target}, at, at + 1))
             if asked[-1] == "series":
                 out.append(Series({"__name__": "up", **target}, 1.0, at + 1))
                 for family, value in (("MemTotal", 64e9), ("MemAvailable", at * 1e3), ("SwapTotal", 0.0)):
@@ -174,6 +176,11 @@ async def test_a_host_batch_reads_the_series_only_of_the_hosts_scraped_since_the
         asked.clear()
         third = await asyncio.gather(*(p.poll() for p in pollers))
         assert asked == ["times"] and [s.system_memory for s in third] == [s.system_memory for s in second]
+        with_up[0] = False  # targets without `up` (honor_labels, federation): no scrape time to tell them by
+        for _ in range(2):
+            asked.clear()
+            await asyncio.gather(*(p.poll() for p in pollers))
+        assert asked == ["series"]  # read whole, by the one query, not the scrape times first for nothing
     finally:
         for poller in pollers:
             await poller.aclose()

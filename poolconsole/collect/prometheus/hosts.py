@@ -372,9 +372,13 @@ class PrometheusHostPoller:
                 return self._again(self.held[1], stamps.elapsed_s)
             values, stamps, recent = await self._alone()  # the batch thought it held one: read it on its own
         snapshot = await self._read(values, stamps, recent, batch)
-        if values.ok and stamps.ok and recent.ok:
-            self.held = (scraped_of(stamps.series), snapshot)
-            self.reads.held[id(self)] = self.held[0]
+        scraped = scraped_of(stamps.series) if values.ok and stamps.ok and recent.ok else ()
+        if scraped:
+            self.held = (scraped, snapshot)
+            self.reads.held[id(self)] = scraped
+        else:  # no scrape time to tell the next scrape by (no `up` of its targets): read whole each tick
+            self.held = None
+            self.reads.held.pop(id(self), None)
         return snapshot
 
     def _again(self, snapshot: HostSnapshot, elapsed_s: float | None) -> HostSnapshot:
