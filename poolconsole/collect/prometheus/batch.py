@@ -122,6 +122,10 @@ class Coalescer(Generic[M, G, R]):
         self.latest: Batch[M, R] | None = None
         self.queries = 0
         """Instant queries sent (tests and benchmarks read it)."""
+        self.held: dict[int, object] = {}
+        """Per member, what the reading its poller holds was made of (a scrape time, or the scrape times of
+        its targets), told by the poller once it built its snapshot: a subclass's `run` reads again only the
+        members scraped since."""
 
     def groups(self, members: dict[int, M]) -> Sequence[G]:
         raise NotImplementedError
@@ -134,6 +138,7 @@ class Coalescer(Generic[M, G, R]):
 
     def leave(self, key: int) -> None:
         self.members.pop(key, None)
+        self.held.pop(key, None)
         if not self.members and self.latest is not None:
             for task in self.latest.queries:
                 task.cancel()  # nobody waits for it any more

@@ -240,17 +240,8 @@ class HostReads(Coalescer[Host, HostGroup, HostSlice]):
 
     api: PrometheusAPI
 
-    def __init__(self, api: PrometheusAPI, reuse_s: float = 0.0) -> None:
-        super().__init__(api, reuse_s)
-        self.held: dict[int, Scraped] = {}
-        """Per poller, the scrapes its reading was made of (it says so once it built its snapshot)."""
-
     def groups(self, members: dict[int, Host]) -> list[HostGroup]:
         return host_groups(members)
-
-    def leave(self, key: int) -> None:
-        self.held.pop(key, None)
-        super().leave(key)
 
     async def run(self, batch: Batch[Host, HostSlice], group: HostGroup) -> dict[int, HostSlice]:
         """As the engines' batch: a group whose hosts hold readings asks its targets' scrape times first,

@@ -187,7 +187,7 @@ def by_instance(series: Iterable[Series]) -> dict[str, list[Series]]:
 
 
 def fresh_keys(
-    members: Mapping[K, Engine], keys: Iterable[K], stamps: Sequence[Series], held: Mapping[K, float]
+    members: Mapping[K, Engine], keys: Iterable[K], stamps: Sequence[Series], held: Mapping[K, object]
 ) -> tuple[list[K], dict[K, Answer]]:
     """Of a group's engines, by the scrape times' answer: those to read (scraped since the reading `held`
     has for them, or with no scrape time), and the others' scrape time (their readings hold that scrape)."""
@@ -234,11 +234,6 @@ class EngineReads(Coalescer[Engine, _Group, tuple[Answer, Answer]]):
 
     api: PrometheusAPI
 
-    def __init__(self, api: PrometheusAPI, reuse_s: float = 0.0) -> None:
-        super().__init__(api, reuse_s)
-        self.held: dict[int, float] = {}
-        """Per poller, the scrape time of the reading it holds (it says so once it built its snapshot)."""
-
     def groups(self, members: dict[int, Engine]) -> list[_Group]:
         return batch_groups(members)
 
@@ -284,10 +279,6 @@ class EngineReads(Coalescer[Engine, _Group, tuple[Answer, Answer]]):
             engine = batch.members[k]
             out[k] = engine_slice(engine, read.get(engine.instance, ()), answer.elapsed_s)
         return out
-
-    def leave(self, key: int) -> None:
-        self.held.pop(key, None)
-        super().leave(key)
 
 
 @dataclass
