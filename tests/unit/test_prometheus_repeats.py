@@ -38,18 +38,26 @@ def answers(at: float, tokens: float) -> tuple[Answer, Answer]:
     return Answer(tuple(values), elapsed_s=0.01), Answer((Series({}, at, at + 1),), elapsed_s=0.02)
 
 
-async def test_a_repeated_scrape_is_not_mapped_again(monkeypatch: pytest.MonkeyPatch) -> None:
-    config = parse_config(CONFIG)
-    mapped: list[int] = []
-    real = mapping.metrics_from_samples
+def counted(monkeypatch: pytest.MonkeyPatch, module: object, name: str, real: Any) -> list[int]:
+    """`module.name` replaced by `real` counting its calls: the list grows by one a call."""
+    calls: list[int] = []
 
     def counting(*args: Any) -> Any:
-        mapped.append(1)
+        calls.append(1)
         return real(*args)
 
-    monkeypatch.setattr(prometheus_source, "metrics_from_samples", counting)
-    api = PrometheusAPI(config.prometheus)  # type: ignore[arg-type]
-    poller = PrometheusEnginePoller(config.engines[0], api)
+    monkeypatch.setattr(module, name, counting)
+    return calls
+
+
+def one_poller() -> PrometheusEnginePoller:
+    config = parse_config(CONFIG)
+    return PrometheusEnginePoller(config.engines[0], PrometheusAPI(config.prometheus))  # type: ignore[arg-type]
+
+
+async def test_a_repeated_scrape_is_not_mapped_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    mapped = counted(monkeypatch, prometheus_source, "metrics_from_samples", mapping.metrics_from_samples)
+    poller = one_poller()
     batch: Any = None  # only a stale target (up == 0) asks the batch for its scrape error
     try:
         at = 1_000_000.0
@@ -189,17 +197,8 @@ async def test_a_host_batch_reads_the_series_only_of_the_hosts_scraped_since_the
 async def test_a_new_scrape_laid_out_as_the_last_is_mapped_by_the_same_plan(monkeypatch: pytest.MonkeyPatch) -> None:
     """An engine read from Prometheus gives the same series scrape after scrape: its plan is built once and
     applied to each scrape's values; a series more (another layout) builds it again."""
-    config = parse_config(CONFIG)
-    built: list[int] = []
-    real = mapping.build_plan
-
-    def counting(*args: Any) -> Any:
-        built.append(1)
-        return real(*args)
-
-    monkeypatch.setattr(mapping, "build_plan", counting)
-    api = PrometheusAPI(config.prometheus)  # type: ignore[arg-type]
-    poller = PrometheusEnginePoller(config.engines[0], api)
+    built = counted(monkeypatch, mapping, "build_plan", mapping.build_plan)
+    poller = one_poller()
     batch: Any = None
     try:
         at = 1_000_000.0
