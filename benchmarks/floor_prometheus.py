@@ -17,7 +17,8 @@ as the console's are).
 Each answer is decoded and its rows shown as soon as it is in (the console applies each group as it answers).
 With `--times FILE` it appends to FILE each tick's table updates in seconds (the counterpart of the console's
 `refresh_screen`), and to FILE.decode each tick's decoding in CPU seconds of its thread (wall time on a
-loaded machine counts the waits for a core); FILE.queries lists the queries it sends.
+loaded machine counts the waits for a core); FILE.queries lists the groups' fixed queries it sent (a group's
+one query, its scrape times' query), each once.
 """
 
 from __future__ import annotations
@@ -114,11 +115,13 @@ class FloorPrometheus(App[None]):
         """What each shown cell holds: a cell is written only when its text moves."""
         self.times: TextIO | None = None
         self.decodes: TextIO | None = None
+        self.sent: TextIO | None = None
         if times is not None:
             self.times = times.open("a", buffering=1)  # open while the app runs
             self.decodes = Path(f"{times}.decode").open("a", buffering=1)  # noqa: SIM115
-            fixed = sorted({q.stamps or q.expr for q in queries})
-            Path(f"{times}.queries").write_text("".join(q + "\n" for q in fixed))
+            self.sent = Path(f"{times}.queries").open("w", buffering=1)  # noqa: SIM115
+        self.fixed = {q.expr for q in queries} | {q.stamps for q in queries if q.stamps}
+        """The queries that do not change with the tick: each is logged the first time it is sent."""
 
     def compose(self) -> ComposeResult:
         yield DataTable()
@@ -137,6 +140,9 @@ class FloorPrometheus(App[None]):
         async with aiohttp.ClientSession() as session:
 
             async def get(expr: str) -> bytes | None:
+                if expr in self.fixed and self.sent is not None:
+                    self.fixed.discard(expr)
+                    self.sent.write(expr + "\n")
                 path = f"{self.url}/api/v1/query?query={quote(expr, safe='')}"
                 try:
                     async with session.get(path, timeout=aiohttp.ClientTimeout(total=10)) as r:
