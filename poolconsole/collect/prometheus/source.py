@@ -11,13 +11,14 @@ What one engine needs is two instant vectors:
 Every engine on one query API is read in one batch (EngineReads): each engine's poll loop asks it, and
 the first ask of a tick sends one instant query per group (the engines matched by instance, up to
 BATCH_INSTANCES of them in one `instance=~"a|b|..."`; each distinct selector on its own) holding both
-vectors (`raw or label_replace(timestamp(up{...}), ...)`); each engine gets its slice. A group matched by
-instance asks the scrape times alone first, and the series only of the engines scraped since the reading
-their poller holds: a poll between two scrapes (most of them, at a 15-60 s scrape and a 2 s poll) costs
-its engine a scrape time, not its series decoded again. The loops keep
-their own cadence and still never overlap themselves; only the fetch is shared: a loop that asks while a
-batch is in flight, or soon after one (prometheus.batch says how soon), gets that batch's reading. 1,000 engines are
-5 queries a tick instead of 2,000 (benchmarks/scale_bench.py measures both).
+vectors (`raw or label_replace(timestamp(up{...}), ...)`); each engine gets its slice. Once read, a group
+matched by instance asks the scrape times alone first, and the series only of the engines scraped since
+the reading their poller holds: a poll between two scrapes (most of them, at a 15-60 s scrape and a 2 s
+poll) costs its engine a scrape time, not its series decoded again. The loops keep their own cadence and
+still never overlap themselves; only the fetch is shared: a loop that asks while a batch is in flight, or
+soon after one (prometheus.batch says how soon), gets that batch's reading. 1,000 engines are at most 10
+queries a tick (5 groups: their scrape times, then the reads) instead of 2,000 (benchmarks/scale_bench.py
+measures both).
 
 The series go through the same mapping as a /metrics page (aliases per version, ranks, histograms), so
 every field reads as it does when polled directly. Counters are read as counters, not through `rate()`:
@@ -430,9 +431,9 @@ class PrometheusEnginePoller:
             return self._unknown(
                 EngineState.DOWN, error, at, monotonic, reason, latency, {"scraped_at": at, "sample_age_s": age}
             )
-        # A poll between two scrapes (a scrape every 5-60 s, a poll every 2 s) reads the same samples again:
-        # the same metrics, so only the stamps are new (py-spy at 1,000 engines: the samples and the mapping
-        # below were 7-11 % of the console's samples, most of them such repeats).
+        # A poll between two scrapes reads the same samples again: the same metrics, so only the stamps are
+        # new. A batch matched by instance tells such a poll by its scrape time (SAME_SCRAPE, above); this
+        # check serves a selector's group and an engine read on its own queries.
         answered = (at, *[s.labels.get("__name__") for s in values.series], *[s.value for s in values.series])
         if self.seen.snapshot is not None and self.seen.answered == answered:
             return self._again(self.seen.snapshot, at, fetched_at, latency, age)
