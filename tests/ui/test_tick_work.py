@@ -4,11 +4,15 @@ target's part (counting wrappers around the parts; the overview's own count of r
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from poolconsole.model import tally
+from poolconsole.model.snapshots import EngineState
+from poolconsole.ui.screens.overview_book import RowBook, signature
 from poolconsole.ui.grid import PoolGrid
 from tests.helpers import bigpool
 from tests.ui.test_console import settle
@@ -31,6 +35,7 @@ async def test_one_engine_changed_builds_its_row_and_its_part_only(
         built = screen.built
         screen.refresh_rows()  # a tick with nothing new: no row built, no part made
         assert screen.built == built and not made
+        assert screen.book.stamped <= grid.size.height  # the rows in view (their ages), not the pool
         in_view = next(k for k in grid.order[int(grid.scroll_y) + 3 :] if k.startswith("engine:"))
         name = in_view.removeprefix("engine:")
         app.apply_engine(bigpool.engine_poll(cfg, pages, int(name[1:]), 3))
@@ -38,3 +43,97 @@ async def test_one_engine_changed_builds_its_row_and_its_part_only(
         assert screen.built == built + 1  # its row, no other
         assert sum(made.values()) == 1 and made[f"engine {name}"] == 1  # its part of the totals, no other
         assert tally._TALLIES[app.state].touched == (("engine", name),)
+        # the book stamped that engine's row, its host's line and the rows in view, not the pool's 1,250 rows
+        assert screen.book.stamped <= 2 + grid.size.height < ENGINES
+
+
+async def test_the_rows_kept_from_what_changed_are_the_rows_made_afresh(tmp_path: Path) -> None:
+    """Ticks of new polls (a few engines down, then up again: their "why" and need move, and their hosts'),
+    each taken in from what changed: every row's cells are those a book made afresh would build."""
+    cfg = bigpool.config(200)
+    pages = bigpool.Pages()
+    app = big_app(tmp_path, cfg)
+    async with app.run_test(size=(120, 40)) as pilot:
+        poll(app, pages, 0)
+        poll(app, pages, 1)
+        await settle(pilot, app)
+        screen = overview(app)
+        for step in range(2, 8):
+            hosts, engines = bigpool.polls(cfg, pages, step, every=3)
+            for host in hosts:  # its cards' memory moves: its engines' rows show their share
+                used = (step % 5 + 1) * 2**33
+                app.apply_host(replace(host, gpus=tuple(replace(g, memory_used_bytes=used) for g in host.gpus)))
+            for snap in engines:
+                index = int(snap.name[1:])
+                if index % 7 == step % 7:  # down this tick, up again the next time it is polled
+                    snap = replace(snap, state=EngineState.DOWN, error="connection refused", metrics=None)
+                app.apply_engine(snap)
+            screen.refresh_rows()
+            book = screen.book
+            assert book.stamped < len(book.cache)
+            assert book.inputs is not None
+            fresh = RowBook(app.state)
+            fresh.build(book.why, book.needs, book.inputs.c, book.inputs.widths, book.inputs.span_width,
+                        book.inputs.grouping, set(book.inputs.collapsed))  # fmt: skip
+            assert fresh.cache.keys() == book.cache.keys()
+            assert (fresh.rank, fresh.group_of, fresh.members, fresh.spans) == (
+                book.rank, book.group_of, book.members, book.spans
+            )
+            for key in fresh.cache:
+                assert signatures(book.cells_of(key)) == signatures(fresh.cells_of(key)), (step, key)
+
+
+async def test_a_why_that_moved_alone_makes_its_rows_again(tmp_path: Path) -> None:
+    """A host's trouble told by the summary alone (no new poll of it): its line and its engines' rows are
+    made again (a host's "why" is its engines'), and no other row, once they are read."""
+    cfg = bigpool.config(200)
+    app = big_app(tmp_path, cfg)
+    async with app.run_test(size=(120, 40)) as pilot:
+        poll(app, bigpool.Pages(), 0)
+        await settle(pilot, app)
+        book = overview(app).book
+        assert book.inputs is not None
+        i = book.inputs
+        book.build({}, {}, i.c, i.widths, i.span_width, i.grouping, set(i.collapsed))
+        book.current()
+        before = dict(book.cache)
+        host = bigpool.host_name(3)
+        book.build({host: "swap in use"}, {host: 1}, i.c, i.widths, i.span_width, i.grouping, set(i.collapsed))
+        rows = {f"host:{host}"} | {f"engine:{bigpool.engine_name(n)}" for n in range(12, 16)}
+        assert book.dirty == rows and book.stamped == 0  # made again when drawn or read
+        book.current()
+        assert {k for k in book.cache if book.cache[k] is not before[k]} == rows
+        assert book.rank[f"engine:{bigpool.engine_name(12)}"] == 1
+        assert "swap in use" in str(book.cells_of(f"engine:{bigpool.engine_name(13)}")["why"])
+
+
+def signatures(cells: dict[str, Any]) -> dict[str, str]:
+    return {column: signature(value) for column, value in cells.items()}
+
+
+async def test_a_row_that_changed_out_of_view_shows_its_change_when_scrolled_into_view(tmp_path: Path) -> None:
+    """A row drawn once, then changed while out of view, is drawn from the model when it scrolls back into
+    view, before the next refresh: not from what the grid drew of it before."""
+    cfg = bigpool.config(200)
+    pages = bigpool.Pages()
+    app = big_app(tmp_path, cfg)
+    async with app.run_test(size=(120, 40)) as pilot:
+        poll(app, pages, 0)
+        poll(app, pages, 1)
+        await settle(pilot, app)
+        screen, grid = overview(app), app.screen.query_one(PoolGrid)
+        last = grid.order[-1]
+        grid.action_jump(-1)  # drawn once ...
+        await pilot.pause()
+        assert grid.get_cell(last, "state").plain == "ok"
+        grid.action_jump(0)  # ... and out of view again
+        await pilot.pause()
+        screen.refresh_rows()
+        assert last not in grid.stale
+        assert "qwen-new" not in grid.get_cell(last, "model").plain
+        app.apply_engine(replace(bigpool.engine_poll(cfg, pages, int(last[8:]), 2), models=("qwen-new",)))
+        screen.refresh_rows()
+        assert grid.order[-1] == last and last in grid.stale
+        grid.action_jump(-1)
+        await pilot.pause()
+        assert "qwen-new" in grid.get_cell(last, "model").plain

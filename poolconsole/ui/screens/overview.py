@@ -209,7 +209,10 @@ class OverviewScreen(Screen[None]):
 
     def shown(self, rows: dict[str, RowEntry]) -> list[str]:
         """The rows on screen, in order (overview_order.shown); counts what the filter and `p` leave out."""
-        shown = overview_order.shown(rows, self.book, self.choices())
+        choices = self.choices()
+        if choices.filter_text or (choices.sort_key in TEXT_SORTS and choices.sort_key != choices.grouping):
+            self.book.current()  # the words they read are the rows' as the model has them
+        shown = overview_order.shown(rows, self.book, choices)
         self.by_filter, self.by_problems = shown.by_filter, shown.by_problems
         return shown.order
 
@@ -223,17 +226,17 @@ class OverviewScreen(Screen[None]):
         table = self.query_one(PoolGrid)
         table.mark_sorted(self.sort_key, (self.sort_key in TEXT_SORTS) != self.reverse)  # text A-Z, numbers high first
         self.summary = summarise(self.state, self._alerts())
-        before = self.book.cache
         rows = self.rows()
         order = self.shown(rows)
         self.engines_shown = sum(1 for k in order if k.startswith("engine:"))  # the count is of engines: not
         self.hidden = sum(1 for k in rows if k.startswith("engine:")) - self.engines_shown  # group lines, hosts
         top = int(table.scroll_y)
         in_view = set(order[top : top + max(1, table.size.height - 1)])
+        self.book.restamp(in_view)  # their ages move with the clock, whatever changed
         with self.app.batch_update():
             self._draw_summary()
             self._draw_events()
-            done = diff(self.book, rows, before, order, in_view, self.rendered, table)
+            done = diff(self.book, order, in_view, self.rendered, table)
             self.rendered = done.rendered
             if done.new or done.stale or order != table.order:
                 table.reorder(order, done.new, self.spans, done.stale)
