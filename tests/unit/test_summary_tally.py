@@ -4,12 +4,15 @@ afresh over the whole pool, through engines and hosts going down, coming back, a
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from poolconsole.model import tally
 from poolconsole.model.alerts import Alerts
@@ -123,3 +126,20 @@ def test_totals_are_exact_sums() -> None:
     empty = tally.Total()
     empty.add(None)
     assert empty.value() is None and empty.text() == "n/a"
+
+
+FINITE = st.floats(allow_nan=False, allow_infinity=False, min_value=-1e300, max_value=1e300)
+
+
+@given(st.lists(st.tuples(FINITE, st.booleans()), min_size=1, max_size=30))
+def test_a_kept_total_is_the_correctly_rounded_sum(values: list[tuple[float, bool]]) -> None:
+    """Any finite values (subnormal ones too), some taken away again: the total is the exact sum of what is
+    left rounded once, as math.fsum rounds it."""
+    total = tally.Total()
+    for value, _ in values:
+        total.add(value)
+    for value, gone in values:
+        if gone:
+            total.add(value, -1)
+    left = [value for value, gone in values if not gone]
+    assert total.value() == (math.fsum(left) if left else None)
