@@ -6,8 +6,8 @@ cadence, decoded, and a table of the rows in view kept current. Nothing else.
 (`prometheus.source.batch_groups` for the engines, `prometheus.hosts.host_groups` for the hosts), so they
 are the strings the console sends (scale_bench logs both sides' and compares them). Every 2 s (the console's
 default poll interval; the next tick is armed after this one ends, as the console's loops are) it sends
-them all at once over one keep-alive aiohttp session, decodes each answer with the stdlib json the console
-uses, and updates, by row key, only the cells of the engines the table has room for (the terminal's height)
+them all at once over one keep-alive aiohttp session, decodes each answer with orjson as the console
+does, and updates, by row key, only the cells of the engines the table has room for (the terminal's height)
 whose values moved. The engines' groups go as the console's do: once read, their scrape times first, then
 the series of the instances scraped since the scrape this program last read of them (`batch_expression`).
 No model, no alerts, no store, no summary, no charts, no hosts' rows (their queries are sent and decoded,
@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,6 +32,7 @@ from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import quote
 
+import orjson
 from textual.app import App, ComposeResult
 from textual.widgets import DataTable
 
@@ -196,7 +196,7 @@ class FloorPrometheus(App[None]):
 
     def fresh(self, body: bytes, query: Query) -> list[str]:
         """The members of a scrape times' answer scraped since this program last read them."""
-        doc: Any = json.loads(body)
+        doc: Any = orjson.loads(body)
         latest = self.scraped(doc.get("data", {}).get("result", ()), query)
         return [m for m in query.members if m not in latest or self.held.get(m) != latest[m]]
 
@@ -204,7 +204,7 @@ class FloorPrometheus(App[None]):
         """An answer decoded whole (as the console decodes it); the shown engines' values picked out, and
         the scrape times read."""
         values: dict[str, dict[str, float]] = {}
-        doc: Any = json.loads(body)
+        doc: Any = orjson.loads(body)
         result = doc.get("data", {}).get("result", ())
         self.held.update(self.scraped(result, query))
         for item in result:
