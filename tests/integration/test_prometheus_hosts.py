@@ -372,3 +372,44 @@ async def test_in_one_batch_a_stopped_exporter_gives_only_its_host_its_reason(po
     finally:
         for reader in readers.values():
             await reader.aclose()
+
+
+async def test_a_host_behind_an_aggregating_exporter_is_told_by_its_series_scrape_time(tmp_path: Path) -> None:
+    """A host whose node_exporter series come through another exporter (`honor_labels`: no `up` of its own)
+    has a scrape time all the same, its series': the batch holds its reading and, between two scrapes, asks
+    only for the scrape times."""
+    lines = [f'node_memory_{f}_bytes{{instance="agg:9100",job="node"}} {v}' for f, v in (
+        ("MemTotal", 64e9), ("MemAvailable", 32e9), ("SwapTotal", 0), ("SwapFree", 0))]  # fmt: skip
+    server = Exporter("aggregate", "aggregator", ("\n".join(lines) + "\n").encode())
+    await server.start()
+    scrape = "  - job_name: aggregate\n    honor_labels: true\n    static_configs:\n"
+    scrape += f"      - targets: ['127.0.0.1:{server.port}']\n"
+    try:
+        async with running_prometheus(tmp_path, scrape, "10s") as prom:
+
+            async def scraped() -> bool:
+                return bool(await prom.query('node_memory_MemTotal_bytes{instance="agg:9100"}'))
+
+            await eventually(scraped, 60, "a scrape of the aggregating exporter")
+            api = PrometheusAPI(PrometheusSource(url=prom.url))
+            host = Host(name="agg", address="agg", read="prometheus")
+            times = await api.query(host_scrape_times(host))
+            assert times.ok and [s.labels for s in times.series] == [{"instance": "agg:9100", "job": "node"}]
+            assert abs(times.series[0].value - time.time()) < 30
+            assert not await prom.query('up{instance="agg:9100"}')  # no `up` of its own
+            reader = PrometheusHostPoller(host, api)
+            try:
+                reads = host_reads(api)
+                first = await reader.poll()
+                assert first.state is HostState.OK and first.fetched_at == pytest.approx(
+                    times.series[0].value, abs=0.01
+                )
+                sent = reads.queries
+                await asyncio.sleep(max(2 * REUSE_S, api.reuse_s))  # a new batch, not the reading just taken
+                again = await reader.poll()  # within the same scrape (every 10 s): its scrape time alone
+                assert reads.queries - sent == 1 and again.fetched_at == first.fetched_at
+                assert again.system_memory is first.system_memory
+            finally:
+                await reader.aclose()
+    finally:
+        await server.kill()

@@ -152,7 +152,7 @@ async def test_a_host_batch_reads_the_series_only_of_the_hosts_scraped_since_the
     with_up = [True]
 
     async def query(expr: str) -> Answer:
-        asked.append("times" if expr.startswith("label_replace(timestamp(up") else "series")
+        asked.append("times" if expr.startswith("label_replace(max by (job, instance) (timestamp(up") else "series")
         out = []
         for name, at in scraped.items():
             if name not in expr:
@@ -184,7 +184,7 @@ async def test_a_host_batch_reads_the_series_only_of_the_hosts_scraped_since_the
         asked.clear()
         third = await asyncio.gather(*(p.poll() for p in pollers))
         assert asked == ["times"] and [s.system_memory for s in third] == [s.system_memory for s in second]
-        with_up[0] = False  # targets without `up` (honor_labels, federation): no scrape time to tell them by
+        with_up[0] = False  # targets with no scrape time in Prometheus (no `up`, no exporter series of theirs)
         for _ in range(2):
             asked.clear()
             await asyncio.gather(*(p.poll() for p in pollers))

@@ -99,7 +99,19 @@ def selection_of(sel: str) -> str:
 
 
 def host_scrape_times(host: Host) -> str:
-    return f"timestamp(up{{{host_matchers(host)}}})"
+    return scrape_times_of(host_matchers(host))
+
+
+STAMPED = ("up", *(name for names in MARKERS.values() for name in names))
+"""The families whose samples' times are a target's scrape time: its `up`, or, where Prometheus has none for it
+(its series come through an aggregating exporter or a federation, with `honor_labels`), its exporter series'."""
+
+
+def scrape_times_of(sel: str) -> str:
+    """Each target's scrape time under `sel`, by (job, instance). One timestamp() a family (it drops the
+    name, and two families' series of one target would then be one label set twice)."""
+    terms = " or ".join(f"timestamp({name}{{{sel}}})" for name in STAMPED)
+    return f"max by (job, instance) ({terms})"
 
 
 def recent_exporters(host: Host) -> str:
@@ -167,7 +179,7 @@ def batch_expression(sel: str) -> str:
 def stamps_of(sel: str) -> str:
     """The scrape times of the targets under `sel`, tagged (batch_expression's part, and what a batch asks
     first once its hosts hold readings)."""
-    return f'label_replace(timestamp(up{{{sel}}}), "{SCRAPE_OF}", "up", "", "")'
+    return f'label_replace({scrape_times_of(sel)}, "{SCRAPE_OF}", "up", "", "")'
 
 
 Scraped = tuple[tuple[str, str, float], ...]
