@@ -46,6 +46,7 @@ from poolconsole.runtime.store import (
     record,
 )
 from poolconsole.runtime.store import writer as store_writer
+from poolconsole.runtime.store.codec import decode, deflate, dumps
 from tests.helpers import uipool
 from tests.helpers.demo_serve import served_demo, start_record
 
@@ -480,3 +481,14 @@ def test_host_states_survive_the_round_trip(tmp_path: Path, capsys: pytest.Captu
     store.close()
     (row,) = exported(path, capsys)
     assert (row["state"], row["error"], row["gpus"]) == ("unreachable", "connection refused", [])
+
+
+def test_a_poll_is_stored_as_compact_json_and_read_back_as_it_was() -> None:
+    """What the codec writes: compact JSON, a non-finite number as null (`status --json` prints none either),
+    a key that is not a string as a string; deflated against a dictionary and read back the same."""
+    doc = {"name": "vllm-a", "rate": 1.5e16, "nan": math.nan, "ranks": {0: math.inf, "1": 2}, "models": ("q",)}
+    raw = dumps(doc)
+    assert raw == b'{"name":"vllm-a","rate":1.5e+16,"nan":null,"ranks":{"0":null,"1":2},"models":["q"]}'
+    assert json.loads(raw) == {"name": "vllm-a", "rate": 1.5e16, "nan": None, "ranks": {"0": None, "1": 2},
+                               "models": ["q"]}  # fmt: skip
+    assert decode(deflate(raw, raw), raw) == json.loads(raw) == decode(raw, None)
