@@ -263,6 +263,7 @@ from poolconsole.ui.app import PoolApp
 stamp("imported")
 
 out = open(sys.argv[1], "a", buffering=1)
+collected = open(sys.argv[1] + ".gc", "a", buffering=1)
 inner = PoolApp.refresh_screen
 applied = [0]
 
@@ -270,6 +271,7 @@ def refresh_screen(self):
     started = time.perf_counter()
     inner(self)
     out.write(f"{time.perf_counter() - started:.6f}\\n")
+    collected.write(f"{gc_time[0]:.6f} {gc_time[1]} {gc_time[2]}\\n")
     if len(seen) < 12:
         stamp(f"refresh with {applied[0]} engines applied (GC so far {gc_time[0]:.2f} s, {gc_time[1]} runs, "
               f"{gc_time[2]} full)", once=False)
@@ -437,7 +439,7 @@ async def measure(
     if mode == "floor":
         floor = ROOT / "benchmarks" / "floor_prometheus.py"
         command = " ".join([sys.executable, str(floor), "--config", str(path), "--times", str(times)])
-    for old in (Path(f"{times}.decode"), Path(f"{times}.stamps")):
+    for old in (Path(f"{times}.decode"), Path(f"{times}.stamps"), Path(f"{times}.gc")):
         old.unlink(missing_ok=True)
     launched = time.monotonic()
     subprocess.run(
@@ -464,6 +466,8 @@ async def measure(
         queries0, ticks0, at0 = await query_count(prom) if prom else 0.0, cpu_ticks(pid), time.monotonic()
         load0 = Path("/proc/loadavg").read_text().split()[0]
         refreshes_before = len(times.read_text().split())
+        gc_file = Path(f"{times}.gc")
+        gc_before = gc_file.read_text().splitlines()[-1:] if gc_file.exists() else []
         decode_file = Path(f"{times}.decode")
         decodes_before = len(decode_file.read_text().split()) if decode_file.exists() else 0
         spy = None
@@ -488,6 +492,11 @@ async def measure(
     finally:
         subprocess.run([*TMUX, "kill-session", "-t", session], capture_output=True)
     durations = [float(x) * 1000 for x in times.read_text().split()[refreshes_before:]]
+    gc_after = gc_file.read_text().splitlines()[-1:] if gc_file.exists() else []
+    collector = None  # the cyclic collector's time in the window (gc.callbacks), its runs and full ones
+    if gc_before and gc_after:
+        (s0, n0, f0), (s1, n1, f1) = (line.split() for line in (gc_before[0], gc_after[0]))
+        collector = (float(s1) - float(s0), int(n1) - int(n0), int(f1) - int(f0))
     decodes = (
         [float(x) * 1000 for x in decode_file.read_text().split()[decodes_before:]] if decode_file.exists() else []
     )
@@ -502,6 +511,7 @@ async def measure(
         "refresh_ms_mean": statistics.mean(durations) if durations else None,
         "refresh_ms_max": max(durations) if durations else None,
         "refreshes": len(durations),
+        "collector": collector,
         "decode_ms_mean": statistics.mean(decodes) if decodes else None,
         "queries": sorted(set(sent.read_text().splitlines())) if sent.exists() else [],
         "load": f"{load0} -> {load1}",
@@ -636,11 +646,18 @@ def report(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
     def head(r: dict[str, Any]) -> str:
         return heads[r["name"]] + (f" #{r['round']}" if args.rounds > 1 else "")
 
+    def collected(r: dict[str, Any]) -> str:
+        if r.get("collector") is None:
+            return "n/a"
+        seconds, runs, full = r["collector"]
+        return f"{100 * seconds / r['window_s']:.1f} ({runs}, {full})"
+
     rows = [
         ("CPU, % of one core", [fmt(r["cpu_pct"], ".1f") for r in results]),
         ("first frame with data, s", [fmt(r["first_frame_s"], ".2f") for r in results]),
         ("one refresh (refresh_screen), ms mean", [fmt(r["refresh_ms_mean"], ".1f") for r in results]),
         ("one refresh, ms max", [fmt(r["refresh_ms_max"], ".1f") for r in results]),
+        ("cyclic collector in the window: % of one core (runs, full)", [collected(r) for r in results]),
         ("RSS start -> end, MiB", [f"{r['rss_mib'][0]:.0f} -> {r['rss_mib'][-1]:.0f}" for r in results]),
         ("RSS max, MiB", [f"{max(r['rss_mib']):.0f}" for r in results]),
         ("decoding, ms of CPU a tick (floor)", [fmt(r["decode_ms_mean"], ".1f") for r in results]),
