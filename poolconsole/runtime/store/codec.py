@@ -6,11 +6,11 @@ measures it against plain JSON and per-row zlib (README)."""
 from __future__ import annotations
 
 import dataclasses
+import json
+import math
 import zlib
 from collections.abc import Mapping
 from typing import Any, Literal
-
-import orjson
 
 from poolconsole.model.hosts import HostSnapshot
 from poolconsole.model.view import EngineView
@@ -19,11 +19,22 @@ Codec = Literal["dict", "zlib", "json"]
 Kind = Literal["engine", "host"]
 
 
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
 def dumps(payload: dict[str, Any]) -> bytes:
-    """Compact JSON; a non-finite number (which `status --json` could not print either) is stored as null,
-    as orjson writes it. orjson, not the stdlib's json: every new poll is encoded (400 a tick at 1,000 engines
-    read through Prometheus). Keys that are not strings are written as strings, as json.dumps writes them."""
-    return orjson.dumps(payload, option=orjson.OPT_NON_STR_KEYS)
+    """Compact JSON; a non-finite number (which `status --json` could not print either) is stored as null."""
+    try:
+        return json.dumps(payload, separators=(",", ":"), allow_nan=False).encode()
+    except ValueError:
+        return json.dumps(_finite(payload), separators=(",", ":"), allow_nan=False).encode()
 
 
 def deflate(raw: bytes, zdict: bytes) -> bytes:
@@ -47,7 +58,7 @@ def decode(blob: bytes, zdict: bytes | None) -> dict[str, Any]:
         raw = blob
     else:
         raw = zlib.decompress(blob)
-    value = orjson.loads(raw)
+    value = json.loads(raw)
     if not isinstance(value, dict):
         raise ValueError("a stored row is not a JSON object")
     return value
@@ -67,7 +78,7 @@ def payload(item: EngineView | HostSnapshot, totals: Mapping[str, float] | None)
 def poll_json(item: EngineView | HostSnapshot, totals: Mapping[str, float] | None) -> bytes:
     """dumps(payload(...)), for an engine without the deep copy: EngineView.to_json is dataclasses.asdict,
     which copies every nested dict and list (72 us of the 114 a poll cost to encode); JSON of the fields as
-    they are is the same text. A value orjson cannot write (a mapping proxy) takes the copying path."""
+    they are is the same text. A value that is itself a dataclass (none today) takes the copying path."""
     if isinstance(item, HostSnapshot):
         return dumps(payload(item, None))
     doc = {name: getattr(item, name) for name in _ENGINE_FIELDS}
