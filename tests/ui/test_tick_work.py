@@ -137,3 +137,22 @@ async def test_a_row_that_changed_out_of_view_shows_its_change_when_scrolled_int
         grid.action_jump(-1)
         await pilot.pause()
         assert "qwen-new" in grid.get_cell(last, "model").plain
+
+
+async def test_the_filter_reads_a_row_that_changed_out_of_view_as_it_is_now(tmp_path: Path) -> None:
+    """The filter matches the rows' words as the model has them: an engine out of view whose model changed
+    is found by its new model's name."""
+    cfg = bigpool.config(200)
+    pages = bigpool.Pages()
+    app = big_app(tmp_path, cfg)
+    async with app.run_test(size=(120, 40)) as pilot:
+        poll(app, pages, 0)
+        poll(app, pages, 1)
+        await settle(pilot, app)
+        screen, grid = overview(app), app.screen.query_one(PoolGrid)
+        last = grid.order[-1]
+        app.apply_engine(replace(bigpool.engine_poll(cfg, pages, int(last[8:]), 2), models=("qwen-new",)))
+        screen.refresh_rows()
+        screen.filter_text = "qwen-new"
+        screen.refresh_rows()
+        assert [k for k in grid.order if k.startswith("engine:")] == [last]

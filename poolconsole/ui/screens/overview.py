@@ -210,8 +210,8 @@ class OverviewScreen(Screen[None]):
     def shown(self, rows: dict[str, RowEntry]) -> list[str]:
         """The rows on screen, in order (overview_order.shown); counts what the filter and `p` leave out."""
         choices = self.choices()
-        if choices.filter_text or (choices.sort_key in TEXT_SORTS and choices.sort_key != choices.grouping):
-            self.book.current()  # the words they read are the rows' as the model has them
+        if overview_order.reads_words(choices):
+            self.book.current()  # the words it reads are the rows' as the model has them
         shown = overview_order.shown(rows, self.book, choices)
         self.by_filter, self.by_problems = shown.by_filter, shown.by_problems
         return shown.order

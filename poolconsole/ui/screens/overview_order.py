@@ -79,6 +79,12 @@ def view_number(state: PoolState, key: str, column: str) -> float | None:
     return value
 
 
+def reads_words(choices: Choices) -> bool:
+    """Whether the order reads the rows' words: the filter does, and a sort by a text column other than the
+    grouping's (by the grouping's own column the rows go by key)."""
+    return bool(choices.filter_text) or (choices.sort_key in TEXT_SORTS and choices.sort_key != choices.grouping)
+
+
 def sorted_keys(rows: dict[str, RowEntry], state: PoolState, choices: Choices) -> list[str]:
     """Every row in the sort's order, groups aside: a text column A to Z (empty last either way), a
     number highest first (unknown last either way, never read as 0, never parsed from text)."""
