@@ -12,8 +12,8 @@ import pytest
 
 from poolconsole.model import tally
 from poolconsole.model.snapshots import EngineState
-from poolconsole.ui.screens.overview_book import RowBook, signature
 from poolconsole.ui.grid import PoolGrid
+from poolconsole.ui.screens.overview_book import RowBook, signature
 from tests.helpers import bigpool
 from tests.ui.test_console import settle
 from tests.ui.test_overview_scale import ENGINES, big_app, overview, poll
@@ -77,7 +77,10 @@ async def test_the_rows_kept_from_what_changed_are_the_rows_made_afresh(tmp_path
                         book.inputs.grouping, set(book.inputs.collapsed))  # fmt: skip
             assert fresh.cache.keys() == book.cache.keys()
             assert (fresh.rank, fresh.group_of, fresh.members, fresh.spans) == (
-                book.rank, book.group_of, book.members, book.spans
+                book.rank,
+                book.group_of,
+                book.members,
+                book.spans,
             )
             for key in fresh.cache:
                 assert signatures(book.cells_of(key)) == signatures(fresh.cells_of(key)), (step, key)
