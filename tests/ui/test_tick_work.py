@@ -4,14 +4,18 @@ target's part (counting wrappers around the parts; the overview's own count of r
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+from textual.pilot import Pilot
 
 from poolconsole.model import tally
 from poolconsole.model.snapshots import EngineState
+from poolconsole.ui.app import PoolApp
 from poolconsole.ui.grid import PoolGrid
 from poolconsole.ui.screens.overview_book import RowBook, signature
 from tests.helpers import bigpool
@@ -20,16 +24,23 @@ from tests.ui.test_overview_scale import ENGINES, big_app, overview, poll
 from tests.unit.test_summary_tally import counted
 
 
-async def test_one_engine_changed_builds_its_row_and_its_part_only(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    cfg = bigpool.config(ENGINES)
+@asynccontextmanager
+async def polled(tmp_path: Path, engines: int) -> AsyncIterator[tuple[PoolApp, Pilot[None], bigpool.Pages]]:
+    """The console at 120x40 on `engines` engines of tests/helpers/bigpool, each polled twice."""
     pages = bigpool.Pages()
-    app = big_app(tmp_path, cfg)
+    app = big_app(tmp_path, bigpool.config(engines))
     async with app.run_test(size=(120, 40)) as pilot:
         poll(app, pages, 0)
         poll(app, pages, 1)
         await settle(pilot, app)
+        yield app, pilot, pages
+
+
+async def test_one_engine_changed_builds_its_row_and_its_part_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with polled(tmp_path, ENGINES) as (app, _pilot, pages):
+        cfg = app.config
         screen, grid = overview(app), app.screen.query_one(PoolGrid)
         made = counted(monkeypatch)
         built = screen.built
@@ -50,13 +61,8 @@ async def test_one_engine_changed_builds_its_row_and_its_part_only(
 async def test_the_rows_kept_from_what_changed_are_the_rows_made_afresh(tmp_path: Path) -> None:
     """Ticks of new polls (a few engines down, then up again: their "why" and need move, and their hosts'),
     each taken in from what changed: every row's cells are those a book made afresh would build."""
-    cfg = bigpool.config(200)
-    pages = bigpool.Pages()
-    app = big_app(tmp_path, cfg)
-    async with app.run_test(size=(120, 40)) as pilot:
-        poll(app, pages, 0)
-        poll(app, pages, 1)
-        await settle(pilot, app)
+    async with polled(tmp_path, 200) as (app, _pilot, pages):
+        cfg = app.config
         screen = overview(app)
         for step in range(2, 8):
             hosts, engines = bigpool.polls(cfg, pages, step, every=3)
@@ -117,13 +123,8 @@ def signatures(cells: dict[str, Any]) -> dict[str, str]:
 async def test_a_row_that_changed_out_of_view_shows_its_change_when_scrolled_into_view(tmp_path: Path) -> None:
     """A row drawn once, then changed while out of view, is drawn from the model when it scrolls back into
     view, before the next refresh: not from what the grid drew of it before."""
-    cfg = bigpool.config(200)
-    pages = bigpool.Pages()
-    app = big_app(tmp_path, cfg)
-    async with app.run_test(size=(120, 40)) as pilot:
-        poll(app, pages, 0)
-        poll(app, pages, 1)
-        await settle(pilot, app)
+    async with polled(tmp_path, 200) as (app, pilot, pages):
+        cfg = app.config
         screen, grid = overview(app), app.screen.query_one(PoolGrid)
         last = grid.order[-1]
         grid.action_jump(-1)  # drawn once ...
@@ -145,13 +146,8 @@ async def test_a_row_that_changed_out_of_view_shows_its_change_when_scrolled_int
 async def test_the_filter_reads_a_row_that_changed_out_of_view_as_it_is_now(tmp_path: Path) -> None:
     """The filter matches the rows' words as the model has them: an engine out of view whose model changed
     is found by its new model's name."""
-    cfg = bigpool.config(200)
-    pages = bigpool.Pages()
-    app = big_app(tmp_path, cfg)
-    async with app.run_test(size=(120, 40)) as pilot:
-        poll(app, pages, 0)
-        poll(app, pages, 1)
-        await settle(pilot, app)
+    async with polled(tmp_path, 200) as (app, _pilot, pages):
+        cfg = app.config
         screen, grid = overview(app), app.screen.query_one(PoolGrid)
         last = grid.order[-1]
         app.apply_engine(replace(bigpool.engine_poll(cfg, pages, int(last[8:]), 2), models=("qwen-new",)))
