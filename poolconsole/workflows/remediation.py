@@ -370,12 +370,14 @@ class Remediator:
     async def _run(self) -> None:
         while True:
             await asyncio.sleep(self.tick_s)
-            active = self.pool.alerts.active
-            words = {key: event.message for key, event in active.items()}
             now = self.clock()
             try:
                 for step in await self._cancelled():
                     await self._take(step, now)
+                # One copy of the alerts, read after the awaits above: the polls change them meanwhile, and a
+                # rule read later than its words was said by its bare name ("remediation: down; restarting").
+                active = dict(self.pool.alerts.active)
+                words = {key: event.message for key, event in active.items()}
                 for step in self.ladder.tick(now, conditions(self.config, active, words, self.pool.alerts.restarts)):
                     await self._take(step, now)
                 await self._show(now)

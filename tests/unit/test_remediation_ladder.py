@@ -7,12 +7,25 @@ up: needs a person"; a dry run decides the same and spends nothing; the policy c
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
 
 from poolconsole.config import parse_config
 from poolconsole.config.models import PoolConfig
+from poolconsole.model.alerts import AlertEvent
 from poolconsole.runtime.notifier import NotifyState, state_path
-from poolconsole.workflows.remediation import ActionProgress, Condition, Ladder, Step, cause, conditions, rungs_of
+from poolconsole.workflows.remediation import (
+    ActionProgress,
+    Condition,
+    Ladder,
+    Remediator,
+    Step,
+    cause,
+    conditions,
+    rungs_of,
+)
 
 STALLED = "stalled: 5 running and 0 waiting, no token generated for 45 s (it answers /health and serves nothing)"
 
@@ -236,3 +249,35 @@ def test_behind_a_gateway_the_announcement_says_what_its_callers_saw_before_the_
     see = "tiny: gateway gw has 3 retries and a fallback: its callers' requests go to the other deployments"
     (done,) = ladder.finished("a", 70.0, serving=True, seconds=10.0, detail="ok", callers=see)
     assert done.words.endswith(f"; serving again after 10 s; while it was away, {see}; 2 of 3 actions left this hour")
+
+
+async def test_a_rule_that_fires_while_the_tick_awaits_is_said_with_its_words() -> None:
+    """The tick reads the rules and their words from one moment: an alert that became active while it awaited
+    the board (the polls run meanwhile) is not said by its bare name ("remediation: down; restarting")."""
+    active: dict[tuple[str, str], AlertEvent] = {}
+    alerts = SimpleNamespace(active=active, restarts={})
+    said: list[str] = []
+    fixer = Remediator(
+        config('on_down = "restart"'),
+        cast(Any, SimpleNamespace(alerts=alerts)),
+        cast(Any, None),
+        None,
+        Path("audit.jsonl"),
+        dry_run=True,
+        say=said.append,
+        tick_s=0,
+    )
+    fixer.ladder = Ladder(fixer.config, [], dry_run=True)
+
+    async def cancelled() -> list[Step]:  # a poll lands while the tick reads the board
+        active[("a", "down")] = AlertEvent(0.0, "a", "down", True, "down: no answer within 2 s")
+        return []
+
+    fixer._cancelled = cancelled  # type: ignore[method-assign]
+    loop = asyncio.get_running_loop().create_task(fixer._run())
+    for _ in range(200):
+        await asyncio.sleep(0)
+        if said:
+            break
+    loop.cancel()
+    assert said and said[0].startswith("remediation (dry run): down: no answer within 2 s; would restart a"), said
