@@ -228,6 +228,9 @@ SHIM = """
 import gc
 gc.disable()  # as the command's entry point does (poolconsole/__main__.py), before the imports
 import asyncio, os, sys, time
+if os.environ.get("SCALE_TRACEMALLOC"):  # memdiag also writes the heap's top files and lines (slow: a diagnosis)
+    import tracemalloc
+    tracemalloc.start(1)
 
 def since_start():
     with open("/proc/self/stat") as f:
@@ -314,6 +317,13 @@ def memdiag(app):
         f.write(f"{time.perf_counter() - T0:.0f}s rss {rss:.0f} MiB objects {sum(counts.values())} "
                 f"gc {gc.get_count()} store pending {pending} ({type(recorder).__name__}); grew: "
                 + ", ".join(f"{t} +{d}" for d, t in grew) + "\\n")
+        if os.environ.get("SCALE_TRACEMALLOC"):
+            import tracemalloc
+            snap = tracemalloc.take_snapshot()
+            f.write(f"  traced {sum(s.size for s in snap.statistics('filename')) / 2**20:.1f} MiB\\n")
+            for key in ("filename", "lineno"):
+                for stat in snap.statistics(key)[:25]:
+                    f.write(f"  {stat.size / 2**20:7.2f} MiB {stat.count:8d} {stat.traceback}\\n")
 
 PoolApp.on_mount = on_mount
 query = ps.PrometheusAPI.query
