@@ -318,6 +318,28 @@ def memdiag(app):
                 f"gc {gc.get_count()} store pending {pending} ({type(recorder).__name__}); grew: "
                 + ", ".join(f"{t} +{d}" for d, t in grew) + "\\n")
         if os.environ.get("SCALE_TRACEMALLOC"):
+            def deep(o, seen):
+                if id(o) in seen:
+                    return 0
+                seen.add(id(o))
+                n = sys.getsizeof(o)
+                if isinstance(o, dict):
+                    n += sum(deep(k, seen) + deep(v, seen) for k, v in o.items())
+                elif isinstance(o, (tuple, list)):
+                    n += sum(deep(x, seen) for x in o)
+                return n
+            pollers = POLLERS
+            seen_ids = set()
+            heads = sum(deep(p.seen.layout.key, seen_ids) for p in pollers if p.seen.layout)
+            answered = sum(deep(p.seen.answered, seen_ids) for p in pollers if p.seen.answered)
+            batch = pollers[0].api.engine_reads.latest if pollers else None
+            sliced = 0
+            if batch is not None:
+                for t in set(batch.tasks.values()):
+                    if t.done() and not t.cancelled() and t.exception() is None:
+                        for v, st in t.result().values():
+                            sliced += deep(v.series, seen_ids) + deep(st.series, seen_ids)
+            f.write(f"  pollers {len(pollers)}: layouts {heads / 2**20:.1f} MiB, answered {answered / 2**20:.1f} MiB, latest batch's slices {sliced / 2**20:.1f} MiB\\n")
             import tracemalloc
             snap = tracemalloc.take_snapshot()
             f.write(f"  traced {sum(s.size for s in snap.statistics('filename')) / 2**20:.1f} MiB\\n")
@@ -326,6 +348,14 @@ def memdiag(app):
                     f.write(f"  {stat.size / 2**20:7.2f} MiB {stat.count:8d} {stat.traceback}\\n")
 
 PoolApp.on_mount = on_mount
+POLLERS = []  # what memdiag weighs (they are frozen by the collector's policy: gc.get_objects misses them)
+made = ps.PrometheusEnginePoller.__post_init__
+
+def __post_init__(self):
+    made(self)
+    POLLERS.append(self)
+
+ps.PrometheusEnginePoller.__post_init__ = __post_init__
 query = ps.PrometheusAPI.query
 queries_seen = set()
 queries_log = open(sys.argv[1] + ".queries", "w", buffering=1)

@@ -14,7 +14,7 @@ import pytest
 
 from poolconsole.collect.engines import mapping
 from poolconsole.collect.prometheus import batch as batch_module
-from poolconsole.collect.prometheus import source as prometheus_source
+from poolconsole.collect.prometheus import layout as layout_module
 from poolconsole.collect.prometheus.api import Answer, Series
 from poolconsole.collect.prometheus.hosts import PrometheusHostPoller
 from poolconsole.collect.prometheus.source import SCRAPE_OF, PrometheusAPI, PrometheusEnginePoller
@@ -56,7 +56,7 @@ def one_poller() -> PrometheusEnginePoller:
 
 
 async def test_a_repeated_scrape_is_not_mapped_again(monkeypatch: pytest.MonkeyPatch) -> None:
-    mapped = counted(monkeypatch, prometheus_source, "metrics_from_samples", mapping.metrics_from_samples)
+    mapped = counted(monkeypatch, mapping.Plan, "apply", mapping.Plan.apply)
     poller = one_poller()
     batch: Any = None  # only a stale target (up == 0) asks the batch for its scrape error
     try:
@@ -132,6 +132,45 @@ async def test_a_batch_reads_the_series_only_of_the_engines_scraped_since_their_
             await poller.aclose()
 
 
+async def test_a_batch_keeps_no_series_once_handed_and_a_poll_now_reads_the_same_scrape(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Once an engine's poller took its reading, the batch keeps only its scrape time (the decoded series
+    were most of the console's peak memory at 1,000 engines); a poll now of the same batch reads the
+    reading the poller holds, with no query."""
+    config = parse_config(THREE)
+    api = PrometheusAPI(config.prometheus)  # type: ignore[arg-type]
+    api.engine_reads.reuse_s = 60.0  # every ask below reads the first batch
+    asked: list[str] = []
+
+    async def query(expr: str) -> Answer:
+        asked.append(expr)
+        out = []
+        for port in (8001, 8002, 8003):
+            labels = {**LABELS, "instance": f"127.0.0.1:{port}"}
+            out.append(Series({SCRAPE_OF: "up", **labels}, 1_000_000.0, 1_000_001.0))
+            out.append(Series({"__name__": "up", **labels}, 1.0, 1_000_001.0))
+            out.append(Series({"__name__": "vllm:num_requests_running", **labels}, float(port), 1_000_001.0))
+        return Answer(tuple(out), elapsed_s=0.01)
+
+    monkeypatch.setattr(api, "query", query)
+    pollers = [PrometheusEnginePoller(engine, api) for engine in config.engines]
+    try:
+        first = await asyncio.gather(*(p.poll() for p in pollers))
+        batch = api.engine_reads.latest
+        assert batch is not None and len(asked) == 1
+        kept = [batch.tasks[id(p)].result()[id(p)] for p in pollers]
+        assert all(values.same_scrape and not values.series for values, _ in kept), kept
+        assert [stamps.series[0].value for _, stamps in kept] == [1_000_000.0] * 3
+        again = await asyncio.gather(*(p.poll() for p in pollers))  # a poll now, within the same batch
+        assert api.engine_reads.latest is batch and len(asked) == 1
+        assert [a.metrics for a in again] == [f.metrics for f in first]
+        assert [a.metrics.values["requests_running"] for a in again if a.metrics] == [8001.0, 8002.0, 8003.0]
+    finally:
+        for poller in pollers:
+            await poller.aclose()
+
+
 HOSTS = '[prometheus]\nurl = "http://127.0.0.1:9"\n' + "".join(
     f'[[hosts]]\nname = "{name}"\naddress = "{name}"\nread = "prometheus"\n' for name in ("h1", "h2")
 )
@@ -197,7 +236,7 @@ async def test_a_host_batch_reads_the_series_only_of_the_hosts_scraped_since_the
 async def test_a_new_scrape_laid_out_as_the_last_is_mapped_by_the_same_plan(monkeypatch: pytest.MonkeyPatch) -> None:
     """An engine read from Prometheus gives the same series scrape after scrape: its plan is built once and
     applied to each scrape's values; a series more (another layout) builds it again."""
-    built = counted(monkeypatch, mapping, "build_plan", mapping.build_plan)
+    built = counted(monkeypatch, layout_module, "build_plan", mapping.build_plan)
     poller = one_poller()
     batch: Any = None
     try:

@@ -267,30 +267,13 @@ def build_plan(heads: list[Head], spec: MetricSpec, series: int | None = None) -
     )
 
 
-@dataclass
-class PlanMemo:
-    """One engine's last plan, reused while its samples' heads (names and labels) stay the same: an engine
-    read from Prometheus gives the same series scrape after scrape, and build_plan was a third of mapping
-    each (4.3 % of the console's samples at 1,000 engines)."""
-
-    heads: list[Head] | None = None
-    plan: Plan | None = None
-
-
-def metrics_from_samples(
-    samples: list[Sample], spec: MetricSpec, memo: PlanMemo | None = None
-) -> tuple[EngineMetrics, dict[str, str]]:
+def metrics_from_samples(samples: list[Sample], spec: MetricSpec) -> tuple[EngineMetrics, dict[str, str]]:
     """Normalize samples; returns the metrics and, per missing normalized name, why it is unknown."""
     if spec.skip is not None:
         samples = [s for s in samples if not spec.skip(s)]
     heads = [(s.name, s.labels) for s in samples]
-    if memo is not None and memo.plan is not None and memo.heads == heads:
-        plan = memo.plan
-    else:
-        series = sum(1 for s in samples if s.name.startswith(spec.prefix)) if spec.prefix else len(samples)
-        plan = build_plan(heads, spec, series)
-        if memo is not None:
-            memo.heads, memo.plan = heads, plan
+    series = sum(1 for s in samples if s.name.startswith(spec.prefix)) if spec.prefix else len(samples)
+    plan = build_plan(heads, spec, series)
     return plan.apply([s.value for s in samples])  # a NaN, infinite or negative sample: that metric is unknown
 
 

@@ -133,6 +133,11 @@ class Coalescer(Generic[M, G, R]):
     async def run(self, batch: Batch[M, R], group: G) -> dict[int, R]:
         raise NotImplementedError
 
+    def handed(self, reading: R) -> R:
+        """What the batch keeps of a member's reading once handed to its poller, for an ask of the same batch
+        again (a poll now): the reading itself unless a subclass says a lighter one stands for it."""
+        return reading
+
     def join(self, key: int, member: M) -> None:
         self.members[key] = member
 
@@ -155,7 +160,9 @@ class Coalescer(Generic[M, G, R]):
             or any(t.cancelled() for t in batch.queries)  # a few, not one per member (1,000 per member's ask)
         ):
             batch = self._start()
-        answer = (await asyncio.shield(batch.tasks[key]))[key]
+        readings = await asyncio.shield(batch.tasks[key])
+        answer = readings[key]
+        readings[key] = self.handed(answer)
         gate = batch.gates.get(key)
         if gate is not None and not gate.done():
             await asyncio.shield(gate)  # a member cancelled while it waits leaves the gate to the others
