@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections import deque
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from poolconsole.model.pool_state import binned
 from poolconsole.model.series import Ring
@@ -48,3 +52,24 @@ def test_binned_trend_means_each_run_newest_last() -> None:
     assert binned([None, None, 5.0, 7.0], 2) == [None, 6.0]  # a run with nothing known stays unknown
     assert binned([1.0, 2.0], 12) == [1.0, 2.0]  # a short history: fewer bins, not padded ones
     assert binned([float(i) for i in range(185)], 12)[-1] == 177.0  # the newest 15, the oldest 5 left out
+
+
+@given(
+    capacity=st.integers(1, 9),
+    steps=st.lists(st.one_of(st.none(), st.floats(-1e6, 1e6), st.integers(1, 12).map(lambda n: -n)), max_size=60),
+)
+def test_ring_reads_as_a_bounded_deque_through_appends_and_resizes(capacity: int, steps: list[float | None]) -> None:
+    """Every read of the ring (its length, iteration, tails, both ends' indices) against a deque of the same
+    bound, through appends (None: a gap) and resizes (a negative step: to that many points)."""
+    ring, model = Ring(capacity), deque[float | None](maxlen=capacity)
+    for step in steps:
+        if isinstance(step, float) or step is None:
+            ring.append(step)
+            model.append(step)
+        else:
+            ring, model = ring.resized(-step), deque(model, maxlen=-step)
+        assert len(ring) == len(model) and list(ring) == list(model) and ring.nbytes == 8 * len(model)
+        for count in range(ring.capacity + 2):
+            assert ring.tail(count) == list(model)[len(model) - min(count, len(model)) :]
+        for index in range(-len(model), len(model)):
+            assert ring[index] == model[index]
