@@ -25,7 +25,8 @@ SHORT_POINTS = 180
 """What every engine's and host's rings keep (issue 39): the overview's tok/s trend (ui.cells.SPARK_POINTS,
 the last 180 polls) and the detail's 5 minutes at the default 2 s. Only the FULL_KEPT engines whose detail
 opened last keep HISTORY_POINTS; the others' older points are read back from the history store or
-Prometheus when their detail opens (ui.history). At 1,000 engines: ~8.6 MB of rings when full, not ~173 MB."""
+Prometheus when their detail opens (ui.history). At 1,000 engines: ~8.6 MB of rings, not ~173 MB, allocated
+whole when the console starts (model.series.Ring)."""
 FULL_KEPT = 8
 """How many engines keep full-resolution rings: the one in detail now and those opened just before it."""
 SPARK = "▁▂▃▄▅▆▇█"
