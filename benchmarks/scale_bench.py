@@ -339,7 +339,8 @@ def memdiag(app):
                     if t.done() and not t.cancelled() and t.exception() is None:
                         for v, st in t.result().values():
                             sliced += deep(v.series, seen_ids) + deep(st.series, seen_ids)
-            f.write(f"  pollers {len(pollers)}: layouts {heads / 2**20:.1f} MiB, answered {answered / 2**20:.1f} MiB, latest batch's slices {sliced / 2**20:.1f} MiB\\n")
+            f.write(f"  pollers {len(pollers)}: layouts {heads / 2**20:.1f} MiB, answered {answered / 2**20:.1f} "
+                    f"MiB, latest batch's slices {sliced / 2**20:.1f} MiB\\n")
             import tracemalloc
             snap = tracemalloc.take_snapshot()
             f.write(f"  traced {sum(s.size for s in snap.statistics('filename')) / 2**20:.1f} MiB\\n")
