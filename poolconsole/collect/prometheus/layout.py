@@ -45,11 +45,12 @@ def layout_key(series: Sequence[Series]) -> bytes:
 
 
 def layout_of(series: Sequence[Series], spec: MetricSpec, key: bytes) -> Layout:
-    """The layout of these series (their labels: the values are not read), `key` being their layout_key."""
+    """The layout of these series (their labels: the values are not read), `key` being their layout_key.
+    `spec.skip` reads a sample's labels only, so its choice is kept with the layout too."""
     ups = tuple(i for i, s in enumerate(series) if s.labels.get("__name__") == "up")
     targets = sorted({(series[i].labels.get("job", ""), series[i].labels.get("instance", "")) for i in ups})
     heads = [
-        (i, Sample(s.labels["__name__"], tuple((k, v) for k, v in s.labels.items() if k != "__name__"), s.value))
+        (i, Sample(s.labels["__name__"], tuple((k, v) for k, v in s.labels.items() if k != "__name__"), 0.0))
         for i, s in enumerate(series)
         if s.labels.get("__name__") != "up"
     ]
