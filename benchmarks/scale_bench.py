@@ -330,7 +330,7 @@ def memdiag(app):
                 return n
             pollers = POLLERS
             seen_ids = set()
-            heads = sum(deep(p.seen.layout.key, seen_ids) for p in pollers if p.seen.layout)
+            layouts = sum(deep(p.seen.layout.key, seen_ids) for p in pollers if p.seen.layout)
             answered = sum(deep(p.seen.answered, seen_ids) for p in pollers if p.seen.answered)
             batch = pollers[0].api.engine_reads.latest if pollers else None
             sliced = 0
@@ -339,7 +339,7 @@ def memdiag(app):
                     if t.done() and not t.cancelled() and t.exception() is None:
                         for v, st in t.result().values():
                             sliced += deep(v.series, seen_ids) + deep(st.series, seen_ids)
-            f.write(f"  pollers {len(pollers)}: layouts {heads / 2**20:.1f} MiB, answered {answered / 2**20:.1f} "
+            f.write(f"  pollers {len(pollers)}: layouts {layouts / 2**20:.1f} MiB, answered {answered / 2**20:.1f} "
                     f"MiB, latest batch's slices {sliced / 2**20:.1f} MiB\\n")
             import tracemalloc
             snap = tracemalloc.take_snapshot()
@@ -356,7 +356,8 @@ def __post_init__(self):
     made(self)
     POLLERS.append(self)
 
-ps.PrometheusEnginePoller.__post_init__ = __post_init__
+if os.environ.get("SCALE_TRACEMALLOC"):
+    ps.PrometheusEnginePoller.__post_init__ = __post_init__
 query = ps.PrometheusAPI.query
 queries_seen = set()
 queries_log = open(sys.argv[1] + ".queries", "w", buffering=1)

@@ -444,7 +444,7 @@ class PrometheusEnginePoller:
         # A poll between two scrapes reads the same samples again: the same metrics, so only the stamps are
         # new. A batch matched by instance tells such a poll by its scrape time (SAME_SCRAPE, above); this
         # check serves a selector's group and an engine read on its own queries.
-        answered = (at, key, tuple(s.value for s in series))
+        answered = (at, layout.key, tuple(s.value for s in series))  # the layout's bytes: one copy held
         if self.seen.snapshot is not None and self.seen.answered == answered:
             return self._again(self.seen.snapshot, at, fetched_at, latency, age)
         if layout.plan is None:
