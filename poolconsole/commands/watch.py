@@ -43,6 +43,9 @@ def run(args: argparse.Namespace) -> int:
     def problem(message: str) -> None:
         print(f"poolconsole watch: {message}", file=sys.stderr, flush=True)
 
+    def said(line: str) -> None:  # the remediation's steps, as they happen
+        print(line, flush=True)
+
     def ready(w: Watching) -> None:
         nobody = f"nobody: {source} has no [[notify]] (alerts are only recorded)"
         kept = f" ({w.still_firing} alert(s) still firing from the last run, not paged again)" if w.still_firing else ""
@@ -66,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
         print("\n".join(lines) + "\nSIGINT, SIGTERM or SIGHUP stops", flush=True)
 
     async def run() -> None:
-        heal = remediation.remediation(config, audit_path, dry_run=args.dry_run)
+        heal = remediation.remediation(config, audit_path, said, dry_run=args.dry_run)
         companions: Companions = [heal] if config.alerts.canary_interval_s is None else [canary, heal]
         if config.slo:
             companions = [slo_burn, *companions]

@@ -309,10 +309,6 @@ def conditions(
     return out
 
 
-def _said(line: str) -> None:
-    print(line, flush=True)
-
-
 @dataclass
 class Remediator:
     """The ladder's I/O inside `poolconsole watch`: started after the notifier, stopped before the pool."""
@@ -322,9 +318,9 @@ class Remediator:
     notifier: Notifier
     state: NotifyState | None
     audit_path: Path
+    say: Callable[[str], None]
+    """Each step, as a line (the watch command prints it)."""
     dry_run: bool = False
-    say: Callable[[str], None] = _said
-    """Each step, as a line (stdout for the command)."""
     clock: Callable[[], float] = time.time
     tick_s: float = TICK_S
     ladder: Ladder = field(init=False)
@@ -492,11 +488,11 @@ class ActionProgress:
 
 
 def remediation(
-    config: PoolConfig, audit_path: Path, *, dry_run: bool = False, say: Callable[[str], None] = _said
+    config: PoolConfig, audit_path: Path, say: Callable[[str], None], *, dry_run: bool = False
 ) -> Callable[[LivePool, Notifier, NotifyState | None], Remediator]:
     """The watcher's companion (runtime.watch's `companions`): a Remediator on its pool, notifier and state."""
 
     def make(pool: LivePool, notifier: Notifier, state: NotifyState | None) -> Remediator:
-        return Remediator(config, pool, notifier, state, audit_path, dry_run=dry_run, say=say)
+        return Remediator(config, pool, notifier, state, audit_path, say, dry_run=dry_run)
 
     return make

@@ -105,7 +105,7 @@ class Watcher:
         def ready(w: Watching) -> None:
             self.watching = w
 
-        heal = remediation(self.config, self.tmp / "audit.sqlite3", say=self.say)
+        heal = remediation(self.config, self.tmp / "audit.sqlite3", self.say)
         store = self.tmp / "history.sqlite3"
         self.task = asyncio.create_task(
             watch(self.config, store, self.stop, ready=ready, gather_s=0.2, settle_gc=False, companions=[heal])
