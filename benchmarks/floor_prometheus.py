@@ -6,10 +6,11 @@ cadence, decoded, and a table of the rows in view kept current. Nothing else.
 (`prometheus.source.batch_groups` for the engines, `prometheus.hosts.host_groups` for the hosts), so they
 are the strings the console sends (scale_bench logs both sides' and compares them). Every 2 s (the console's
 default poll interval; the next tick is armed after this one ends, as the console's loops are) it sends
-them all at once over one keep-alive aiohttp session, decodes each answer with orjson as the console
-does, and updates, by row key, only the cells of the engines the table has room for (the terminal's height)
-whose values moved. The engines' groups go as the console's do: once read, their scrape times first, then
-the series of the instances scraped since the scrape this program last read of them (`batch_expression`).
+them all at once over one keep-alive aiohttp session, decodes each answer into its series as the console
+does (`prometheus.api.parse_vector`: msgspec, in one pass), and updates, by row key, only the cells of the
+engines the table has room for (the terminal's height) whose values moved. The engines' groups go as the
+console's do: once read, their scrape times first, then the series of the instances scraped since the scrape
+this program last read of them (`batch_expression`).
 No model, no alerts, no store, no summary, no charts, no hosts' rows (their queries are sent and decoded,
 as the console's are).
 
@@ -26,17 +27,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 from urllib.parse import quote
 
-import orjson
 from textual.app import App, ComposeResult
 from textual.widgets import DataTable
 
 from poolconsole.collect.engines.poll import SPEC
+from poolconsole.collect.prometheus.api import Series, parse_vector
 from poolconsole.collect.prometheus.hosts import address_key, addresses_matcher, host_groups, instance_address
 from poolconsole.collect.prometheus.hosts import batch_expression as host_batch_expression
 from poolconsole.collect.prometheus.source import SCRAPE_OF, batch_expression, batch_groups, instances_matcher
@@ -184,37 +185,35 @@ class FloorPrometheus(App[None]):
                 await asyncio.sleep(max(0.0, POLL_S - (time.monotonic() - started)))
 
     @staticmethod
-    def scraped(items: list[Any], query: Query) -> dict[str, tuple[tuple[str, float], ...]]:
+    def scraped(result: Sequence[Series], query: Query) -> dict[str, tuple[tuple[str, float], ...]]:
         """Each member's targets' scrape times in an answer's tagged timestamp() series."""
         times: dict[str, list[tuple[str, float]]] = {}
-        for item in items:
-            labels = item["metric"]
+        for s in result:
+            labels = s.labels
             member = query.member_of(labels.get("instance", ""))
             if SCRAPE_OF in labels and member is not None:
-                times.setdefault(member, []).append((labels.get("instance", ""), float(item["value"][1])))
+                times.setdefault(member, []).append((labels.get("instance", ""), s.value))
         return {m: tuple(sorted(t)) for m, t in times.items()}
 
     def fresh(self, body: bytes, query: Query) -> list[str]:
         """The members of a scrape times' answer scraped since this program last read them."""
-        doc: Any = orjson.loads(body)
-        latest = self.scraped(doc.get("data", {}).get("result", ()), query)
+        latest = self.scraped(parse_vector(body), query)
         return [m for m in query.members if m not in latest or self.held.get(m) != latest[m]]
 
     def decode(self, body: bytes, query: Query) -> dict[str, dict[str, float]]:
         """An answer decoded whole (as the console decodes it); the shown engines' values picked out, and
         the scrape times read."""
         values: dict[str, dict[str, float]] = {}
-        doc: Any = orjson.loads(body)
-        result = doc.get("data", {}).get("result", ())
+        result = parse_vector(body)
         self.held.update(self.scraped(result, query))
-        for item in result:
-            labels = item["metric"]
+        for s in result:
+            labels = s.labels
             instance = labels.get("instance", "")
             column = self.columns.get(instance, {}).get(labels.get("__name__", ""))
             if column is None:
                 continue
             row = values.setdefault(self.shown[instance].name, {})
-            row[column] = row.get(column, 0.0) + float(item["value"][1])
+            row[column] = row.get(column, 0.0) + s.value
         return values
 
     def show(self, table: DataTable[str], values: dict[str, dict[str, float]]) -> None:

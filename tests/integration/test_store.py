@@ -492,3 +492,4 @@ def test_a_poll_is_stored_as_compact_json_and_read_back_as_it_was() -> None:
     assert json.loads(raw) == {"name": "vllm-a", "rate": 1.5e16, "nan": None, "ranks": {"0": None, "1": 2},
                                "models": ["q"]}  # fmt: skip
     assert decode(deflate(raw, raw), raw) == json.loads(raw) == decode(raw, None)
+    assert dumps({"tokens": 2**70, "nan": math.nan}) == b'{"tokens":1180591620717411303424,"nan":null}'  # past 64 bits

@@ -70,7 +70,7 @@ def test_the_default_match_is_the_instance_host_with_any_port() -> None:
 
 
 def series(metric: str, value: float, /, **labels: str) -> Series:
-    return Series({"__name__": metric, **labels}, value, 0.0)
+    return Series.of({"__name__": metric, **labels}, value, 0.0)
 
 
 def test_dcgm_mig_instances_sum_their_framebuffer_and_missing_fields_stay_unknown() -> None:

@@ -25,8 +25,8 @@ def poller(kind: str = "vllm") -> PrometheusEnginePoller:
 
 
 def read(at: float, *series: tuple[str, dict[str, str], float]) -> tuple[Answer, Answer]:
-    values = tuple(Series({"__name__": name, **labels}, value, at + 1) for name, labels, value in series)
-    return Answer(values, elapsed_s=0.01), Answer((Series({}, at, at + 1),), elapsed_s=0.01)
+    values = tuple(Series.of({"__name__": name, **labels}, value, at + 1) for name, labels, value in series)
+    return Answer(values, elapsed_s=0.01), Answer((Series.of({}, at, at + 1),), elapsed_s=0.01)
 
 
 TARGET = {"instance": "127.0.0.1:8000", "job": "vllm"}
@@ -84,7 +84,7 @@ async def test_sglang_ranks_past_the_first_are_skipped_as_on_its_page() -> None:
 
 
 def test_the_key_tells_labels_and_their_order_apart() -> None:
-    a = (Series({"__name__": "x", "k": "1"}, 1.0, 0.0), Series({"__name__": "y", "k": "1"}, 1.0, 0.0))
-    assert layout_key(a) == layout_key(tuple(Series(s.labels, 9.0, 5.0) for s in a))  # values and times: not read
+    a = (Series.of({"__name__": "x", "k": "1"}, 1.0, 0.0), Series.of({"__name__": "y", "k": "1"}, 1.0, 0.0))
+    assert layout_key(a) == layout_key(tuple(Series.of(s.labels, 9.0, 5.0) for s in a))  # values and times: not read
     assert layout_key(a) != layout_key(a[::-1])
-    assert layout_key(a) != layout_key((a[0], Series({"__name__": "y", "k": "2"}, 1.0, 0.0)))
+    assert layout_key(a) != layout_key((a[0], Series.of({"__name__": "y", "k": "2"}, 1.0, 0.0)))

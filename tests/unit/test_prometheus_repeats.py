@@ -30,12 +30,12 @@ LABELS = {"instance": "127.0.0.1:8000", "job": "vllm", "model_name": "tiny"}
 
 def answers(at: float, tokens: float) -> tuple[Answer, Answer]:
     values = [
-        Series({"__name__": "up", **LABELS}, 1.0, at + 1),
-        Series({"__name__": "vllm:num_requests_running", **LABELS}, 3.0, at + 1),
-        Series({"__name__": "vllm:kv_cache_usage_perc", **LABELS}, 0.25, at + 1),
-        Series({"__name__": "vllm:generation_tokens_total", **LABELS}, tokens, at + 1),
+        Series.of({"__name__": "up", **LABELS}, 1.0, at + 1),
+        Series.of({"__name__": "vllm:num_requests_running", **LABELS}, 3.0, at + 1),
+        Series.of({"__name__": "vllm:kv_cache_usage_perc", **LABELS}, 0.25, at + 1),
+        Series.of({"__name__": "vllm:generation_tokens_total", **LABELS}, tokens, at + 1),
     ]
-    return Answer(tuple(values), elapsed_s=0.01), Answer((Series({}, at, at + 1),), elapsed_s=0.02)
+    return Answer(tuple(values), elapsed_s=0.01), Answer((Series.of({}, at, at + 1),), elapsed_s=0.02)
 
 
 def counted(monkeypatch: pytest.MonkeyPatch, module: object, name: str, real: Any) -> list[int]:
@@ -104,11 +104,11 @@ async def test_a_batch_reads_the_series_only_of_the_engines_scraped_since_their_
         for port, at in scraped.items():
             labels = {**LABELS, "instance": f"127.0.0.1:{port}"}
             if asked[-1] == "times" or f":{port}" in expr:
-                out.append(Series({SCRAPE_OF: "up", **labels}, at, at + 1))
+                out.append(Series.of({SCRAPE_OF: "up", **labels}, at, at + 1))
             if asked[-1] == "series" and f":{port}" in expr:
-                out.append(Series({"__name__": "up", **labels}, 1.0, at + 1))
-                out.append(Series({"__name__": "vllm:generation_tokens_total", **labels}, at / 1e4, at + 1))
-                out.append(Series({"__name__": "vllm:num_requests_running", **labels}, 2.0, at + 1))
+                out.append(Series.of({"__name__": "up", **labels}, 1.0, at + 1))
+                out.append(Series.of({"__name__": "vllm:generation_tokens_total", **labels}, at / 1e4, at + 1))
+                out.append(Series.of({"__name__": "vllm:num_requests_running", **labels}, 2.0, at + 1))
         return Answer(tuple(out), elapsed_s=0.01)
 
     monkeypatch.setattr(api, "query", query)
@@ -148,9 +148,9 @@ async def test_a_batch_keeps_no_series_once_handed_and_a_poll_now_reads_the_same
         out = []
         for port in (8001, 8002, 8003):
             labels = {**LABELS, "instance": f"127.0.0.1:{port}"}
-            out.append(Series({SCRAPE_OF: "up", **labels}, 1_000_000.0, 1_000_001.0))
-            out.append(Series({"__name__": "up", **labels}, 1.0, 1_000_001.0))
-            out.append(Series({"__name__": "vllm:num_requests_running", **labels}, float(port), 1_000_001.0))
+            out.append(Series.of({SCRAPE_OF: "up", **labels}, 1_000_000.0, 1_000_001.0))
+            out.append(Series.of({"__name__": "up", **labels}, 1.0, 1_000_001.0))
+            out.append(Series.of({"__name__": "vllm:num_requests_running", **labels}, float(port), 1_000_001.0))
         return Answer(tuple(out), elapsed_s=0.01)
 
     monkeypatch.setattr(api, "query", query)
@@ -198,12 +198,12 @@ async def test_a_host_batch_reads_the_series_only_of_the_hosts_scraped_since_the
                 continue
             target = {"instance": f"{name}:9100", "job": "node"}
             if with_up[0]:
-                out.append(Series({SCRAPE_OF: "up", **target}, at, at + 1))
+                out.append(Series.of({SCRAPE_OF: "up", **target}, at, at + 1))
             if asked[-1] == "series":
-                out.append(Series({"__name__": "up", **target}, 1.0, at + 1))
+                out.append(Series.of({"__name__": "up", **target}, 1.0, at + 1))
                 for family, value in (("MemTotal", 64e9), ("MemAvailable", at * 1e3), ("SwapTotal", 0.0)):
-                    out.append(Series({"__name__": f"node_memory_{family}_bytes", **target}, value, at + 1))
-                out.append(Series({"__name__": "node_memory_SwapFree_bytes", **target}, 0.0, at + 1))
+                    out.append(Series.of({"__name__": f"node_memory_{family}_bytes", **target}, value, at + 1))
+                out.append(Series.of({"__name__": "node_memory_SwapFree_bytes", **target}, 0.0, at + 1))
         return Answer(tuple(out), elapsed_s=0.01)
 
     monkeypatch.setattr(api, "query", query)
@@ -247,7 +247,7 @@ async def test_a_new_scrape_laid_out_as_the_last_is_mapped_by_the_same_plan(monk
         assert later.metrics.values["generation_tokens_total"] == 160.0
         assert first.metrics.values["generation_tokens_total"] == 100.0  # the plan holds no values
         values, stamps = answers(at + 10, 170.0)
-        extra = Series({"__name__": "vllm:num_requests_waiting", **LABELS}, 4.0, at + 11)
+        extra = Series.of({"__name__": "vllm:num_requests_waiting", **LABELS}, 4.0, at + 11)
         moved = await poller._snapshot(replace(values, series=(*values.series, extra)), stamps, batch)
         assert len(built) == 2 and moved.metrics is not None and moved.metrics.values["requests_waiting"] == 4.0
     finally:

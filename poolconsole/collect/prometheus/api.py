@@ -9,9 +9,10 @@ import json
 import os
 import ssl
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit
 
+import msgspec
 import orjson
 
 from poolconsole.collect.http import Failure, Fetched, PollClient, fetch
@@ -24,14 +25,42 @@ if TYPE_CHECKING:
     from poolconsole.collect.prometheus.source import EngineReads
 
 
-class Series(NamedTuple):
-    """One element of an instant vector: its labels (with __name__), value and the evaluation time. A named
-    tuple, not a frozen dataclass: 32,869 of them a tick at 1,000 engines, and a frozen dataclass' __init__
-    (three object.__setattr__) was most of parse_vector's time."""
+class Series(msgspec.Struct, frozen=True, gc=False):
+    """One element of an instant vector: its labels (with __name__) and its (evaluation time, value), as the
+    answer's JSON has them ({"metric": {...}, "value": [at, "v"]}). A msgspec struct, so an answer is decoded
+    into its series in C (parse_vector): 32,869 of them a tick at 1,000 engines. Not tracked by the cyclic
+    collector: it holds only a dict of strings and floats. Made in code with `Series.of`."""
 
-    labels: dict[str, str]
-    value: float
-    at: float
+    labels: dict[str, str] = msgspec.field(name="metric")
+    sample: tuple[float, float] = msgspec.field(name="value")
+
+    @property
+    def value(self) -> float:
+        return self.sample[1]
+
+    @property
+    def at(self) -> float:
+        return self.sample[0]
+
+    @classmethod
+    def of(cls, labels: dict[str, str], value: float, at: float) -> Series:
+        """The series of these labels, value and evaluation time."""
+        return cls(labels, (at, value))
+
+
+class _Vector(msgspec.Struct, gc=False):
+    resultType: str
+    result: tuple[Series, ...]
+
+
+class _VectorAnswer(msgspec.Struct, gc=False):
+    status: str
+    data: _Vector
+
+
+_VECTOR = msgspec.json.Decoder(_VectorAnswer, strict=False)
+"""A successful instant vector answer, decoded straight into its series; strict=False reads the values'
+strings ("0.25", "NaN") as floats."""
 
 
 @dataclass(frozen=True)
@@ -73,10 +102,27 @@ def query_result(body: bytes) -> tuple[Any, Any]:
 
 
 def parse_vector(body: bytes) -> tuple[Series, ...]:
-    """An /api/v1/query answer of result type vector (or scalar) -> its series. Raises ValueError."""
+    """An /api/v1/query answer of result type vector (or scalar) -> its series. Raises ValueError.
+
+    The answers as Prometheus writes them are decoded by msgspec into their series in one pass: at 1,000
+    engines, a third of the time orjson's objects took to decode and then walk in Python (BENCHMARKS.md). What
+    that pass refuses (an error answer, a scalar, a value such as "+Inf" or a label that is not a string) is
+    read by `_parse_any`, as every answer was before, so no answer is read differently."""
+    try:
+        answer = _VECTOR.decode(body)
+    except msgspec.DecodeError:  # a ValidationError too
+        return _parse_any(body)
+    if answer.status != "success" or answer.data.resultType != "vector":
+        return _parse_any(body)
+    return answer.data.result
+
+
+def _parse_any(body: bytes) -> tuple[Series, ...]:
+    """parse_vector for any answer, through orjson's objects: the scalar, the labels that are not strings (made
+    strings), the values float() reads, and the errors in words."""
     kind, result = query_result(body)
     if kind == "scalar" and isinstance(result, list):
-        return (Series({}, float(result[1]), float(result[0])),)
+        return (Series.of({}, float(result[1]), float(result[0])),)
     if kind != "vector" or not isinstance(result, list):
         raise ValueError(f"expected an instant vector, got {kind!r}")
     join = "".join
@@ -85,15 +131,12 @@ def parse_vector(body: bytes) -> tuple[Series, ...]:
         metric = item["metric"]
         at, value = item["value"]
         try:
-            # JSON's keys are strings, and Prometheus' label values are: the decoded object itself then, not a
-            # copy (a copy was a third of parse_vector's time). join() refuses any other value, in C: half
-            # the time of a check of each value's type in Python (8.6 % of the console's samples at 1,000).
-            join(metric.values())
+            join(metric.values())  # JSON's keys are strings; join() refuses any value that is not, in C
         except TypeError:
             metric = {str(k): str(v) for k, v in metric.items()}
         except AttributeError:
             raise ValueError(f"a series' labels are not an object: {metric!r:.80}") from None
-        out.append(Series(metric, float(value), float(at)))
+        out.append(Series.of(metric, float(value), float(at)))
     return tuple(out)
 
 

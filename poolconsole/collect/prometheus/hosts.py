@@ -238,7 +238,7 @@ def host_slice(series: Iterable[Series], elapsed_s: float | None) -> HostSlice:
         if "__name__" in s.labels:
             values.append(s)
         elif SCRAPE_OF in s.labels:
-            stamps.append(Series({k: v for k, v in s.labels.items() if k != SCRAPE_OF}, s.value, s.at))
+            stamps.append(Series.of({k: v for k, v in s.labels.items() if k != SCRAPE_OF}, s.value, s.at))
         elif "exporter" in s.labels:
             recent.append(s)
     values_answer, stamps_answer, recent_answer = (

@@ -224,7 +224,7 @@ def engine_slice(engine: Engine, series: Sequence[Series], elapsed_s: float | No
         elif name in wanted:
             values.append(s)
     latest = max(stamps, key=lambda s: s.value, default=None)
-    stamp = (Series({}, latest.value, latest.at),) if latest is not None else ()
+    stamp = (Series.of({}, latest.value, latest.at),) if latest is not None else ()
     return Answer(tuple(values), elapsed_s=elapsed_s), Answer(stamp, elapsed_s=elapsed_s)
 
 
