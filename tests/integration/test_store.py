@@ -19,6 +19,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+import tracemalloc
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -45,6 +46,7 @@ from poolconsole.runtime.store import (
     read_history,
     record,
 )
+from poolconsole.runtime.store import codec as store_codec
 from poolconsole.runtime.store import writer as store_writer
 from poolconsole.runtime.store.codec import decode, deflate, dumps
 from tests.helpers import uipool
@@ -481,6 +483,27 @@ def test_host_states_survive_the_round_trip(tmp_path: Path, capsys: pytest.Captu
     store.close()
     (row,) = exported(path, capsys)
     assert (row["state"], row["error"], row["gpus"]) == ("unreachable", "connection refused", [])
+
+
+def test_the_dictionaries_kept_for_a_session_hold_no_more_memory_than_their_bytes(tmp_path: Path) -> None:
+    """The writer keeps each target's dictionary (its first poll's JSON) for the session: 1,250 of them at
+    1,000 engines. orjson's bytes keep the buffer they were grown in (16 KB for a 3 KB poll), so the kept
+    ones are copies of their own length: their traced memory is their bytes, not five times that."""
+    store = Store(tmp_path / "history.sqlite3", background=False)
+    at = time.time()
+    tracemalloc.start()
+    try:
+        for i in range(50):
+            store.host(replace(sample_host(), name=f"gpu-box-{i:02d}", fetched_at=at), at)
+        store.flush()
+        files = (store_writer.__file__, store_codec.__file__)  # where they are made: the poll's JSON, a copy
+        kept = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(True, f) for f in files])
+    finally:
+        tracemalloc.stop()
+        store.close()
+    data = sum(len(d) for d in store._dict_data.values())
+    assert len(store._dict_data) == 50 and data > 50 * 500
+    assert sum(stat.size for stat in kept.statistics("filename")) < 2 * data
 
 
 def test_a_poll_is_stored_as_compact_json_and_read_back_as_it_was() -> None:

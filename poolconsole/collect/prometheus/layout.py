@@ -47,6 +47,9 @@ def layout_key(series: Sequence[Series]) -> bytes:
 def layout_of(series: Sequence[Series], spec: MetricSpec, key: bytes) -> Layout:
     """The layout of these series (their labels: the values are not read), `key` being their layout_key.
     `spec.skip` reads a sample's labels only, so its choice is kept with the layout too."""
+    # kept as a copy of its own length: the bytes orjson returns keep the buffer it grew them in (a 2.9 KB
+    # key held 33 KB; at 1,000 engines 7.8 MiB of keys where 3 MiB is theirs)
+    key = memoryview(key).tobytes()
     ups = tuple(i for i, s in enumerate(series) if s.labels.get("__name__") == "up")
     targets = sorted({(series[i].labels.get("job", ""), series[i].labels.get("instance", "")) for i in ups})
     heads = [

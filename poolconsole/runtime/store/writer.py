@@ -214,6 +214,9 @@ class Store:
         return data
 
     def _new_dict(self, target: int, raw: bytes, at: float) -> _Dict:
+        # kept for the session: a copy of its own length, not orjson's bytes, which keep the buffer they were
+        # grown in (at 1,000 engines and 250 hosts, 19 MiB of dictionaries where 4 MiB is theirs)
+        raw = memoryview(raw).tobytes()
         cursor = self._db.execute("INSERT INTO dicts (target, data, last_at) VALUES (?, ?, ?)", (target, raw, at))
         entry = _Dict(int(cursor.lastrowid or 0), raw, checked=True)
         self._dict_data[entry.id] = raw
