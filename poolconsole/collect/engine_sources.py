@@ -18,6 +18,11 @@ class EngineSource(Protocol):
     @property
     def engine(self) -> Engine: ...
 
+    @property
+    def shared(self) -> object | None:
+        """The batch its reading comes from, which others share (a query API's engines), or None: the runtime
+        polls the sources of one batch in one loop, a pass a tick (runtime.live)."""
+
     async def poll(self) -> EngineSnapshot: ...
 
     async def aclose(self) -> None: ...

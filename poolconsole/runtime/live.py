@@ -1,8 +1,9 @@
-"""The live pool, headless: one poll loop per target (engines over HTTP or from `[prometheus]`, hosts over
-SSH with their streamed telemetry or from `[prometheus]`, LiteLLM's deep /health on its own cadence, the
-containers' restart records), each result applied to the pool state, its history and the alert rules,
-written to the history store when one is given, and told to the subscribers. The console, `record` and
-the exporter are its clients; it imports no Textual and no Rich.
+"""The live pool, headless: one poll loop per target (engines over HTTP, hosts over SSH with their streamed
+telemetry, LiteLLM's deep /health on its own cadence, the containers' restart records; the targets read
+from one batch of `[prometheus]`, its engines or its hosts, in one loop a pass a tick), each result
+applied to the pool state, its history and the alert rules, written to the history store when one is
+given, and told to the subscribers. The console, `record` and the exporter are its clients; it imports no
+Textual and no Rich.
 
 Subscribers are called on the event loop, once per applied result, with an Update (the target and the
 alert events it raised): a view redraws from the model, coalescing as it likes."""
@@ -12,9 +13,9 @@ from __future__ import annotations
 import asyncio
 import gc
 import time
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 from poolconsole.collect.containers import ContainerStart, inspect_command, parse_inspect, restarted
 from poolconsole.collect.engine_logs import has_log_source, read_logs
@@ -45,6 +46,21 @@ LOG_WINDOW_S = 900
 """After a crash or restart, the engine's log of the last 15 minutes is read ..."""
 LOG_LINES = 400
 """... at most this many lines of it."""
+
+
+T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
+HANDOUT = 10
+"""Targets of a batch loop's pass between two turns of the rest of the event loop (as the batch's own
+hand-out, collect.prometheus.batch)."""
+
+
+class Polled(Protocol[T_co]):
+    """A target's poller as a loop sees it: a result per `poll` (it never raises), `aclose` once at the end."""
+
+    async def poll(self) -> T_co: ...
+
+    async def aclose(self) -> None: ...
 
 
 class Recorder(Protocol):
@@ -206,13 +222,25 @@ class LivePool:
         settings = self.config.settings
         if settle_gc:
             self.start_gc()
+        engines: dict[int, list[tuple[str, EngineSource]]] = {}
         for poller in engine_pollers(self.config):  # direct, or read from [prometheus]
-            self._spawn(self._engine_loop(poller), poller.engine.name)
+            if poller.shared is None:
+                self._spawn(self._engine_loop(poller), poller.engine.name)
+            else:
+                engines.setdefault(id(poller.shared), []).append((poller.engine.name, poller))
+        for members in engines.values():
+            self._spawn(self._batch_loop(members, self.apply_engine), f"{len(members)} engines")
         remote = [h for h in self.config.hosts if not h.local]
         self.ssh = SSHPool(remote, settings.ssh_timeout_s, settings.ssh_concurrency)
         # where each host is read from (SSH streaming, NVML, [prometheus]): the one choice, as `status` makes it
+        hosts: dict[int, list[tuple[str, HostSource]]] = {}
         for source in host_pollers(self.config, self.ssh, interval_s=settings.poll_interval_s, wakers=self.sleepers):
-            self._spawn(self._host_loop(source), source.host.name)
+            if source.shared is None:
+                self._spawn(self._host_loop(source), source.host.name)
+            else:
+                hosts.setdefault(id(source.shared), []).append((source.host.name, source))
+        for sources in hosts.values():
+            self._spawn(self._batch_loop(sources, self.apply_host), f"{len(sources)} hosts")
         every = settings.litellm_health_interval_s
         if every > 0:
             for gateway in (e for e in self.config.engines if e.kind is EngineKind.LITELLM):
@@ -294,6 +322,30 @@ class LivePool:
                 await self._sleep(self.config.settings.poll_interval_s - (time.monotonic() - started))
         finally:
             await source.aclose()
+
+    async def _batch_loop(self, members: Sequence[tuple[str, Polled[T]]], apply: Callable[[T], object]) -> None:
+        """The targets read from one shared batch (a query API's engines, or its hosts), polled in one pass a
+        tick: their readings come from one batch anyway, and a loop each woke 1,250 tasks every 2 s at 1,000
+        engines and 250 hosts, each with its timer, its future and its task step (issue 39). The event loop
+        gets a turn every HANDOUT targets, so a redraw or a key press never waits for the whole pass. A target
+        whose result fails to apply stops as its own loop would: told, and left out of the next passes."""
+        live = list(members)
+        try:
+            while live:
+                started = time.monotonic()
+                for place, (name, source) in enumerate(list(live), 1):
+                    try:
+                        apply(await source.poll())
+                    except Exception as error:  # one target's failure is told; the others go on
+                        live.remove((name, source))
+                        said = f"the poll loop of {name} stopped: {error!r}"
+                        self._tell(Update(name, "problem", message=said, at=self.state.clock()))
+                    if place % HANDOUT == 0:
+                        await asyncio.sleep(0)
+                await self._sleep(self.config.settings.poll_interval_s - (time.monotonic() - started))
+        finally:
+            for _, source in members:
+                await source.aclose()
 
     async def _deep_health_loop(self, gateway: Engine, every: float) -> None:
         """LiteLLM's deep /health on its own slow cadence (it spends tokens); the first once the pool has

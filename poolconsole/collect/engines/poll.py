@@ -51,6 +51,11 @@ class EnginePoller:
         self.generation = LiveGeneration()
         self.adapter = adapter(engine.kind)
 
+    @property
+    def shared(self) -> None:
+        """Its own endpoints: no batch shared with others (EngineSource)."""
+        return None
+
     async def aclose(self) -> None:
         await self.client.aclose()
 

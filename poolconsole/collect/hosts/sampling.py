@@ -33,6 +33,11 @@ class HostSource(Protocol):
 
     host: Host
 
+    @property
+    def shared(self) -> object | None:
+        """The batch its reading comes from, which others share (a query API's hosts), or None (as
+        EngineSource.shared)."""
+
     async def poll(self) -> HostSnapshot: ...
 
     async def aclose(self) -> None: ...
@@ -73,6 +78,10 @@ class SshHostSource:
         self.host = poller.host
         self.poller = poller
 
+    @property
+    def shared(self) -> None:
+        return None
+
     async def poll(self) -> HostSnapshot:
         return await self.poller.poll()
 
@@ -97,6 +106,10 @@ class LocalHostSource:
         self.interval_s = interval_s
         self.wakers = wakers
         self.fallback: HostPoller | None = None
+
+    @property
+    def shared(self) -> None:
+        return None
 
     async def poll(self) -> HostSnapshot:
         if self.fallback is None:

@@ -1,7 +1,8 @@
 """Reads of many targets on one Prometheus query API coalesced into one batch per tick: the engines'
 (prometheus.source.EngineReads) and the hosts' (prometheus.hosts.HostReads) share this piece.
 
-Each target keeps its own poll loop and asks its coalescer for its reading. The first ask of a tick starts
+Each target asks its coalescer for its reading: the live pool polls a batch's targets in one loop, a pass a
+tick (runtime.live), and a bounded sampling run (`status`) each in its own. The first ask of a tick starts
 a batch of every member: one query per group (a subclass says how members group and how a group's answer
 is sliced per member); each member gets its slice as soon as its group answered. A loop that asks while a
 batch is in flight, within REUSE_S of one that answered, or within `reuse_s` (half the poll interval) of

@@ -327,6 +327,11 @@ class PrometheusHostPoller:
         self.reads = host_reads(self.api)
         self.reads.join(id(self), self.host)
 
+    @property
+    def shared(self) -> HostReads:
+        """The API's batch of hosts: the runtime polls its members in one pass a tick."""
+        return self.reads
+
     async def aclose(self) -> None:
         self.reads.leave(id(self))
         await self.api.release()

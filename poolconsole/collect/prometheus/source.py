@@ -318,6 +318,11 @@ class PrometheusEnginePoller:
         self.where = f"{{{matchers(self.engine)}}}"
         self.api.engine_reads.join(id(self), self.engine)
 
+    @property
+    def shared(self) -> EngineReads:
+        """The API's batch of engines: the runtime polls its members in one pass a tick."""
+        return self.api.engine_reads
+
     async def aclose(self) -> None:
         self.api.engine_reads.leave(id(self))  # and what it held
         await self.api.release()
