@@ -9,6 +9,7 @@ import json
 import os
 import ssl
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit
 
@@ -198,7 +199,7 @@ class PrometheusAPI:
 
     async def query(self, expr: str) -> Answer:
         """One instant query (evaluated now)."""
-        fetched = await self.get("/api/v1/query?query=" + quote(expr, safe=""))
+        fetched = await self.get(query_path(expr))
         failed = self.failed(fetched, "/api/v1/query")
         if failed is not None:
             return failed
@@ -250,6 +251,13 @@ class PrometheusAPI:
     async def scrape_error(self, labels: dict[str, str]) -> str | None:
         """The last scrape error Prometheus reports for the target with these job / instance labels."""
         return scrape_error_in(await self.active_targets(), labels)
+
+
+@lru_cache(maxsize=32)
+def query_path(expr: str) -> str:
+    """The instant query's path and query string. Kept for the queries sent again and again: a batch's scrape
+    times are the same queries every tick, 9 KB each at 200 engines, which quote() takes 0.25 ms to encode."""
+    return "/api/v1/query?query=" + quote(expr, safe="")
 
 
 def quoted(value: str) -> str:

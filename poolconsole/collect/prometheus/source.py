@@ -223,9 +223,48 @@ def engine_slice(engine: Engine, series: Sequence[Series], elapsed_s: float | No
                 stamps.append(s)
         elif name in wanted:
             values.append(s)
+    return _answers(values, stamps, elapsed_s)
+
+
+def _answers(values: Sequence[Series], stamps: Sequence[Series], elapsed_s: float | None) -> tuple[Answer, Answer]:
     latest = max(stamps, key=lambda s: s.value, default=None)
     stamp = (Series.of({}, latest.value, latest.at),) if latest is not None else ()
     return Answer(tuple(values), elapsed_s=elapsed_s), Answer(stamp, elapsed_s=elapsed_s)
+
+
+def instance_slices(series: Iterable[Series]) -> dict[str, tuple[list[Series], list[Series]]]:
+    """An answer matched by instance, split in one pass by the instance label into its named series and its
+    scrape times (the series timestamp() left without a name)."""
+    out: dict[str, tuple[list[Series], list[Series]]] = {}
+    for s in series:
+        labels = s.labels
+        instance = labels.get("instance", "")
+        got = out.get(instance)
+        if got is None:
+            got = out[instance] = ([], [])
+        got[0 if "__name__" in labels else 1].append(s)
+    return out
+
+
+def sliced(
+    members: Mapping[K, Engine], keys: Iterable[K], series: Iterable[Series], elapsed_s: float | None
+) -> dict[K, tuple[Answer, Answer]]:
+    """The engines' slices of an answer matched by instance (engine_slice each). Where they are all of one
+    kind, the answer holds only that kind's families (batch_expression asked for no other), so an instance's
+    series are its engine's slice as they are: no second walk over them (at 1,000 engines the two walks,
+    by instance and then by name, were 7 % of the console's samples)."""
+    read = instance_slices(series)
+    keys = list(keys)
+    one_kind = len({members[k].kind for k in keys}) == 1
+    out: dict[K, tuple[Answer, Answer]] = {}
+    for k in keys:
+        engine = members[k]
+        named, stamps = read.get(engine.instance, ((), ()))
+        if one_kind:
+            out[k] = _answers(named, stamps, elapsed_s)
+        else:
+            out[k] = engine_slice(engine, [*named, *stamps], elapsed_s)
+    return out
 
 
 class EngineReads(Coalescer[Engine, _Group, tuple[Answer, Answer]]):
@@ -280,12 +319,7 @@ class EngineReads(Coalescer[Engine, _Group, tuple[Answer, Answer]]):
     @staticmethod
     def _sliced(batch: Batch, keys: Iterable[int], answer: Answer) -> dict[int, tuple[Answer, Answer]]:
         """The engines' slices of an answer matched by instance."""
-        read = by_instance(answer.series)
-        out = {}
-        for k in keys:
-            engine = batch.members[k]
-            out[k] = engine_slice(engine, read.get(engine.instance, ()), answer.elapsed_s)
-        return out
+        return sliced(batch.members, keys, answer.series, answer.elapsed_s)
 
 
 @dataclass
@@ -449,7 +483,10 @@ class PrometheusEnginePoller:
         # A poll between two scrapes reads the same samples again: the same metrics, so only the stamps are
         # new. A batch matched by instance tells such a poll by its scrape time (SAME_SCRAPE, above); this
         # check serves a selector's group and an engine read on its own queries.
-        answered = (at, layout.key, tuple(s.value for s in series))  # the layout's bytes: one copy held
+        # The values compared are the plan's inputs: the rest are `up` (1 here) and what the spec skips, which
+        # the snapshot does not read (every series' value was 1.8 % of the console at 1,000 engines).
+        inputs = layout.values(series)
+        answered = (at, layout.key, tuple(inputs))  # the layout's bytes: one copy held
         if self.seen.snapshot is not None and self.seen.answered == answered:
             return self._again(self.seen.snapshot, at, fetched_at, latency, age)
         if layout.plan is None:
@@ -457,7 +494,7 @@ class PrometheusEnginePoller:
             hint = adapter(kind).no_series_hint
             reason = f"no {spec.prefix}* series in Prometheus for {self.where}"
             return self._unknown(EngineState.DEGRADED, f"{reason} ({hint})", at, monotonic, reason, latency)
-        metrics, missing = layout.plan.apply(layout.values(series))  # a NaN, infinite or negative sample: unknown
+        metrics, missing = layout.plan.apply(inputs)  # a NaN, infinite or negative sample: unknown
         metrics, missing = adapter(kind).adjust_metrics(metrics, missing)
         # a kind whose KV fill comes from /slots, which no scrape holds
         if Capability.SLOTS in adapter(kind).capabilities and metrics.get("kv_cache_usage") is None:
