@@ -5,35 +5,14 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib
 import os
 import shutil
 import sys
 from collections.abc import Sequence
 
 from poolconsole import __version__
-from poolconsole.commands import (
-    action,
-    audit,
-    check_config,
-    console,
-    demo,
-    export,
-    exporter,
-    exposure,
-    ledger,
-    logs,
-    plan,
-    prometheus_config,
-    prometheus_rules,
-    record,
-    replay,
-    runs,
-    schema,
-    smoke,
-    status,
-    tailnet,
-    watch,
-)
+from poolconsole.commands import console
 from poolconsole.commands.common import (
     EXIT_CONFIG,
     EXIT_OK,
@@ -67,29 +46,47 @@ __all__ = [
     "open_console",
 ]
 
-COMMANDS = (
-    status,
-    check_config,
-    schema,
-    smoke,
-    plan,
-    audit,
-    logs,
-    exposure,
-    tailnet,
-    action,
-    exporter,
-    record,
-    watch,
-    prometheus_rules,
-    export,
-    ledger,
-    runs,
-    replay,
-    prometheus_config,
-    demo,
-)
-"""Each adds its parser(s) in this order, the order --help lists them in (`action`: restart and rollover)."""
+COMMANDS: dict[str, str] = {
+    "status": "status",
+    "check-config": "check_config",
+    "schema": "schema",
+    "smoke": "smoke",
+    "plan": "plan",
+    "audit": "audit",
+    "logs": "logs",
+    "exposure": "exposure",
+    "tailnet": "tailnet",
+    "restart": "action",
+    "rollover": "action",
+    "exporter": "exporter",
+    "record": "record",
+    "watch": "watch",
+    "prometheus-rules": "prometheus_rules",
+    "export": "export",
+    "ledger": "ledger",
+    "runs": "runs",
+    "replay": "replay",
+    "prometheus-config": "prometheus_config",
+    "demo": "demo",
+}
+"""Each command, by the module of commands/ that adds its parser, in the order --help lists them. A run imports
+only its command's module, and the console's launch none (the 21 modules and what they import were ~5 ms of
+its start-up); tests/unit/test_cli.py holds this table to the parsers the modules add."""
+VALUED = ("--config", "--prometheus")
+"""The options before a command that take a value (the value is not the command)."""
+
+
+def modules_for(argv: Sequence[str]) -> list[str]:
+    """The modules of commands/ whose parsers `argv` needs: its command's; none for the console (no command and
+    no help asked for); every one when in doubt (help, an unknown word: argparse lists the choices)."""
+    words = iter(argv)
+    for word in words:
+        if word in VALUED:
+            next(words, None)
+        elif not word.startswith("-"):
+            return [COMMANDS[word]] if word in COMMANDS else list(dict.fromkeys(COMMANDS.values()))
+    asks_help = any(w.startswith(("-h", "--h")) for w in argv)
+    return list(dict.fromkeys(COMMANDS.values())) if asks_help else []
 
 
 class _OneLineFormatter(argparse.HelpFormatter):
@@ -107,7 +104,9 @@ def _formatter(prog: str) -> argparse.HelpFormatter:
     return _OneLineFormatter(prog, max_help_position=24, width=max(80, shutil.get_terminal_size().columns))
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(modules: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The command line's parser, with the parsers of `modules` (commands/; modules_for), of every command by
+    default."""
     parser = argparse.ArgumentParser(
         prog="poolconsole",
         description=__doc__,
@@ -120,8 +119,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--read-only", action="store_true", help="hide and refuse every action that changes anything")
     parser.add_argument("--prometheus", metavar="URL", help="no hosts.toml: the engines a Prometheus holds, read-only")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
-    for command in COMMANDS:
-        command.add_parser(sub)
+    for name in dict.fromkeys(COMMANDS.values()) if modules is None else modules:
+        importlib.import_module(f"poolconsole.commands.{name}").add_parser(sub)
     return parser
 
 
@@ -134,12 +133,12 @@ def _store_errors() -> tuple[type[Exception], ...]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    words = sys.argv[1:] if argv is None else argv
+    args = build_parser(modules_for(words)).parse_args(words)
     if not hasattr(args, "config"):
         args.config = None
     func = getattr(args, "func", console.run)
-    if func not in (console.run, demo.run) or getattr(args, "serve_only", False):
+    if args.command not in (None, "demo") or getattr(args, "serve_only", False):  # not a console
         gc.enable()  # paused for start-up (__main__.py); the console's runtime resumes it as its loops start
     try:
         return int(func(args))

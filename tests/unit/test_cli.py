@@ -6,17 +6,17 @@ from __future__ import annotations
 
 import json
 import os
+import pkgutil
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterable
+from importlib import import_module
 from pathlib import Path
-from typing import cast
 
 import pytest
 
-from poolconsole import cli
+from poolconsole import cli, commands
 from poolconsole.ops import audit
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,13 +38,46 @@ def clean_env(tmp_path: Path) -> dict[str, str]:
 def test_help_lists_every_command_on_one_line(tmp_path: Path) -> None:
     proc = run("--help", env=clean_env(tmp_path))
     assert proc.returncode == 0
-    commands = cast("Iterable[str]", cli.build_parser()._subparsers._group_actions[0].choices)  # type: ignore[union-attr]
+    commands = choices(cli.build_parser())
     lines = proc.stdout.splitlines()
     for name in commands:
         mine = [line for line in lines if line.strip().startswith(name + " ")]
         assert len(mine) == 1 and len(mine[0].split(None, 1)) == 2, f"{name}: {mine}"  # name and help, one line
         assert len(mine[0]) <= 80
     assert "the working directory is not searched" in proc.stdout.replace("\n", " ")
+
+
+def choices(parser: object) -> list[str]:
+    return list(parser._subparsers._group_actions[0].choices)  # type: ignore[attr-defined]
+
+
+def test_the_command_table_names_each_command_by_the_module_that_adds_it() -> None:
+    """cli.COMMANDS (what a run imports) is the parsers the modules add: in --help's order, each command added
+    by the module the table names, and a parser built for one command's module parses that command."""
+    assert choices(cli.build_parser()) == list(cli.COMMANDS)
+    adding = {
+        m.name
+        for m in pkgutil.iter_modules(commands.__path__)
+        if hasattr(import_module(f"poolconsole.commands.{m.name}"), "add_parser")
+    }
+    assert set(cli.COMMANDS.values()) == adding  # a module that adds a parser is in the table
+    for name, module in cli.COMMANDS.items():
+        assert name in choices(cli.build_parser([module]))
+        assert cli.modules_for(["--config", "x.toml", name, "--help"]) == [module]
+
+
+def test_the_console_imports_no_commands_module_and_help_every_one() -> None:
+    every = list(dict.fromkeys(cli.COMMANDS.values()))
+    assert cli.modules_for([]) == cli.modules_for(["--read-only", "--prometheus", "status"]) == []
+    assert cli.modules_for(["--help"]) == cli.modules_for(["--he"]) == cli.modules_for(["-h"]) == every
+    assert cli.modules_for(["no-such-command"]) == every  # argparse lists the choices
+    code = "import sys; from poolconsole import cli; cli.build_parser(cli.modules_for([])).parse_args([]); " + (
+        "print(sorted(m for m in sys.modules if m.startswith('poolconsole.commands.')))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    loaded = json.loads(proc.stdout.replace("'", '"'))
+    # the console's own, and the demo's, which it opens when nothing is configured
+    assert loaded == [f"poolconsole.commands.{m}" for m in ("common", "console", "demo", "launch")]
 
 
 def test_first_run_in_a_clone_opens_the_demo_not_the_example(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
