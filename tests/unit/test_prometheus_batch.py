@@ -99,3 +99,25 @@ def test_a_loop_that_asks_within_half_an_interval_of_a_batchs_start_reads_that_b
 
     assert asyncio.run(walk(reuse_s=1.0)) == [1, 1, 1, 2, 2]  # one batch a second, read by both loops
     assert asyncio.run(walk(reuse_s=0.0)) == [1, 2, 3, 3, 3]  # REUSE_S after the answer alone: 3 in 1.1 s
+
+
+def test_a_batch_every_member_left_is_not_read_again() -> None:
+    """Its queries were cancelled as the last member left (a pool stopping, a sampling run's end): a member
+    that joins again, under the same key, starts a batch of its own and gets its reading, not the cancelled
+    one's CancelledError."""
+
+    async def walk() -> str:
+        reads = OneQuery(NoTargets())
+        reads.join(1, "e1")
+        first = asyncio.ensure_future(reads.fetch(1))
+        await asyncio.sleep(0)  # the batch is in flight
+        assert reads.latest is not None and reads.queries == 1
+        reads.leave(1)
+        with pytest.raises(asyncio.CancelledError):
+            await first
+        reads.join(1, "e1 again")
+        reading, batch = await reads.fetch(1)
+        assert batch is reads.latest and reads.queries == 2
+        return reading
+
+    assert asyncio.run(walk()) == "reading of e1 again"
