@@ -36,6 +36,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 
 from poolconsole.collect import dcgm_health
 from poolconsole.collect.hosts.poll import HostPoller
@@ -147,9 +148,11 @@ def address_key(address: str) -> str:
     return address.strip("[]")
 
 
+@lru_cache(maxsize=8192)
 def instance_address(instance: str) -> str | None:
     """The address_key whose instance_pattern matches this `instance` label: gpu-box of gpu-box:9100 or
-    gpu-box, fd7a::1 of [fd7a::1]:9400 (an IPv6 address only in brackets); None when none does."""
+    gpu-box, fd7a::1 of [fd7a::1]:9400 (an IPv6 address only in brackets); None when none does. Kept by
+    label: every series of every host's answer asks it each tick (250 hosts: a few thousand a tick)."""
     found = re.fullmatch(r"\[([^\]]*:[^\]]*)\](?::[0-9]+)?|([^:]*)(?::[0-9]+)?", instance)
     if found is None:
         return None
