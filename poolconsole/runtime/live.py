@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 from poolconsole.collect.containers import ContainerStart, inspect_command, parse_inspect, restarted
 from poolconsole.collect.engine_logs import has_log_source, read_logs
-from poolconsole.collect.engine_sources import EngineSource, engine_pollers
+from poolconsole.collect.engine_sources import engine_pollers
 from poolconsole.collect.engines.poll import EnginePoller
-from poolconsole.collect.hosts.sampling import HostSource, host_pollers
+from poolconsole.collect.hosts.sampling import host_pollers
 from poolconsole.collect.ollama_server import read_server_settings
 from poolconsole.collect.ssh import SSHFailure, SSHPool
 from poolconsole.collect.tasks import reap
@@ -222,25 +222,13 @@ class LivePool:
         settings = self.config.settings
         if settle_gc:
             self.start_gc()
-        engines: dict[int, list[tuple[str, EngineSource]]] = {}
-        for poller in engine_pollers(self.config):  # direct, or read from [prometheus]
-            if poller.shared is None:
-                self._spawn(self._engine_loop(poller), poller.engine.name)
-            else:
-                engines.setdefault(id(poller.shared), []).append((poller.engine.name, poller))
-        for members in engines.values():
-            self._spawn(self._batch_loop(members, self.apply_engine), f"{len(members)} engines")
+        engines = engine_pollers(self.config)  # direct, or read from [prometheus]
+        self._spawn_polls([(p.engine.name, p, p.shared) for p in engines], self.apply_engine, "engines")
         remote = [h for h in self.config.hosts if not h.local]
         self.ssh = SSHPool(remote, settings.ssh_timeout_s, settings.ssh_concurrency)
         # where each host is read from (SSH streaming, NVML, [prometheus]): the one choice, as `status` makes it
-        hosts: dict[int, list[tuple[str, HostSource]]] = {}
-        for source in host_pollers(self.config, self.ssh, interval_s=settings.poll_interval_s, wakers=self.sleepers):
-            if source.shared is None:
-                self._spawn(self._host_loop(source), source.host.name)
-            else:
-                hosts.setdefault(id(source.shared), []).append((source.host.name, source))
-        for sources in hosts.values():
-            self._spawn(self._batch_loop(sources, self.apply_host), f"{len(sources)} hosts")
+        hosts = host_pollers(self.config, self.ssh, interval_s=settings.poll_interval_s, wakers=self.sleepers)
+        self._spawn_polls([(h.host.name, h, h.shared) for h in hosts], self.apply_host, "hosts")
         every = settings.litellm_health_interval_s
         if every > 0:
             for gateway in (e for e in self.config.engines if e.kind is EngineKind.LITELLM):
@@ -303,22 +291,25 @@ class LivePool:
             self.gc.collect()
 
     # -- the loops -------------------------------------------------------------------------------------
-    async def _engine_loop(self, poller: EngineSource) -> None:
-        """One loop per engine: the next poll starts only after this one finished (no overlap)."""
-        try:
-            while True:
-                started = time.monotonic()
-                self.apply_engine(await poller.poll())
-                await self._sleep(self.config.settings.poll_interval_s - (time.monotonic() - started))
-        finally:
-            await poller.aclose()
+    def _spawn_polls(
+        self, sources: Sequence[tuple[str, Polled[T], object | None]], apply: Callable[[T], object], what: str
+    ) -> None:
+        """A loop for each target, but one for the targets of each batch they share (`shared`, not None)."""
+        batches: dict[int, list[tuple[str, Polled[T]]]] = {}
+        for name, source, shared in sources:
+            if shared is None:
+                self._spawn(self._loop(source, apply), name)
+            else:
+                batches.setdefault(id(shared), []).append((name, source))
+        for members in batches.values():
+            self._spawn(self._batch_loop(members, apply), f"{len(members)} {what}")
 
-    async def _host_loop(self, source: HostSource) -> None:
-        """One loop per host: the next poll starts only after this one finished (no overlap)."""
+    async def _loop(self, source: Polled[T], apply: Callable[[T], object]) -> None:
+        """One target's loop: the next poll starts only after this one finished (no overlap)."""
         try:
             while True:
                 started = time.monotonic()
-                self.apply_host(await source.poll())
+                apply(await source.poll())
                 await self._sleep(self.config.settings.poll_interval_s - (time.monotonic() - started))
         finally:
             await source.aclose()

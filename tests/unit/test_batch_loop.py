@@ -95,7 +95,7 @@ def started(
 
 def loops() -> list[str]:
     """The poll loops running (not the one-off reads a result spawns: a container check, a log read)."""
-    looping = ("_engine_loop", "_host_loop", "_batch_loop")
+    looping = ("_loop", "_batch_loop")
     return sorted(
         t.get_name() for t in asyncio.all_tasks() if getattr(t.get_coro(), "__name__", "") in looping and not t.done()
     )
