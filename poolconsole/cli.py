@@ -72,6 +72,8 @@ COMMANDS: dict[str, str] = {
 """Each command, by the module of commands/ that adds its parser, in the order --help lists them. A run imports
 only its command's module, and the console's launch none (the 21 modules and what they import were ~5 ms of
 its start-up); tests/unit/test_cli.py holds this table to the parsers the modules add."""
+EVERY = tuple(dict.fromkeys(COMMANDS.values()))
+"""Every module of the table, once, in its order."""
 VALUED = ("--config", "--prometheus")
 """The options before a command that take a value (the value is not the command)."""
 
@@ -84,9 +86,9 @@ def modules_for(argv: Sequence[str]) -> list[str]:
         if word in VALUED:
             next(words, None)
         elif not word.startswith("-"):
-            return [COMMANDS[word]] if word in COMMANDS else list(dict.fromkeys(COMMANDS.values()))
+            return [COMMANDS[word]] if word in COMMANDS else list(EVERY)
     asks_help = any(w.startswith(("-h", "--h")) for w in argv)
-    return list(dict.fromkeys(COMMANDS.values())) if asks_help else []
+    return list(EVERY) if asks_help else []
 
 
 class _OneLineFormatter(argparse.HelpFormatter):
@@ -119,7 +121,7 @@ def build_parser(modules: Sequence[str] | None = None) -> argparse.ArgumentParse
     parser.add_argument("--read-only", action="store_true", help="hide and refuse every action that changes anything")
     parser.add_argument("--prometheus", metavar="URL", help="no hosts.toml: the engines a Prometheus holds, read-only")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
-    for name in dict.fromkeys(COMMANDS.values()) if modules is None else modules:
+    for name in EVERY if modules is None else modules:
         importlib.import_module(f"poolconsole.commands.{name}").add_parser(sub)
     return parser
 

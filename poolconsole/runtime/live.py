@@ -258,12 +258,15 @@ class LivePool:
         task.add_done_callback(lambda t: self._ended(t, target))
 
     def _ended(self, task: asyncio.Task[None], target: str) -> None:
-        """The one place a loop's failure lands: it is told, the other loops keep running."""
+        """Where a loop's failure lands: it is told, the other loops keep running."""
         self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            error = task.exception()
-            said = f"the poll loop of {target} stopped: {error!r}"
-            self._tell(Update(target, "problem", message=said, at=self.state.clock()))
+        if not task.cancelled() and (error := task.exception()) is not None:
+            self._stopped(target, error)
+
+    def _stopped(self, target: str, error: BaseException) -> None:
+        """A target's polls stopped on `error` (its loop ended, or a batch loop left it out): told."""
+        said = f"the poll loop of {target} stopped: {error!r}"
+        self._tell(Update(target, "problem", message=said, at=self.state.clock()))
 
     def poll_now(self) -> None:
         """Every loop polls now (`r`): the sleeping ones, and the streamed hosts waiting for a sample."""
@@ -329,8 +332,7 @@ class LivePool:
                         apply(await source.poll())
                     except Exception as error:  # one target's failure is told; the others go on
                         live.remove((name, source))
-                        said = f"the poll loop of {name} stopped: {error!r}"
-                        self._tell(Update(name, "problem", message=said, at=self.state.clock()))
+                        self._stopped(name, error)
                     if place % HANDOUT == 0:
                         await asyncio.sleep(0)
                 await self._sleep(self.config.settings.poll_interval_s - (time.monotonic() - started))
