@@ -24,9 +24,10 @@ def summary(app: PoolApp) -> str:
 
 
 async def seconds_shown(pilot: Pilot[None], app: PoolApp, below: int = 10**9) -> int:
-    """The countdown's seconds in the summary once it shows fewer than `below` (each read within 2.5 s)."""
+    """The countdown's seconds in the summary once it shows fewer than `below` (each read within 4 s: the
+    overview reads the board first a second after its mount)."""
     said = ""
-    for _ in range(50):
+    for _ in range(80):
         await pilot.pause(0.05)
         said = summary(app)
         found = LINE.search(said)

@@ -139,7 +139,7 @@ class OverviewScreen(Screen[None]):
         self.refresh_rows()
         self.ready = True
         if self.board is not None:
-            self.read_board()
+            self.set_timer(overview_summary.BOARD_FIRST_S, self.read_board)
 
     def show_board(self, store: Path | None, live: bool) -> None:
         """The watcher's pending automatic actions in the summary, counting down ("auto-restart of X in 40 s

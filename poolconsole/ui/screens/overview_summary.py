@@ -23,6 +23,9 @@ from poolconsole.ui.screens import overview_panes
 if TYPE_CHECKING:
     from poolconsole.runtime.remediation_board import Pending
 
+BOARD_FIRST_S = 1.0
+"""When the overview first reads the watcher's board: after the launch's first frame with data (about 0.5 s
+on 32 engines), which its modules and the read, in a thread but holding the interpreter, delayed by ~15 ms."""
 BOARD_EVERY_S = 3.0
 """How often the overview reads the watcher's board (its pending automatic actions) while there is none..."""
 COUNTDOWN_EVERY_S = 1.0
