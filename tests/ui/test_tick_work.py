@@ -17,6 +17,7 @@ from poolconsole.model import tally
 from poolconsole.model.snapshots import EngineState
 from poolconsole.ui.app import PoolApp
 from poolconsole.ui.grid import PoolGrid
+from poolconsole.ui.screens import overview_order
 from poolconsole.ui.screens.overview_book import RowBook, signature
 from tests.helpers import bigpool
 from tests.ui.test_console import settle
@@ -155,3 +156,31 @@ async def test_the_filter_reads_a_row_that_changed_out_of_view_as_it_is_now(tmp_
         screen.filter_text = "qwen-new"
         screen.refresh_rows()
         assert [k for k in grid.order if k.startswith("engine:")] == [last]
+
+
+async def test_the_order_is_made_again_only_when_what_it_reads_moved(tmp_path: Path) -> None:
+    """A tick in which no row's need moved gives the last order again (the default view: by host, grouped by
+    host); an engine down moves its need (the problems first), and the order made then is the one a fresh
+    order would be; sorting by a number makes it every tick."""
+    async with polled(tmp_path, 200) as (app, pilot, pages):
+        cfg = app.config
+        screen, grid = overview(app), app.screen.query_one(PoolGrid)
+        memo = screen.order_memo
+        screen.refresh_rows()
+        made = memo.remade
+        app.apply_engine(bigpool.engine_poll(cfg, pages, 5, 3))  # new figures, the same need
+        screen.refresh_rows()
+        assert memo.remade == made
+        before = list(grid.order)
+        down = replace(bigpool.engine_poll(cfg, pages, 150, 4), state=EngineState.DOWN, error="refused", metrics=None)
+        app.apply_engine(down)
+        screen.refresh_rows()
+        assert memo.remade == made + 1
+        choices = screen.choices()
+        assert choices.first and overview_order.steady(choices)
+        fresh = overview_order.shown(screen.book.cache, screen.book, choices)
+        assert grid.order == fresh.order != before  # its host's group among the problems, first
+        await pilot.press("s")  # by tok/s: read from the figures, made each refresh
+        screen.refresh_rows()
+        screen.refresh_rows()
+        assert memo.remade >= made + 3 and memo.made is None

@@ -90,6 +90,8 @@ class OverviewScreen(Screen[None]):
         """... and those `p` leaves out (the filter's matches that need no attention); the rest are folded."""
         self.book = RowBook(state)
         """The rows as the model has them (their cells once built) and their groups."""
+        self.order_memo = overview_order.OrderMemo()
+        """The rows' order as last made, given again while nothing it reads moved."""
 
     @property
     def built(self) -> int:
@@ -212,8 +214,9 @@ class OverviewScreen(Screen[None]):
         choices = self.choices()
         if overview_order.reads_words(choices):
             self.book.current()  # the words it reads are the rows' as the model has them
-        shown = overview_order.shown(rows, self.book, choices)
+        shown = self.order_memo.shown(rows, self.book, choices)
         self.by_filter, self.by_problems = shown.by_filter, shown.by_problems
+        self.engines_shown, self.hidden = shown.engines_shown, shown.engines - shown.engines_shown
         return shown.order
 
     def refresh_view(self) -> None:
@@ -227,9 +230,7 @@ class OverviewScreen(Screen[None]):
         table.mark_sorted(self.sort_key, (self.sort_key in TEXT_SORTS) != self.reverse)  # text A-Z, numbers high first
         self.summary = summarise(self.state, self._alerts())
         rows = self.rows()
-        order = self.shown(rows)
-        self.engines_shown = sum(1 for k in order if k.startswith("engine:"))  # the count is of engines: not
-        self.hidden = sum(1 for k in rows if k.startswith("engine:")) - self.engines_shown  # group lines, hosts
+        order = self.shown(rows)  # counts the engines shown and hidden (not the group lines, nor the hosts)
         top = int(table.scroll_y)
         in_view = set(order[top : top + max(1, table.size.height - 1)])
         self.book.restamp(in_view)  # their ages move with the clock, whatever changed

@@ -5,7 +5,7 @@ sort (`s`, a click on a header), the grouping (`G`), the rows that need attentio
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from poolconsole.model.pool_state import PoolState, host_vram_fraction
 from poolconsole.ui import overview_rows
@@ -50,6 +50,10 @@ class Shown:
     order: list[str]
     by_filter: int
     by_problems: int
+    engines: int = 0
+    """The engines among the rows, before the filter, `p` and folding."""
+    engines_shown: int = 0
+    """The engines among the rows on screen."""
 
 
 def view_number(state: PoolState, key: str, column: str) -> float | None:
@@ -160,4 +164,50 @@ def shown(rows: dict[str, RowEntry], book: RowBook, choices: Choices) -> Shown:
     if choices.collapsed and not choices.filter_text:
         group_of = book.group_of
         order = [k for k in order if group_of.get(k) not in choices.collapsed or k == group_of.get(k)]
-    return Shown(order, by_filter, by_problems)
+    return Shown(order, by_filter, by_problems, engines, sum(1 for k in order if k.startswith("engine:")))
+
+
+def steady(choices: Choices) -> bool:
+    """Whether the order reads only the rows' keys, their groups and (the problems first) their needs: sorted
+    by the grouping's own column (the names), with no filter and no `p`. The default view is."""
+    return choices.sort_key == choices.grouping and not choices.filter_text and not choices.problems_only
+
+
+@dataclass
+class OrderMemo:
+    """The last order `shown` made, given again while what it read is the same: the choices, the rows' keys
+    and groups, and their needs while the problems go first. The order of a steady view (`steady`) moves
+    only when one of them does; made again every refresh, it was a sixth of the overview's refresh at 1,000
+    engines (issue 39)."""
+
+    made: Shown | None = None
+    choices: Choices | None = None
+    keys: frozenset[str] = frozenset()
+    group_of: dict[str, str] = field(default_factory=dict)
+    rank: dict[str, int] | None = None
+    members: dict[str, list[str]] | None = None
+    remade: int = 0
+    """How many orders were made (not given again): tests count them."""
+
+    def shown(self, rows: dict[str, RowEntry], book: RowBook, choices: Choices) -> Shown:
+        """`shown(rows, book, choices)`, or the one made last where nothing it read has moved since."""
+        first = choices.first
+        if (
+            self.made is not None
+            and steady(choices)
+            and choices == self.choices
+            and rows.keys() == self.keys
+            and book.group_of == self.group_of
+            and (not first or (book.rank == self.rank and book.members == self.members))
+        ):
+            made = self.made
+            return Shown(list(made.order), made.by_filter, made.by_problems, made.engines, made.engines_shown)
+        made = shown(rows, book, choices)
+        self.remade += 1
+        if not steady(choices):
+            self.made = None
+            return made
+        self.made, self.choices, self.keys, self.group_of = made, choices, frozenset(rows), dict(book.group_of)
+        self.rank = dict(book.rank) if first else None
+        self.members = {g: list(m) for g, m in book.members.items()} if first else None
+        return Shown(list(made.order), made.by_filter, made.by_problems, made.engines, made.engines_shown)
