@@ -3,7 +3,7 @@ cadence, decoded, and a table of the rows in view kept current. Nothing else.
 
 `python benchmarks/floor_prometheus.py --config FILE [--times FILE]` reads the console's hosts.toml (its
 `[prometheus]` url, engines and hosts) and builds the queries with the console's own code
-(`prometheus.source.batch_groups` for the engines, `prometheus.hosts.host_groups` for the hosts), so they
+(`prometheus.queries.batch_groups` for the engines, `prometheus.hosts.host_groups` for the hosts), so they
 are the strings the console sends (scale_bench logs both sides' and compares them). Every 2 s (the console's
 default poll interval; the next tick is armed after this one ends, as the console's loops are) it sends
 them all at once over one keep-alive aiohttp session, decodes each answer into its series as the console
@@ -38,9 +38,10 @@ from textual.widgets import DataTable
 
 from poolconsole.collect.engines.poll import SPEC
 from poolconsole.collect.prometheus.api import Series, parse_vector
-from poolconsole.collect.prometheus.hosts import address_key, addresses_matcher, host_groups, instance_address
-from poolconsole.collect.prometheus.hosts import batch_expression as host_batch_expression
-from poolconsole.collect.prometheus.source import SCRAPE_OF, batch_expression, batch_groups, instances_matcher
+from poolconsole.collect.prometheus.host_queries import address_key, addresses_matcher, instance_address
+from poolconsole.collect.prometheus.host_queries import batch_expression as host_batch_expression
+from poolconsole.collect.prometheus.hosts import host_groups
+from poolconsole.collect.prometheus.queries import SCRAPE_OF, batch_expression, batch_groups, instances_matcher
 from poolconsole.collect.tls import import_aiohttp
 from poolconsole.config.load import load_config
 from poolconsole.config.models import Engine, Host

@@ -54,7 +54,7 @@ sys.path.insert(0, str(ROOT))
 from aiohttp import web  # noqa: E402
 
 from poolconsole.collect.engines.poll import SPEC  # noqa: E402
-from poolconsole.collect.prometheus.source import SCRAPE_OF  # noqa: E402
+from poolconsole.collect.prometheus.queries import SCRAPE_OF  # noqa: E402
 from poolconsole.config.models import EngineKind  # noqa: E402
 from tests.helpers.prometheus import prometheus_binary  # noqa: E402
 from tests.helpers.rawhttp import free_port  # noqa: E402
@@ -392,14 +392,15 @@ if sys.argv[2] == "per-engine":  # the reads as before batching: two instant que
 
     ps.EngineReads.read = read
 
+    from poolconsole.collect.prometheus import host_queries as hq
     from poolconsole.collect.prometheus import hosts as ph
 
     async def host_poll(self):  # and three per host
         self.reads.queries += 3
         answers = await asyncio.gather(
-            self.api.query(ph.host_selection(self.host)),
-            self.api.query(ph.host_scrape_times(self.host)),
-            self.api.query(ph.recent_exporters(self.host)),
+            self.api.query(hq.host_selection(self.host)),
+            self.api.query(hq.host_scrape_times(self.host)),
+            self.api.query(hq.recent_exporters(self.host)),
         )
         return await self._snapshot(*answers)
 

@@ -18,13 +18,8 @@ from typing import Any
 import pytest
 
 from poolconsole.collect.prometheus.batch import REUSE_S
-from poolconsole.collect.prometheus.hosts import (
-    PrometheusHostPoller,
-    host_reads,
-    host_scrape_times,
-    host_selection,
-    recent_exporters,
-)
+from poolconsole.collect.prometheus.host_queries import host_scrape_times, host_selection, recent_exporters
+from poolconsole.collect.prometheus.hosts import PrometheusHostPoller, host_reads
 from poolconsole.collect.prometheus.source import PrometheusAPI
 from poolconsole.config import load_config
 from poolconsole.config.models import Host, PrometheusSource

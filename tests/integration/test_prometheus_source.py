@@ -16,13 +16,12 @@ from typing import Any
 import pytest
 
 from poolconsole import cli
+from poolconsole.collect.prometheus.queries import scrape_time, selection
 from poolconsole.collect.prometheus.source import (
     REUSE_S,
     Batch,
     PrometheusAPI,
     PrometheusEnginePoller,
-    scrape_time,
-    selection,
 )
 from poolconsole.commands import launch
 from poolconsole.config import PoolConfig, parse_config

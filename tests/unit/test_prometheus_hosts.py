@@ -11,7 +11,7 @@ import pytest
 from poolconsole.collect.prometheus.api import Series
 from poolconsole.collect.prometheus.discovery import hosts_from_targets, instance_host
 from poolconsole.collect.prometheus.exporters import dcgm_gpus, nvidia_smi_gpus
-from poolconsole.collect.prometheus.hosts import (
+from poolconsole.collect.prometheus.host_queries import (
     address_key,
     addresses_matcher,
     host_matchers,

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
+from poolconsole.collect.prometheus.queries import SCRAPE_OF
 from poolconsole.collect.prometheus.range import RangeSeries, parse_matrix, range_groups, scrapes
-from poolconsole.collect.prometheus.source import SCRAPE_OF
 from poolconsole.config.models import Engine, EngineKind, PoolConfig, PrometheusSource
 from poolconsole.model.pool_state import SHORT_POINTS
 from poolconsole.runtime.prometheus_history import Point, merged, points

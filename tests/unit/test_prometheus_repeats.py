@@ -17,7 +17,8 @@ from poolconsole.collect.prometheus import batch as batch_module
 from poolconsole.collect.prometheus import layout as layout_module
 from poolconsole.collect.prometheus.api import Answer, Series
 from poolconsole.collect.prometheus.hosts import PrometheusHostPoller
-from poolconsole.collect.prometheus.source import SCRAPE_OF, PrometheusAPI, PrometheusEnginePoller
+from poolconsole.collect.prometheus.queries import SCRAPE_OF
+from poolconsole.collect.prometheus.source import PrometheusAPI, PrometheusEnginePoller
 from poolconsole.config import parse_config
 from poolconsole.model.snapshots import EngineState
 

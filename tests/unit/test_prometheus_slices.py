@@ -9,14 +9,8 @@ from hypothesis import strategies as st
 
 from poolconsole.collect.engines.poll import SPEC
 from poolconsole.collect.prometheus.api import Series
-from poolconsole.collect.prometheus.source import (
-    SCRAPE_OF,
-    _names_of,
-    by_instance,
-    engine_slice,
-    running_families,
-    sliced,
-)
+from poolconsole.collect.prometheus.queries import SCRAPE_OF, running_families
+from poolconsole.collect.prometheus.source import _names_of, by_instance, engine_slice, sliced
 from poolconsole.config.models import Engine, EngineKind
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from poolconsole.collect.prometheus.api import parse_vector
 from poolconsole.collect.prometheus.discovery import engines_from_targets
-from poolconsole.collect.prometheus.source import matchers, scrape_time, selection
+from poolconsole.collect.prometheus.queries import matchers, scrape_time, selection
 from poolconsole.config import ConfigError, parse_config
 from poolconsole.config.models import EngineKind
 from poolconsole.ops.prometheus_config import render

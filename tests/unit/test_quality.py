@@ -113,3 +113,13 @@ def test_ruff() -> None:
         cwd=ROOT,
     )
     assert result.returncode == 0, result.stdout[-3000:]
+
+
+def test_no_module_over_500_lines() -> None:
+    """Small modules (issue 36): a module that outgrows 500 lines is split by what its parts do."""
+    long = {
+        str(path.relative_to(ROOT)): lines
+        for path in sorted((ROOT / "poolconsole").rglob("*.py"))
+        if (lines := len(path.read_text(encoding="utf-8").splitlines())) > 500
+    }
+    assert not long, long

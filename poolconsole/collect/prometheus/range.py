@@ -5,7 +5,7 @@ One range query per group of engines (RANGE_INSTANCES of them matched by instanc
 own), step = the poll interval, asks for the raw series of the families the engine view charts
 (generation tokens counter, KV usage, running, waiting, a throughput gauge where the engine has one, the
 process start time) and each target's `up`, `or` the `timestamp()` of `up` and of the running-requests
-gauge, tagged as the instant batch tags them (prometheus.source.SCRAPE_OF): at each step, when the sample
+gauge, tagged as the instant batch tags them (prometheus.queries.SCRAPE_OF): at each step, when the sample
 was scraped. Consecutive steps that read the same scrape are one snapshot (a live poll between two scrapes
 changes nothing either), stamped with the scrape's time; the mapping is the direct collector's, so the
 runtime's pool state computes tok/s (reset-safe counter deltas) and the restart marks from them exactly
@@ -25,7 +25,7 @@ from poolconsole.collect.engines.mapping import metrics_from_samples
 from poolconsole.collect.engines.poll import SPEC
 from poolconsole.collect.prom import Sample
 from poolconsole.collect.prometheus.api import PrometheusAPI, query_result
-from poolconsole.collect.prometheus.source import SCRAPE_OF, engine_groups, running_families
+from poolconsole.collect.prometheus.queries import SCRAPE_OF, engine_groups, running_families
 from poolconsole.config.models import Engine, EngineKind
 from poolconsole.model.snapshots import EngineMetrics, EngineSnapshot, EngineState
 

@@ -8,17 +8,16 @@ What one engine needs is two instant vectors:
 - the `timestamp()` of the target's `up` (or its running-requests gauge): when Prometheus scraped it,
   the sample's time.
 
-Every engine on one query API is read in one batch (EngineReads): each engine's poll loop asks it, and
-the first ask of a tick sends one instant query per group (the engines matched by instance, up to
-BATCH_INSTANCES of them in one `instance=~"a|b|..."`; each distinct selector on its own) holding both
-vectors (`raw or label_replace(timestamp(up{...}), ...)`); each engine gets its slice. Once read, a group
-matched by instance asks the scrape times alone first, and the series only of the engines scraped since
-the reading their poller holds: a poll between two scrapes (most of them, at a 15-60 s scrape and a 2 s
-poll) costs its engine a scrape time, not its series decoded again. The loops keep their own cadence and
-still never overlap themselves; only the fetch is shared: a loop that asks while a batch is in flight, or
-soon after one (prometheus.batch says how soon), gets that batch's reading. 1,000 engines are at most 10
-queries a tick (5 groups: their scrape times, then the reads) instead of 2,000 (benchmarks/scale_bench.py
-measures both).
+Every engine on one query API is read in one batch (EngineReads): each engine's poller asks it, and the
+first ask of a tick sends one instant query per group (the engines matched by instance, up to BATCH_INSTANCES
+of them in one `instance=~"a|b|..."`; each distinct selector on its own) holding both vectors (`raw or
+label_replace(timestamp(up{...}), ...)`: prometheus.queries); each engine gets its slice. Once read, a group
+matched by instance asks the scrape times alone first, and the series only of the engines scraped since the
+reading their poller holds: a poll between two scrapes (most of them, at a 15-60 s scrape and a 2 s poll)
+costs its engine a scrape time, not its series decoded again. One loop polls the batch's pollers a tick
+(runtime.live); a poller that asks while a batch is in flight, or soon after one (prometheus.batch says how
+soon), gets that batch's reading. 1,000 engines are at most 10 queries a tick (5
+groups: their scrape times, then the reads) instead of 2,000 (benchmarks/scale_bench.py measures both).
 
 The series go through the same mapping as a /metrics page (aliases per version, ranks, histograms), so
 every field reads as it does when polled directly. Counters are read as counters, not through `rate()`:
@@ -40,7 +39,6 @@ error Prometheus reports for it), a query error, an unreachable or refusing quer
 from __future__ import annotations
 
 import math
-import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -50,132 +48,41 @@ from typing import Any, TypeVar
 
 from poolconsole.collect.engines.kinds import Capability, adapter
 from poolconsole.collect.engines.poll import SPEC
-from poolconsole.collect.prometheus.api import Answer, Series, quoted
+from poolconsole.collect.prometheus.api import Answer, Series
 from poolconsole.collect.prometheus.api import PrometheusAPI as PrometheusAPI  # re-exported: its clients import it here
 from poolconsole.collect.prometheus.batch import REUSE_S as REUSE_S
 from poolconsole.collect.prometheus.batch import Batch as SharedBatch
 from poolconsole.collect.prometheus.batch import Coalescer
 from poolconsole.collect.prometheus.batch import scrape_error_in as scrape_error_in
 from poolconsole.collect.prometheus.layout import Layout, layout_key, layout_of
+from poolconsole.collect.prometheus.queries import (
+    SCRAPE_OF,
+    Group,
+    batch_expression,
+    batch_groups,
+    instances_matcher,
+    matchers,
+    running_families,
+    scrape_time,
+    selection,
+)
 from poolconsole.config.models import Engine, EngineKind
 from poolconsole.model.snapshots import COUNTERS, GAUGES, HISTOGRAMS, EngineSnapshot, EngineState
 
+K = TypeVar("K")
 ALL_METRICS = (*GAUGES, *COUNTERS, *HISTOGRAMS)
 LLAMACPP_KV = (
     'llama.cpp has no KV metric: its estimate comes from /slots, which only a direct poll reads (read = "direct")'
 )
 
 
-def matchers(engine: Engine) -> str:
-    """The engine's label matchers without braces: its selector's, else instance="HOST:PORT"."""
-    if engine.selector is not None:
-        return engine.selector.strip()[1:-1].strip().rstrip(",").strip()
-    return f"instance={quoted(engine.instance)}"
-
-
-def selection(engine: Engine) -> str:
-    """Every series this engine's mapping reads, and its target's `up` (the per-engine query a batch
-    replaces; benchmarks/scale_bench.py measures it beside the batch)."""
-    spec = SPEC[engine.kind]
-    names = "|".join(sorted({*spec.wanted, "up"}))
-    return f'{{__name__=~"{names}", {matchers(engine)}}}'
-
-
-def scrape_time(engine: Engine) -> str:
-    """When Prometheus last scraped the engine: its target's `up`, else (a selector with labels `up` lacks)
-    its running-requests gauge. timestamp() drops the metric name, so one family at a time."""
-    sel = matchers(engine)
-    running = SPEC[engine.kind].gauges["requests_running"][0]
-    parts = [f"timestamp(up{{{sel}}})", *(f'timestamp({{__name__="{name}", {sel}}})' for name in running)]
-    return f"max({' or '.join(parts)})"
-
-
-BATCH_INSTANCES = 200
-"""Engines matched by instance in one batched query: 200 keep the query's URL near 6 KB (under the 8 KB
-request line a proxy in front of the query API commonly allows) and its answer near 1 MB."""
-SCRAPE_OF = "poolconsole_scrape_of"
-"""The label a batch puts on each `timestamp()` series: which family it is the scrape time of."""
 SAME_SCRAPE = Answer(same_scrape=True)
 """An engine's vector when its scrape time is the one its poller's reading holds (EngineReads.run)."""
-
-
-def running_families(kind: EngineKind) -> tuple[str, ...]:
-    """The families whose timestamp() is an engine's scrape time: `up`, then its running-requests gauge."""
-    return ("up", *SPEC[kind].gauges["requests_running"][0])
-
-
-def batch_expression(kinds: Iterable[EngineKind], sel: str) -> str:
-    """One instant query reading every engine under the matchers `sel`: the raw series of the kinds'
-    families and each target's `up`, `or` the timestamp() of `up` and of the running-requests gauges, one
-    family at a time (timestamp() reads the samples' own times only of a plain selector, and drops the
-    name), each tagged with SCRAPE_OF so that `or` (which matches label sets without the name) keeps them."""
-    chosen = sorted(set(kinds), key=str)
-    names = "|".join(sorted({"up", *(n for k in chosen for n in SPEC[k].wanted)}))
-    return f'{{__name__=~"{names}", {sel}}} or ' + stamps_expression(chosen, sel)
-
-
-def stamps_expression(kinds: Iterable[EngineKind], sel: str) -> str:
-    """The scrape times alone of every engine under `sel` (batch_expression's timestamp() part): a batch asks
-    it first, then the series only of the engines scraped since their last reading."""
-    families = sorted({f for k in set(kinds) for f in running_families(k)})
-    return " or ".join(
-        f'label_replace(timestamp({{__name__="{family}", {sel}}}), "{SCRAPE_OF}", "{family}", "", "")'
-        for family in families
-    )
-
-
-def instances_matcher(instances: Iterable[str]) -> str:
-    """instance=~"a|b|..." matching exactly these instance labels."""
-    return f"instance=~{quoted('|'.join(re.escape(i) for i in sorted(set(instances))))}"
-
-
-@dataclass(frozen=True)
-class _Group:
-    """Engines read by one query: those matched by instance (sliced by it) or those of one selector."""
-
-    expr: str
-    keys: tuple[int, ...]
-    by_instance: bool
-    stamps: str = ""
-    """By instance: the scrape times' query sent first (stamps_expression)."""
 
 
 Batch = SharedBatch[Engine, tuple[Answer, Answer]]
 """One tick's reading of every engine on the API: each engine's two vectors, by its poller's key (a group's
 engines go on as soon as its answer is in; /api/v1/targets read once per batch for every stale engine)."""
-
-
-K = TypeVar("K")
-
-
-def engine_groups(members: Mapping[K, Engine], per_query: int) -> list[tuple[str, tuple[K, ...], bool]]:
-    """The engines one query can read together: those matched by instance in chunks of `per_query`
-    instances, and each distinct selector on its own (a selector's matchers cannot be merged into another's).
-    Each group: its label matchers, its members' keys, whether it was matched by instance."""
-    by_instance: dict[str, list[K]] = {}
-    by_selector: dict[str, list[K]] = {}
-    for key, engine in members.items():
-        if engine.selector is None:
-            by_instance.setdefault(engine.instance, []).append(key)
-        else:
-            by_selector.setdefault(matchers(engine), []).append(key)
-    groups: list[tuple[str, tuple[K, ...], bool]] = []
-    instances = sorted(by_instance)
-    for at in range(0, len(instances), per_query):
-        chunk = instances[at : at + per_query]
-        groups.append((instances_matcher(chunk), tuple(k for i in chunk for k in by_instance[i]), True))
-    groups += [(sel, tuple(same), False) for sel, same in by_selector.items()]
-    return groups
-
-
-def batch_groups(members: dict[int, Engine]) -> list[_Group]:
-    """The queries of one batch (engine_groups, BATCH_INSTANCES instances a query)."""
-    groups = []
-    for matcher, keys, by_instance in engine_groups(members, BATCH_INSTANCES):
-        kinds = {members[k].kind for k in keys}
-        stamps = stamps_expression(kinds, matcher) if by_instance else ""
-        groups.append(_Group(batch_expression(kinds, matcher), keys, by_instance, stamps))
-    return groups
 
 
 def by_instance(series: Iterable[Series]) -> dict[str, list[Series]]:
@@ -267,13 +174,13 @@ def sliced(
     return out
 
 
-class EngineReads(Coalescer[Engine, _Group, tuple[Answer, Answer]]):
+class EngineReads(Coalescer[Engine, Group, tuple[Answer, Answer]]):
     """Every engine read from one query API, coalesced into one batch per tick (module docstring; the
     coalescing is prometheus.batch's Coalescer, which the hosts' batch shares)."""
 
     api: PrometheusAPI
 
-    def groups(self, members: dict[int, Engine]) -> list[_Group]:
+    def groups(self, members: dict[int, Engine]) -> list[Group]:
         return batch_groups(members)
 
     async def read(self, key: int) -> tuple[Answer, Answer, Batch]:
@@ -282,7 +189,7 @@ class EngineReads(Coalescer[Engine, _Group, tuple[Answer, Answer]]):
         (values, stamps), batch = await self.fetch(key)
         return values, stamps, batch
 
-    async def run(self, batch: Batch, group: _Group) -> dict[int, tuple[Answer, Answer]]:
+    async def run(self, batch: Batch, group: Group) -> dict[int, tuple[Answer, Answer]]:
         """A selector's group, or the first read of a group: its one query. Else the scrape times first,
         then the series of the engines scraped since their poller's last reading only; the others get
         SAME_SCRAPE (module docstring: at a 5 s scrape and a 2 s poll, 60 % of the engines a tick, which
