@@ -13,6 +13,7 @@ from poolconsole.model.pool_state import HISTORY_POINTS
 from poolconsole.runtime.live import LivePool
 from poolconsole.runtime.recording import Recording
 from poolconsole.runtime.store import Store, StoreBusy, StoredHistory, StoreProblem, fill_history, read_history
+from poolconsole.ui import jobs
 from poolconsole.workflows import audit_log
 
 if TYPE_CHECKING:
@@ -54,12 +55,7 @@ class History:
             loop.call_soon_threadsafe(partial(app.notify, message, severity="error", timeout=10))
 
         self.recording = Recording(runtime, path, on_problem=told)
-        app.run_worker(
-            self._take_store(self.recording),
-            group="history-store",
-            description="opening the history store",
-            exit_on_error=False,
-        )
+        jobs.start(app, partial(self._take_store, self.recording), "history-store", "opening the history store")
 
     async def close(self) -> None:
         if self.recording is not None:  # one still opening gets what was held, then is closed
@@ -99,12 +95,12 @@ class History:
             fill()
 
     def _fill(self, path: Path | None, until: float) -> None:
-        self.app.run_worker(
-            self._fill_history(path, until),
-            group="history",
-            description="filling the charts from the history store",
+        jobs.start(
+            self.app,
+            partial(self._fill_history, path, until),
+            "history",
+            "filling the charts from the history store",
             exclusive=True,
-            exit_on_error=False,
         )
 
     async def _fill_history(self, path: Path | None, until: float) -> None:
@@ -150,11 +146,11 @@ class History:
         ranged = engine is not None and engine.read == "prometheus" and app.config.prometheus is not None
         if engine is None or (path is None and not ranged):
             return
-        app.run_worker(
-            self._fill_engine(path, name, app.state.clock()),
-            group="detail-history",
-            description=f"reading {name}'s history for its charts",
-            exit_on_error=False,
+        jobs.start(
+            app,
+            partial(self._fill_engine, path, name, app.state.clock()),
+            "detail-history",
+            f"reading {name}'s history for its charts",
         )
 
     async def _fill_engine(self, path: Path | None, name: str, until: float) -> None:
@@ -179,10 +175,7 @@ class History:
             app.changed()
 
     def load_audit(self, path: Path) -> None:
-        self.app.run_worker(
-            self._load_audit(path), group="audit-events", description="reading the audit log", exclusive=True,
-            exit_on_error=False,
-        )  # fmt: skip
+        jobs.start(self.app, partial(self._load_audit, path), "audit-events", "reading the audit log", exclusive=True)
 
     async def _load_audit(self, path: Path) -> None:
         """The audit log's latest actions (this console's earlier ones, the CLI's) into the timeline, and the

@@ -17,6 +17,7 @@ from textual.worker import WorkerState
 
 from poolconsole.config.models import Engine, EngineKind
 from poolconsole.model.ollama import resident_marks
+from poolconsole.ui import jobs
 from poolconsole.workflows import audit_log
 
 if TYPE_CHECKING:
@@ -94,9 +95,7 @@ class ActionRunner:
             if yes:
                 screen = ActionScreen(plan.title)
                 self.show(screen)
-                self.app.run_worker(
-                    self._act(screen, plan), group="actions", description="the action", exit_on_error=False
-                )
+                jobs.start(self.app, partial(self._act, screen, plan), "actions", "the action")
 
         self.app.push_screen(ConfirmAction(plan.question, list(plan.lines), runnable=plan.blocked is None), go)
 
@@ -163,9 +162,7 @@ class ActionRunner:
             self.confirm(restart.plan(self.workspace(), engine.name, self.app.state))
 
     def action_rollover(self) -> None:
-        self.app.run_worker(
-            self._rollover(), group="actions-ui", description="the action's dialog", exclusive=True, exit_on_error=False
-        )
+        jobs.start(self.app, self._rollover, "actions-ui", "the action's dialog", exclusive=True)
 
     async def _rollover(self) -> None:
         from poolconsole.ui.screens.action import ProfilePicker
@@ -299,13 +296,7 @@ class ActionRunner:
         self.show(screen)
         if old is not None and app.is_screen_installed(old):
             app.call_after_refresh(self._drop_screen, old)
-        app.run_worker(
-            self._smoke(screen, targets),
-            group="smoke",
-            description="the smoke test",
-            exclusive=True,
-            exit_on_error=False,
-        )
+        jobs.start(app, partial(self._smoke, screen, targets), "smoke", "the smoke test", exclusive=True)
 
     def _drop_screen(self, screen: Screen[None]) -> None:
         """An installed screen no longer wanted: uninstalled and removed once it is off the stack (an
@@ -422,9 +413,7 @@ class ActionRunner:
         app.push_screen(ProfilePicker("exposure", list(COMPLETION_CHOICES), None, question), picked)
 
     def action_audit_log(self) -> None:
-        self.app.run_worker(
-            self._audit_log(), group="audit", description="reading the audit log", exclusive=True, exit_on_error=False
-        )
+        jobs.start(self.app, self._audit_log, "audit", "reading the audit log", exclusive=True)
 
     async def _audit_log(self) -> None:
         from poolconsole.ui.screens.action import AuditScreen
