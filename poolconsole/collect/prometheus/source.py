@@ -8,16 +8,16 @@ What one engine needs is two instant vectors:
 - the `timestamp()` of the target's `up` (or its running-requests gauge): when Prometheus scraped it,
   the sample's time.
 
-Every engine on one query API is read in one batch (EngineReads): each engine's poller asks it, and the
-first ask of a tick sends one instant query per group (the engines matched by instance, up to BATCH_INSTANCES
-of them in one `instance=~"a|b|..."`; each distinct selector on its own) holding both vectors (`raw or
+Every engine on one query API is read in one batch (EngineReads): each engine's poller asks it, and the first
+ask of a tick sends one instant query per group (the engines matched by instance, up to BATCH_INSTANCES of
+them in one `instance=~"a|b|..."`; each distinct selector on its own) holding both vectors (`raw or
 label_replace(timestamp(up{...}), ...)`: prometheus.queries); each engine gets its slice. Once read, a group
 matched by instance asks the scrape times alone first, and the series only of the engines scraped since the
 reading their poller holds: a poll between two scrapes (most of them, at a 15-60 s scrape and a 2 s poll)
 costs its engine a scrape time, not its series decoded again. One loop polls the batch's pollers a tick
 (runtime.live); a poller that asks while a batch is in flight, or soon after one (prometheus.batch says how
-soon), gets that batch's reading. 1,000 engines are at most 10 queries a tick (5
-groups: their scrape times, then the reads) instead of 2,000 (benchmarks/scale_bench.py measures both).
+soon), gets that batch's reading. 1,000 engines are at most 10 queries a tick (5 groups: their scrape times,
+then the reads) instead of 2,000 (benchmarks/scale_bench.py measures both).
 
 The series go through the same mapping as a /metrics page (aliases per version, ranks, histograms), so
 every field reads as it does when polled directly. Counters are read as counters, not through `rate()`:
