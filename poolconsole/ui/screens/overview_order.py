@@ -5,7 +5,7 @@ sort (`s`, a click on a header), the grouping (`G`), the rows that need attentio
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from poolconsole.model.pool_state import PoolState, host_vram_fraction
 from poolconsole.ui import overview_rows
@@ -50,10 +50,14 @@ class Shown:
     order: list[str]
     by_filter: int
     by_problems: int
-    engines: int = 0
+    engines: int
     """The engines among the rows, before the filter, `p` and folding."""
-    engines_shown: int = 0
+    engines_shown: int
     """The engines among the rows on screen."""
+
+    def copy(self) -> Shown:
+        """The same, with an order of its own (the caller's to keep: the memo keeps its own)."""
+        return replace(self, order=list(self.order))
 
 
 def view_number(state: PoolState, key: str, column: str) -> float | None:
@@ -200,8 +204,7 @@ class OrderMemo:
             and book.group_of == self.group_of
             and (not first or (book.rank == self.rank and book.members == self.members))
         ):
-            made = self.made
-            return Shown(list(made.order), made.by_filter, made.by_problems, made.engines, made.engines_shown)
+            return self.made.copy()
         made = shown(rows, book, choices)
         self.remade += 1
         if not steady(choices):
@@ -210,4 +213,4 @@ class OrderMemo:
         self.made, self.choices, self.keys, self.group_of = made, choices, frozenset(rows), dict(book.group_of)
         self.rank = dict(book.rank) if first else None
         self.members = {g: list(m) for g, m in book.members.items()} if first else None
-        return Shown(list(made.order), made.by_filter, made.by_problems, made.engines, made.engines_shown)
+        return made.copy()
